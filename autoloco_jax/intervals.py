@@ -1,0 +1,595 @@
+r"""Interval controllers: how many inner steps the next round runs.
+
+At each sync the trainer gathers scalar statistics of the round that just ended
+into a :class:`SyncStats` (cheap: scalars only, no communication beyond them)
+and asks a controller for the next interval ``H_{t+1} ∈ [h_min, h_max]``.
+
+Every controller is an :class:`IntervalController`, a ``NamedTuple`` of two pure
+functions in the optax style, plus its bounds:
+
+* ``init(h0=None) -> state``: the state before the first round;
+  ``state.interval`` is the first round's ``H`` (``h0``, or the controller's
+  own default when ``h0`` is None).
+* ``next_interval(state, stats) -> (H, state)``: ``H`` is an int32 scalar.
+
+Both are deterministic and jittable: ``stats`` may be traced, the controller's
+configuration is static Python, so the trainer can run the controller inside
+its jitted sync and feed ``H`` to a ``lax.while_loop`` without recompiling.
+
+Controllers (see ``docs/algorithms.md``, section 3b):
+
+* :func:`fixed` — DiLoCo's constant ``H``.
+* :func:`lr_quadratic` — Quadratic Synchronization Rule (Gu et al., ICLR 2024):
+  ``H ∝ 1/η²``.
+* :func:`loss_ratio` — AdaComm (Wang & Joshi, 2019): ``H ∝ sqrt(L_t/L_0)``.
+* :func:`agreement` — ours: grow ``H`` while the workers' pseudo-gradients
+  agree, shrink it when they do not.
+
+:data:`CONTROLLERS` maps names to factories; :func:`make` builds one by name.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class SyncStats(NamedTuple):
+  """Scalar statistics of one round, read by a controller at its sync.
+
+  Build it with :func:`sync_stats`, which fills the derived fields and dtypes.
+
+  Attributes:
+    round: index ``t`` of the round that just ended (int32, from 0).
+    step: global inner step ``s`` at the end of the round (int32).
+    interval: ``H_t``, inner steps the round ran (int32).
+    lr_sum: ``S_t = Σ_{s in round} η(s)`` (float32).
+    lr: the current inner learning rate ``η(s)`` (float32).
+    loss_mean: training loss averaged over the round's steps and workers.
+    loss_start: loss of the round's first step (mean over workers).
+    loss_end: loss of the round's last step (mean over workers).
+    delta_norm: ``‖Δ_t‖`` of the averaged pseudo-gradient.
+    worker_sq_norm: ``mean_k ‖Δ_{t,k}‖²``.
+    agreement: ``ρ_t = ‖Δ_t‖² / mean_k ‖Δ_{t,k}‖²`` in ``[0, 1]``: 1 when the
+      workers moved identically, about ``1/K`` when their moves are unrelated.
+    num_workers: ``K`` (int32).
+  """
+  round: jax.Array
+  step: jax.Array
+  interval: jax.Array
+  lr_sum: jax.Array
+  lr: jax.Array
+  loss_mean: jax.Array
+  loss_start: jax.Array
+  loss_end: jax.Array
+  delta_norm: jax.Array
+  worker_sq_norm: jax.Array
+  agreement: jax.Array
+  num_workers: jax.Array
+
+
+def agreement_ratio(delta_sq_norm: Any, worker_sq_norm: Any) -> jax.Array:
+  r"""Agreement of the workers' moves, ``ρ = ‖Δ‖² / mean_k ‖Δ_k‖²``.
+
+  .. math::
+
+    ρ_t = \frac{\lVert \tfrac1K \sum_k Δ_{t,k} \rVert^2}
+               {\tfrac1K \sum_k \lVert Δ_{t,k} \rVert^2} \in [0, 1]
+
+  By Jensen's inequality ``ρ ≤ 1``, with equality when every worker moved the
+  same way; for unrelated moves of equal size ``ρ ≈ 1/K``. When no worker
+  moved (``worker_sq_norm == 0``) the moves are identical: ``ρ = 1``.
+
+  Args:
+    delta_sq_norm: ``‖Δ_t‖²`` of the averaged pseudo-gradient.
+    worker_sq_norm: ``mean_k ‖Δ_{t,k}‖²``.
+
+  Returns:
+    ``ρ_t`` as a float32 scalar.
+  """
+  d = jnp.asarray(delta_sq_norm, jnp.float32)
+  w = jnp.asarray(worker_sq_norm, jnp.float32)
+  moved = w > 0
+  return jnp.where(moved, d / jnp.where(moved, w, 1.0), 1.0)
+
+
+def normalized_agreement(rho: Any, num_workers: Any) -> jax.Array:
+  r"""Rescale ``ρ`` so unrelated moves read 0 and identical moves read 1.
+
+  .. math::
+
+    a_t = \frac{ρ_t - 1/K}{1 - 1/K}
+
+  If each worker's move is a shared part ``d`` plus independent noise of mean
+  squared size ``σ²``, then in expectation ``a = ‖d‖² / (‖d‖² + σ²)``, the
+  fraction of a worker's move that is shared, whatever ``K``. It can be
+  negative when the workers' moves cancel. With ``K = 1`` there is nothing to
+  disagree with: ``a = 1``.
+
+  Args:
+    rho: ``ρ_t`` (see :func:`agreement_ratio`).
+    num_workers: ``K`` (int or int array).
+
+  Returns:
+    ``a_t`` as a float32 scalar.
+  """
+  rho = jnp.asarray(rho, jnp.float32)
+  k = jnp.asarray(num_workers, jnp.float32)
+  many = k > 1
+  inv_k = 1.0 / jnp.where(many, k, 2.0)
+  return jnp.where(many, (rho - inv_k) / (1.0 - inv_k), 1.0)
+
+
+def sync_stats(*, round: Any, step: Any, interval: Any, lr_sum: Any, lr: Any,
+               loss_mean: Any, loss_start: Any, loss_end: Any,
+               delta_sq_norm: Any, worker_sq_norm: Any,
+               num_workers: Any) -> SyncStats:
+  """Builds :class:`SyncStats` with the right dtypes and the derived fields.
+
+  ``delta_norm = sqrt(delta_sq_norm)`` and ``agreement = ρ_t`` are computed
+  here from the two squared norms, so callers reduce only those. Jittable.
+
+  Returns:
+    A :class:`SyncStats` of scalars.
+  """
+  i32 = lambda x: jnp.asarray(x, jnp.int32)
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  return SyncStats(
+      round=i32(round), step=i32(step), interval=i32(interval),
+      lr_sum=f32(lr_sum), lr=f32(lr), loss_mean=f32(loss_mean),
+      loss_start=f32(loss_start), loss_end=f32(loss_end),
+      delta_norm=jnp.sqrt(f32(delta_sq_norm)),
+      worker_sq_norm=f32(worker_sq_norm),
+      agreement=agreement_ratio(delta_sq_norm, worker_sq_norm),
+      num_workers=i32(num_workers))
+
+
+class IntervalController(NamedTuple):
+  """An interval controller: two pure functions and the bounds they respect.
+
+  Attributes:
+    init: ``init(h0=None) -> state``; ``state.interval`` is the first ``H``.
+    next_interval: ``next_interval(state, stats) -> (H, state)``, ``H`` an
+      int32 scalar in ``[h_min, h_max]``.
+    h_min: smallest interval the controller returns (Python int).
+    h_max: largest interval the controller returns (Python int); a trainer
+      can size its buffers by it.
+  """
+  init: Callable[..., Any]
+  next_interval: Callable[[Any, SyncStats], tuple[jax.Array, Any]]
+  h_min: int
+  h_max: int
+
+
+# --- validation -------------------------------------------------------------
+
+def _is_int(x: Any) -> bool:
+  return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, bool)
+
+
+def _is_concrete_number(x: Any) -> bool:
+  return isinstance(x, (numbers.Number, np.ndarray, np.generic)) and not isinstance(x, bool)
+
+
+def _check_int(name: str, value: Any, low: int = 1) -> int:
+  if not _is_int(value):
+    raise ValueError(f'{name} must be an int >= {low}, got {value!r}.')
+  if value < low:
+    raise ValueError(f'{name} must be >= {low}, got {value!r}.')
+  return int(value)
+
+
+def _check_bounds(h_min: Any, h_max: Any) -> tuple[int, int]:
+  h_min = _check_int('h_min', h_min)
+  h_max = _check_int('h_max', h_max)
+  if h_min > h_max:
+    raise ValueError(f'h_min must be <= h_max, got h_min={h_min}, h_max={h_max}.')
+  return h_min, h_max
+
+
+def _check_h0(h0: Any, h_min: int, h_max: int, name: str = 'h0') -> int:
+  h0 = _check_int(name, h0)
+  if not h_min <= h0 <= h_max:
+    raise ValueError(
+        f'{name} must lie in [h_min, h_max] = [{h_min}, {h_max}], got {h0}.')
+  return h0
+
+
+def _check_float(name: str, value: Any, *, low: float, high: float = np.inf,
+                 low_open: bool = True, high_open: bool = True) -> float:
+  if not _is_concrete_number(value) or np.ndim(value) != 0:
+    raise ValueError(f'{name} must be a number, got {value!r}.')
+  v = float(value)
+  ok_low = v > low if low_open else v >= low
+  ok_high = v < high if high_open else v <= high
+  if not (np.isfinite(v) and ok_low and ok_high):
+    lb = '(' if low_open else '['
+    rb = ')' if high_open else ']'
+    raise ValueError(f'{name} must lie in {lb}{low}, {high}{rb}, got {value!r}.')
+  return v
+
+
+def _initial_interval(h0: Any, default: int, h_min: int, h_max: int) -> jax.Array:
+  """``init``'s ``h0``: checked eagerly when concrete, clipped when traced."""
+  if h0 is None:
+    h0 = default
+  if isinstance(h0, np.ndarray) and h0.ndim == 0:
+    h0 = h0.item()
+  if _is_concrete_number(h0):
+    h0 = _check_h0(h0, h_min, h_max)
+  return jnp.clip(jnp.asarray(h0, jnp.int32), h_min, h_max)
+
+
+# floor/ceil with a relative slack: float32 gives (0.01/0.001)² = 99.99999, and a
+# rule whose value is an integer in exact arithmetic should return that integer.
+_REL_TOL = 1e-6
+
+
+def _floor(h: jax.Array) -> jax.Array:
+  return jnp.floor(h * (1.0 + _REL_TOL))
+
+
+def _ceil(h: jax.Array) -> jax.Array:
+  return jnp.ceil(h * (1.0 - _REL_TOL))
+
+
+def _to_interval(h: jax.Array, h_min: int, h_max: int, rounding: Callable) -> jax.Array:
+  # Clip in float first: (c/η)² and friends can be huge or inf before int32.
+  h = jnp.clip(h, float(h_min), float(h_max))
+  return jnp.clip(rounding(h).astype(jnp.int32), h_min, h_max)
+
+
+# --- controllers --------------------------------------------------------------
+
+class FixedState(NamedTuple):
+  """State of :func:`fixed`.
+
+  Attributes:
+    interval: the (constant) interval ``H`` (int32 scalar).
+  """
+  interval: jax.Array
+
+
+def fixed(h: int) -> IntervalController:
+  r"""DiLoCo's constant interval: ``H_t = h`` for every round.
+
+  Args:
+    h: the interval (int >= 1). Its bounds are ``h_min = h_max = h``.
+
+  Returns:
+    An :class:`IntervalController`.
+
+  Examples:
+    >>> from autoloco_jax import intervals
+    >>> ctrl = intervals.fixed(50)
+    >>> state = ctrl.init()
+    >>> int(state.interval)
+    50
+
+  References:
+    Douillard et al., `DiLoCo: Distributed Low-Communication Training of
+    Language Models <https://arxiv.org/abs/2311.08105>`_, 2023.
+  """
+  h = _check_int('h', h)
+
+  def init_fn(h0=None):
+    return FixedState(interval=_initial_interval(h0, h, h, h))
+
+  def next_fn(state, stats):
+    del stats
+    interval = jnp.full((), h, jnp.int32)
+    return interval, FixedState(interval=interval)
+
+  return IntervalController(init_fn, next_fn, h, h)
+
+
+class LrQuadraticState(NamedTuple):
+  """State of :func:`lr_quadratic`.
+
+  Attributes:
+    interval: the last interval returned (int32 scalar).
+  """
+  interval: jax.Array
+
+
+def lr_quadratic(c: float, h_min: int, h_max: int) -> IntervalController:
+  r"""Quadratic Synchronization Rule: intervals grow as ``1/η²``.
+
+  .. math::
+
+    H_{t+1} = \mathrm{clip}\Big(\big\lfloor (c / η_\mathrm{now})^2 \big\rfloor,
+                                H_\min, H_\max\Big)
+
+  with ``η_now = stats.lr``, the inner learning rate at the sync. While the
+  learning rate is high, ``H = h_min``; as the schedule decays, rounds
+  lengthen. Gu et al. motivate it by the implicit regularisation of local
+  steps: the drift that helps generalisation scales like ``η² H``, so keeping
+  ``η² H`` constant keeps that effect as the lr decays. A non-positive
+  ``η`` gives ``h_max`` (the limit); a non-finite one keeps the current ``H``.
+  The floor allows a relative 1e-6 of float32 error, so ``(0.01/0.001)²`` is
+  100, not 99.
+
+  Args:
+    c: growth coefficient (> 0; same units as ``η``). ``H`` leaves ``h_min``
+      once ``η < c / sqrt(h_min)``.
+    h_min: the paper's ``H_base``, the smallest interval (int >= 1).
+    h_max: the largest interval (int >= h_min).
+
+  Returns:
+    An :class:`IntervalController`; ``init(h0=None)`` defaults to ``h_min``.
+
+  Examples:
+    >>> from autoloco_jax import intervals
+    >>> ctrl = intervals.lr_quadratic(c=0.01, h_min=4, h_max=512)
+    >>> state = ctrl.init()
+    >>> stats = intervals.sync_stats(
+    ...     round=0, step=4, interval=4, lr_sum=4e-3, lr=1e-3, loss_mean=3.0,
+    ...     loss_start=3.1, loss_end=2.9, delta_sq_norm=1.0,
+    ...     worker_sq_norm=2.0, num_workers=4)
+    >>> h, state = ctrl.next_interval(state, stats)
+    >>> int(h)  # floor((0.01 / 0.001)²)
+    100
+
+  References:
+    Gu, Lyu, Arora, Zhang, Huang, `A Quadratic Synchronization Rule for
+    Distributed Deep Learning <https://arxiv.org/abs/2310.14423>`_, ICLR 2024.
+  """
+  c = _check_float('c', c, low=0.0)
+  h_min, h_max = _check_bounds(h_min, h_max)
+
+  def init_fn(h0=None):
+    return LrQuadraticState(interval=_initial_interval(h0, h_min, h_min, h_max))
+
+  def next_fn(state, stats):
+    lr = jnp.asarray(stats.lr, jnp.float32)
+    safe_lr = jnp.where(lr > 0, lr, 1.0)
+    h = jnp.where(lr > 0, jnp.square(c / safe_lr), jnp.inf)
+    new = _to_interval(h, h_min, h_max, _floor)
+    interval = jnp.where(jnp.isfinite(lr), new, state.interval)
+    return interval, LrQuadraticState(interval=interval)
+
+  return IntervalController(init_fn, next_fn, h_min, h_max)
+
+
+class LossRatioState(NamedTuple):
+  """State of :func:`loss_ratio`.
+
+  Attributes:
+    interval: the last interval returned (int32 scalar).
+    loss0: ``L_0``, the first round's mean loss (float32; 0 until set).
+    has_loss0: whether ``loss0`` has been set (bool scalar).
+  """
+  interval: jax.Array
+  loss0: jax.Array
+  has_loss0: jax.Array
+
+
+def loss_ratio(h0: int, h_min: int, h_max: int) -> IntervalController:
+  r"""AdaComm's loss-ratio rule: intervals shrink as the loss falls.
+
+  .. math::
+
+    H_{t+1} = \mathrm{clip}\Big(\Big\lceil H_0 \sqrt{L_t / L_0}\,\Big\rceil,
+                                H_\min, H_\max\Big)
+
+  ``L_t`` is ``stats.loss_mean``, the loss averaged over the round's steps and
+  workers: a single step's loss (``loss_end``) is far noisier, and the
+  rule's square root does not average that noise away. ``L_0`` is the same
+  statistic for the first round the controller sees, stored in the state on
+  that call, so the round after it runs ``H_0``. (AdaComm's ``L_0`` is the
+  loss at initialisation; the first round's mean is slightly lower, which
+  only shifts the curve.) Wang & Joshi derive the rule by minimising an
+  error-runtime bound: the best interval is large while the loss is far from
+  its floor and communication dominates, and must shrink as training nears
+  convergence so local drift stops dominating the error. Rounds with a
+  non-finite or non-positive loss keep the current ``H``.
+
+  Args:
+    h0: ``H_0``, the interval at loss ratio 1 (``h_min <= h0 <= h_max``).
+    h_min: smallest interval (int >= 1).
+    h_max: largest interval.
+
+  Returns:
+    An :class:`IntervalController`; ``init(h0=None)`` defaults to ``h0``.
+
+  Examples:
+    >>> from autoloco_jax import intervals
+    >>> ctrl = intervals.loss_ratio(h0=64, h_min=4, h_max=64)
+    >>> state = ctrl.init()
+    >>> mk = lambda loss: intervals.sync_stats(
+    ...     round=0, step=0, interval=64, lr_sum=1.0, lr=1e-3, loss_mean=loss,
+    ...     loss_start=loss, loss_end=loss, delta_sq_norm=1.0,
+    ...     worker_sq_norm=1.0, num_workers=4)
+    >>> h, state = ctrl.next_interval(state, mk(4.0))  # sets L_0 = 4
+    >>> h, state = ctrl.next_interval(state, mk(1.0))
+    >>> int(h)  # ceil(64 · sqrt(1/4))
+    32
+
+  References:
+    Wang, Joshi, `Adaptive Communication Strategies to Achieve the Best
+    Error-Runtime Trade-off in Local-Update SGD
+    <https://arxiv.org/abs/1810.08313>`_, SysML 2019.
+  """
+  h_min, h_max = _check_bounds(h_min, h_max)
+  h_ref = _check_h0(h0, h_min, h_max)
+
+  def init_fn(h0=None):
+    return LossRatioState(
+        interval=_initial_interval(h0, h_ref, h_min, h_max),
+        loss0=jnp.zeros((), jnp.float32),
+        has_loss0=jnp.zeros((), bool))
+
+  def next_fn(state, stats):
+    loss = jnp.asarray(stats.loss_mean, jnp.float32)
+    valid = jnp.isfinite(loss) & (loss > 0)
+    set_now = valid & ~state.has_loss0
+    loss0 = jnp.where(set_now, loss, state.loss0)
+    has_loss0 = state.has_loss0 | set_now
+    ratio = loss / jnp.where(has_loss0, loss0, 1.0)
+    new = _to_interval(h_ref * jnp.sqrt(ratio), h_min, h_max, _ceil)
+    interval = jnp.where(valid & has_loss0, new, state.interval)
+    return interval, LossRatioState(interval=interval, loss0=loss0, has_loss0=has_loss0)
+
+  return IntervalController(init_fn, next_fn, h_min, h_max)
+
+
+class AgreementState(NamedTuple):
+  """State of :func:`agreement`.
+
+  Attributes:
+    interval: the last interval returned, ``round(h)`` (int32 scalar).
+    h: the unrounded interval, kept as a float so small multiplicative steps
+      accumulate (float32 scalar, within ``[h_min, h_max]``).
+    smoothed: the EMA of the normalised agreement ``a_t`` (float32 scalar).
+    count: rounds observed with a finite agreement (int32 scalar).
+  """
+  interval: jax.Array
+  h: jax.Array
+  smoothed: jax.Array
+  count: jax.Array
+
+
+def agreement(h0: int, h_min: int, h_max: int, *, target: float = 0.5,
+              grow: float = 1.25, shrink: float = 0.7, ema: float = 0.5,
+              hysteresis: float = 0.15) -> IntervalController:
+  r"""Grow ``H`` while the workers agree, shrink it when they do not.
+
+  Reads the normalised agreement ``a_t = (ρ_t − 1/K)/(1 − 1/K)`` (the shared
+  fraction of a worker's move, see :func:`normalized_agreement`), smooths it,
+  and moves ``H`` multiplicatively outside a dead band around ``target``:
+
+  .. math::
+
+    \begin{align*}
+      \bar a_t &= λ \, \bar a_{t-1} + (1 - λ)\, a_t
+                \quad (\bar a_0 = a_0), \\
+      h_{t+1} &= \mathrm{clip}\big(h_t \cdot
+        \begin{cases}
+          g & \bar a_t > a^* + δ \\
+          s & \bar a_t < a^* - δ \\
+          1 & \text{otherwise}
+        \end{cases}, H_\min, H_\max\big), \\
+      H_{t+1} &= \mathrm{round}(h_{t+1}).
+    \end{align*}
+
+  When the workers' moves agree, averaging keeps most of what they did and a
+  sync buys little, so rounds can be longer; when they have drifted apart
+  (``a_t ≈ 0``, i.e. ``ρ_t ≈ 1/K``), much of each move cancels in the average
+  and the workers should meet sooner. The band ``[a* − δ, a* + δ]`` and the
+  EMA keep ``H`` from flipping up and down on a noisy or constant signal;
+  ``h`` is clipped to the bounds, so it never winds up beyond them.
+
+  Defaults and why: ``target = 0.5`` (shared and worker-specific parts of a
+  move carry equal energy); ``grow = 1.25`` and ``shrink = 0.7`` (back off
+  faster than you advance, as in additive-increase/multiplicative-decrease
+  congestion control: a round that is too long costs progress, one that is
+  too short only costs a sync); ``ema = 0.5`` (memory of about two rounds:
+  rounds are few and expensive, so a long memory would make the controller
+  lag behind the training); ``hysteresis = 0.15`` (a band wide enough for
+  ``H`` to come to rest in it: on the closed-loop drift model of
+  ``tests/test_intervals.py`` it spans a factor 3.4 in ``H``, against 1.25 for
+  a grow step and 1.43 for a shrink step). With ``K = 1``
+  ``a_t = 1``, so ``H`` grows to ``h_max``. A round with a non-finite ``ρ``
+  leaves the state unchanged.
+
+  Args:
+    h0: the first interval (``h_min <= h0 <= h_max``).
+    h_min: smallest interval (int >= 1).
+    h_max: largest interval.
+    target: ``a*``, the agreement to hold, in (0, 1).
+    grow: ``g > 1``, factor applied while ``ā > a* + δ``.
+    shrink: ``s`` in (0, 1), factor applied while ``ā < a* − δ``.
+    ema: ``λ`` in [0, 1), EMA decay; 0 uses the raw ``a_t``.
+    hysteresis: ``δ >= 0``, half-width of the dead band; below
+      ``min(target, 1 − target)`` so that both thresholds lie in (0, 1).
+
+  Returns:
+    An :class:`IntervalController`; ``init(h0=None)`` defaults to ``h0``.
+
+  Examples:
+    >>> from autoloco_jax import intervals
+    >>> ctrl = intervals.agreement(h0=16, h_min=4, h_max=256)
+    >>> state = ctrl.init()
+    >>> stats = intervals.sync_stats(
+    ...     round=0, step=16, interval=16, lr_sum=0.01, lr=1e-3,
+    ...     loss_mean=3.0, loss_start=3.1, loss_end=2.9,
+    ...     delta_sq_norm=0.95, worker_sq_norm=1.0, num_workers=4)
+    >>> h, state = ctrl.next_interval(state, stats)  # workers agree: grow
+    >>> int(h)
+    20
+  """
+  h_min, h_max = _check_bounds(h_min, h_max)
+  h_first = _check_h0(h0, h_min, h_max)
+  target = _check_float('target', target, low=0.0, high=1.0)
+  grow = _check_float('grow', grow, low=1.0)
+  shrink = _check_float('shrink', shrink, low=0.0, high=1.0)
+  ema = _check_float('ema', ema, low=0.0, high=1.0, low_open=False)
+  hysteresis = _check_float('hysteresis', hysteresis, low=0.0, low_open=False)
+  if hysteresis >= min(target, 1.0 - target):
+    raise ValueError(
+        f'hysteresis must be < min(target, 1 - target) = '
+        f'{min(target, 1.0 - target)} so both thresholds lie in (0, 1), '
+        f'got {hysteresis}.')
+
+  def init_fn(h0=None):
+    interval = _initial_interval(h0, h_first, h_min, h_max)
+    return AgreementState(
+        interval=interval,
+        h=interval.astype(jnp.float32),
+        smoothed=jnp.zeros((), jnp.float32),
+        count=jnp.zeros((), jnp.int32))
+
+  def next_fn(state, stats):
+    a = normalized_agreement(stats.agreement, stats.num_workers)
+    valid = jnp.isfinite(a)
+    smoothed = jnp.where(state.count == 0, a,
+                         ema * state.smoothed + (1.0 - ema) * a)
+    factor = jnp.where(smoothed > target + hysteresis, grow,
+                       jnp.where(smoothed < target - hysteresis, shrink, 1.0))
+    h = jnp.clip(state.h * factor, float(h_min), float(h_max))
+    interval = _to_interval(h, h_min, h_max, jnp.round)
+    new_state = AgreementState(
+        interval=interval, h=h.astype(jnp.float32),
+        smoothed=smoothed.astype(jnp.float32), count=state.count + 1)
+    new_state = jax.tree.map(lambda n, o: jnp.where(valid, n, o), new_state, state)
+    return new_state.interval, new_state
+
+  return IntervalController(init_fn, next_fn, h_min, h_max)
+
+
+CONTROLLERS: dict[str, Callable[..., IntervalController]] = {
+    'fixed': fixed,
+    'lr_quadratic': lr_quadratic,
+    'loss_ratio': loss_ratio,
+    'agreement': agreement,
+}
+
+
+def make(name: str, **kwargs: Any) -> IntervalController:
+  """Builds the controller registered as ``name`` with ``kwargs``.
+
+  Args:
+    name: a key of :data:`CONTROLLERS`.
+    **kwargs: the factory's arguments.
+
+  Returns:
+    An :class:`IntervalController`.
+
+  Raises:
+    ValueError: for an unknown name (the message lists the known ones), or
+      bad arguments.
+
+  Examples:
+    >>> from autoloco_jax import intervals
+    >>> ctrl = intervals.make('lr_quadratic', c=0.02, h_min=8, h_max=256)
+    >>> ctrl.h_max
+    256
+  """
+  if name not in CONTROLLERS:
+    raise ValueError(
+        f'unknown interval controller {name!r}; known: {sorted(CONTROLLERS)}.')
+  return CONTROLLERS[name](**kwargs)

@@ -1,0 +1,468 @@
+r"""Outer optimizers for local-update training: DiLoCo and AutoLoCo's corrected step.
+
+After a round of ``H_t`` inner steps the workers' pseudo-gradients are averaged,
+``Δ_t = mean_k (θ_t − θ_{t,k})``, and an *outer* optimizer turns ``Δ_t`` into the
+next global parameters. DiLoCo uses SGD with Nesterov momentum, tuned ``(α, β)``
+for one fixed interval ``H_ref``. AutoLoCo changes the interval from round to
+round, so each pseudo-gradient covers a different amount of inner progress; it
+measures that progress by the accumulated inner learning rate
+``S_t = Σ_{s in round t} η(s)`` and rescales the outer momentum and learning
+rate by ``r_t = S_t / S_ref,t``.
+
+This module depends only on JAX and optax (nothing else from ``autoloco_jax``),
+so other projects can take it as it is:
+
+* :func:`autoloco` — the corrected outer step, an
+  ``optax.GradientTransformationExtraArgs`` whose ``update`` reads the keyword
+  arguments ``inner_lr_sum`` and ``reference_lr_sum``.
+* :func:`diloco` — the same transform with the correction off; bit for bit
+  ``optax.sgd(α, momentum=β, nesterov=True)``.
+* :func:`reference_lr_sum`, :func:`peak_reference_lr_sum` — the two ways of
+  computing ``S_ref,t``.
+
+References:
+  Douillard et al., `DiLoCo: Distributed Low-Communication Training of Language
+  Models <https://arxiv.org/abs/2311.08105>`_, 2023.
+
+  AutoLoCo: Communication Efficient Distributed LLM Training via Adaptive
+  Synchronization, arXiv preprint, September 2026. The full text was not
+  available to us; the correction implemented here is our reading of its
+  abstract, derived in ``docs/algorithms.md`` (section 3a).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Any, NamedTuple, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+CORRECTIONS = ('none', 'momentum', 'lr', 'both')
+REFERENCES = ('schedule', 'peak')
+
+# Ratios this close to 1 are applied as exactly 1. ``S_t`` (summed step by step in
+# the inner loop) and ``S_ref`` (summed here, or ``H_ref·η_peak``) can differ in
+# the last bits even when the round *is* the reference interval; snapping makes
+# such a round the DiLoCo step bit for bit. The effect on β^r is ~1e-6 relative.
+DEFAULT_SNAP_TOL = 1e-5
+
+
+class AutoLoCoState(NamedTuple):
+  """State of :func:`autoloco` (and :func:`diloco`).
+
+  Attributes:
+    momentum: the Nesterov momentum buffer ``m_t``; a pytree shaped like the
+      pseudo-gradients (and params), in their dtype.
+    count: number of updates applied so far (scalar int32); indexes the outer
+      learning-rate schedule when one is given.
+    alpha: outer learning rate ``α_t`` applied by the last update (scalar
+      float32; the uncorrected ``α`` before the first update).
+    beta: momentum ``β_t`` applied by the last update (scalar float32; ``β``
+      before the first update).
+    ratio: ``r_t = S_t / S_ref,t`` applied by the last update (scalar float32;
+      1 before the first update, when the sums are omitted, or when they were
+      invalid under tracing).
+  """
+  momentum: optax.Params
+  count: jax.Array
+  alpha: jax.Array
+  beta: jax.Array
+  ratio: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoLoCoConfig:
+  """The configuration an :func:`autoloco` transform was built with."""
+  learning_rate: Any
+  momentum: Any
+  correction: str
+  reference: str
+  snap_tol: Any
+
+
+class AutoLoCoTransformation(optax.GradientTransformationExtraArgs):
+  """An ``optax.GradientTransformationExtraArgs`` that remembers its configuration.
+
+  To optax it is the usual ``(init, update)`` pair; ``config`` (an
+  :class:`AutoLoCoConfig`) is there for logging and introspection, e.g.
+  ``tx.config.reference`` says how the caller is expected to compute
+  ``reference_lr_sum``.
+  """
+
+  @property
+  def config(self) -> AutoLoCoConfig:
+    # Absent only on copies made by NamedTuple methods such as ``_replace``.
+    return self.__dict__.get('config')
+
+
+def _is_concrete_number(x: Any) -> bool:
+  """True for Python and NumPy numbers/arrays: values we may check eagerly.
+
+  JAX arrays are left alone: under ``jit`` or ``inject_hyperparams`` they are
+  traced, and reading a concrete one would force a device-to-host sync.
+  """
+  return isinstance(x, (numbers.Number, np.ndarray, np.generic)) and not isinstance(x, bool)
+
+
+def _check_hyperparams(learning_rate: Any, momentum: Any, correction: str,
+                       reference: str, snap_tol: Any) -> None:
+  if correction not in CORRECTIONS:
+    raise ValueError(
+        f'correction must be one of {CORRECTIONS}, got {correction!r}.')
+  if reference not in REFERENCES:
+    raise ValueError(
+        f'reference must be one of {REFERENCES}, got {reference!r}.')
+  if isinstance(learning_rate, bool) or not (
+      callable(learning_rate) or _is_concrete_number(learning_rate)
+      or isinstance(learning_rate, jax.Array)):
+    raise ValueError(
+        f'learning_rate must be a positive number, an array or a schedule, '
+        f'got {learning_rate!r}.')
+  if _is_concrete_number(learning_rate):
+    lr = np.asarray(learning_rate)
+    if lr.ndim != 0 or not np.isfinite(lr) or not lr > 0:
+      raise ValueError(
+          f'learning_rate must be a finite scalar > 0, got {learning_rate!r}.')
+  if isinstance(momentum, bool) or not (
+      _is_concrete_number(momentum) or isinstance(momentum, jax.Array)):
+    raise ValueError(
+        f'momentum must be a number in [0, 1), got {momentum!r} (use 0.0 for '
+        'no momentum; schedules go through optax.inject_hyperparams).')
+  if _is_concrete_number(momentum):
+    mu = np.asarray(momentum)
+    if mu.ndim != 0 or not 0.0 <= mu < 1.0:
+      raise ValueError(f'momentum must be a scalar in [0, 1), got {momentum!r}.')
+  if _is_concrete_number(snap_tol):
+    tol = np.asarray(snap_tol)
+    if tol.ndim != 0 or not 0.0 <= tol < 1.0:
+      raise ValueError(f'snap_tol must be a scalar in [0, 1), got {snap_tol!r}.')
+
+
+def _check_sums(inner_lr_sum: Any, reference_lr_sum: Any) -> None:
+  if (inner_lr_sum is None) != (reference_lr_sum is None):
+    raise ValueError(
+        'inner_lr_sum and reference_lr_sum must be passed together (or both '
+        f'omitted for the plain DiLoCo step); got inner_lr_sum={inner_lr_sum!r}, '
+        f'reference_lr_sum={reference_lr_sum!r}.')
+  for name, value in (('inner_lr_sum', inner_lr_sum),
+                      ('reference_lr_sum', reference_lr_sum)):
+    if _is_concrete_number(value):
+      v = np.asarray(value)
+      if v.ndim != 0 or not np.isfinite(v) or not v > 0:
+        raise ValueError(f'{name} must be a finite scalar > 0, got {value!r}.')
+
+
+def lr_sum_ratio(inner_lr_sum: Any, reference_lr_sum: Any,
+                 snap_tol: Any = DEFAULT_SNAP_TOL) -> jax.Array:
+  """``r = S_t / S_ref`` as float32, snapped to 1 within ``snap_tol``.
+
+  Invalid inputs (a sum that is not finite or not > 0) give ``r = 1``, i.e. the
+  uncorrected DiLoCo step, never NaN. Both ``None`` gives ``r = 1``. (The
+  transform raises on invalid *concrete* sums before calling this.)
+
+  Args:
+    inner_lr_sum: ``S_t``, the round's accumulated inner learning rate.
+    reference_lr_sum: ``S_ref,t``.
+    snap_tol: ratios with ``|r − 1| <= snap_tol`` are returned as exactly 1.
+
+  Returns:
+    ``r_t`` as a float32 scalar.
+  """
+  if inner_lr_sum is None and reference_lr_sum is None:
+    return jnp.ones((), jnp.float32)
+  s = jnp.asarray(inner_lr_sum, jnp.float32)
+  s_ref = jnp.asarray(reference_lr_sum, jnp.float32)
+  valid = jnp.isfinite(s) & jnp.isfinite(s_ref) & (s > 0) & (s_ref > 0)
+  r = s / jnp.where(valid, s_ref, 1.0)
+  r = jnp.where(jnp.abs(r - 1.0) <= snap_tol, 1.0, r)
+  return jnp.where(valid, r, 1.0).astype(jnp.float32)
+
+
+def corrected_hyperparams(alpha: Any, beta: Any, ratio: Any,
+                          correction: str = 'both') -> tuple[jax.Array, jax.Array]:
+  r"""The ``(α_t, β_t)`` that mode ``correction`` applies for ratio ``r``.
+
+  .. math::
+
+    β^{(r)} = β^{r}, \qquad
+    α^{(r)} = α \, \frac{1 - β^{r}}{1 - β}
+
+  ``'none'`` → ``(α, β)``; ``'momentum'`` → ``(α, β^{(r)})``; ``'lr'`` →
+  ``(α^{(r)}, β)``; ``'both'`` → ``(α^{(r)}, β^{(r)})``. At ``r == 1`` every
+  mode returns ``(α, β)`` exactly (not merely up to rounding). With ``β = 0``,
+  ``(1 − 0^r)/(1 − 0) = 1`` for ``r > 0``, so ``α^{(r)} = α``: without momentum
+  there is nothing to correct.
+
+  Args:
+    alpha: outer learning rate ``α`` (scalar).
+    beta: outer momentum ``β`` in ``[0, 1)`` (scalar).
+    ratio: ``r = S_t / S_ref`` (scalar, > 0).
+    correction: one of ``'none' | 'momentum' | 'lr' | 'both'``.
+
+  Returns:
+    ``(alpha_t, beta_t)`` as float32 scalars.
+  """
+  if correction not in CORRECTIONS:
+    raise ValueError(
+        f'correction must be one of {CORRECTIONS}, got {correction!r}.')
+  alpha = jnp.asarray(alpha, jnp.float32)
+  beta = jnp.asarray(beta, jnp.float32)
+  r = jnp.asarray(ratio, jnp.float32)
+  exact = r == 1.0
+  beta_r = jnp.where(exact, beta, jnp.power(beta, r))
+  alpha_r = jnp.where(exact, alpha, alpha * ((1.0 - beta_r) / (1.0 - beta)))
+  alpha_t = alpha_r if correction in ('lr', 'both') else alpha
+  beta_t = beta_r if correction in ('momentum', 'both') else beta
+  return alpha_t, beta_t
+
+
+def autoloco(
+    learning_rate: Union[float, jax.Array, optax.Schedule],
+    momentum: Union[float, jax.Array],
+    correction: str = 'both',
+    reference: str = 'schedule',
+    *,
+    snap_tol: Union[float, jax.Array] = DEFAULT_SNAP_TOL,
+) -> AutoLoCoTransformation:
+  r"""AutoLoCo's outer optimizer: Nesterov SGD corrected by accumulated inner lr.
+
+  Each update receives the averaged pseudo-gradient ``Δ_t`` and, as keyword
+  arguments, the accumulated inner learning rate of the round,
+  ``S_t = Σ_{s in round t} η(s)``, and that of the reference interval the
+  outer hyperparameters were tuned for, ``S_ref,t``. With ``r_t = S_t/S_ref,t``:
+
+  .. math::
+
+    \begin{align*}
+      β_t &= β^{r_t}, \qquad α_t = α \, \frac{1 - β_t}{1 - β}, \\
+      m_t &= β_t \, m_{t-1} + Δ_t, \\
+      θ_{t+1} &= θ_t - α_t \, (Δ_t + β_t \, m_t).
+    \end{align*}
+
+  The returned updates are ``−α_t (Δ_t + β_t m_t)``, so
+  ``optax.apply_updates(θ_t, updates)`` is ``θ_{t+1}``. Why these two
+  corrections: ``β^{r}`` makes the momentum's memory a fixed amount of
+  accumulated inner learning rate instead of a fixed number of rounds, and
+  ``α_t/(1 − β_t) = α/(1 − β)`` keeps the total weight with which every
+  pseudo-gradient is eventually applied (and so the steady-state step per unit
+  of inner learning rate) at its DiLoCo value (``docs/algorithms.md``, 3a).
+
+  ``correction`` selects what is corrected, for ablations: ``'none'`` applies
+  ``(α, β)`` (DiLoCo), ``'momentum'`` ``(α, β_t)``, ``'lr'``
+  ``(α (1 − β^{r_t})/(1 − β), β)``, ``'both'`` ``(α_t, β_t)``.
+
+  Whatever the mode, ``r_t = 1`` (or omitted sums) gives the DiLoCo step bit for
+  bit: the same float operations, in the same order, as
+  ``optax.sgd(learning_rate, momentum, nesterov=True)``. Ratios within
+  ``snap_tol`` of 1 count as 1, so a round of exactly ``H_ref`` steps is the
+  DiLoCo step even if ``S_t`` and ``S_ref,t`` were summed in different orders.
+
+  Sums must be finite and > 0. Python or NumPy values are checked eagerly
+  (``ValueError``). JAX arrays are not checked (they may be traced): an invalid
+  traced pair is applied as ``r_t = 1`` (the uncorrected step), so the update
+  is never NaN because of the sums; the state's ``ratio`` then reads 1.
+
+  Args:
+    learning_rate: outer learning rate ``α`` (> 0), or an optax schedule of the
+      outer step count.
+    momentum: outer momentum ``β`` in ``[0, 1)``. With ``β = 0`` the corrected
+      ``α_t`` is ``α`` for every ``r_t > 0`` (the limit of the formula).
+    correction: ``'none' | 'momentum' | 'lr' | 'both'``.
+    reference: ``'schedule' | 'peak'``; how the caller computes ``S_ref,t``
+      (:func:`reference_lr_sum` or :func:`peak_reference_lr_sum`). The transform
+      only reads ``reference_lr_sum``; the choice is validated and kept in
+      ``tx.config`` for introspection.
+    snap_tol: ratios with ``|r_t − 1| ≤ snap_tol`` are applied as exactly 1.
+
+  Returns:
+    An :class:`AutoLoCoTransformation` (an ``optax.GradientTransformationExtraArgs``)
+    with ``update(pseudo_grad, state, params=None, *, inner_lr_sum=None,
+    reference_lr_sum=None, **extra_args)``; other extra args are ignored, so it
+    composes with ``optax.chain`` and ``optax.inject_hyperparams`` (where
+    ``learning_rate`` and ``momentum`` are injectable).
+
+  Raises:
+    ValueError: for a bad ``learning_rate``, ``momentum``, ``correction``,
+      ``reference`` or ``snap_tol``; at ``update``, for concrete sums that are
+      not > 0 or for only one of the two sums.
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> import optax
+    >>> from autoloco_jax import outer
+    >>> tx = outer.autoloco(learning_rate=0.7, momentum=0.9)
+    >>> params = {'w': jnp.zeros(3)}
+    >>> state = tx.init(params)
+    >>> delta = {'w': jnp.ones(3)}  # θ_t − mean_k θ_{t,k}
+    >>> # A round half as long (in inner lr) as the reference interval:
+    >>> updates, state = tx.update(delta, state, params,
+    ...                            inner_lr_sum=0.5, reference_lr_sum=1.0)
+    >>> params = optax.apply_updates(params, updates)
+    >>> print(f'{state.ratio:.2f} {state.beta:.4f} {state.alpha:.4f}')
+    0.50 0.9487 0.3592
+
+  References:
+    Douillard et al., `DiLoCo: Distributed Low-Communication Training of
+    Language Models <https://arxiv.org/abs/2311.08105>`_, 2023.
+
+    AutoLoCo: Communication Efficient Distributed LLM Training via Adaptive
+    Synchronization, arXiv preprint, September 2026 (our reading of its
+    abstract).
+
+    Sutskever et al., `On the importance of initialization and momentum in deep
+    learning <http://proceedings.mlr.press/v28/sutskever13.pdf>`_, 2013.
+  """
+  _check_hyperparams(learning_rate, momentum, correction, reference, snap_tol)
+
+  def current_lr(count):
+    if callable(learning_rate):
+      return jnp.asarray(learning_rate(count), jnp.float32)
+    return jnp.asarray(learning_rate, jnp.float32)
+
+  def init_fn(params):
+    return AutoLoCoState(
+        momentum=optax.tree.zeros_like(params),
+        count=jnp.zeros((), jnp.int32),
+        alpha=current_lr(jnp.zeros((), jnp.int32)),
+        beta=jnp.asarray(momentum, jnp.float32),
+        ratio=jnp.ones((), jnp.float32))
+
+  def update_fn(updates, state, params=None, *, inner_lr_sum=None,
+                reference_lr_sum=None, **extra_args):
+    del params, extra_args
+    _check_sums(inner_lr_sum, reference_lr_sum)
+    ratio = lr_sum_ratio(inner_lr_sum, reference_lr_sum, snap_tol)
+    alpha_t, beta_t = corrected_hyperparams(
+        current_lr(state.count), momentum, ratio, correction)
+    # Same operations, same order as optax.trace(nesterov=True) followed by
+    # optax.scale(-lr): m = Δ + β m_prev; u = Δ + β m; update = (−α) u.
+    new_m = jax.tree.map(
+        lambda d, m: d + beta_t.astype(m.dtype) * m, updates, state.momentum)
+    new_updates = jax.tree.map(
+        lambda d, m: (-alpha_t).astype(d.dtype) * (d + beta_t.astype(m.dtype) * m),
+        updates, new_m)
+    return new_updates, AutoLoCoState(
+        momentum=new_m,
+        count=optax.safe_increment(state.count),
+        alpha=alpha_t,
+        beta=beta_t,
+        ratio=ratio)
+
+  tx = AutoLoCoTransformation(init_fn, update_fn)
+  tx.__dict__['config'] = AutoLoCoConfig(
+      learning_rate=learning_rate, momentum=momentum, correction=correction,
+      reference=reference, snap_tol=snap_tol)
+  return tx
+
+
+def diloco(learning_rate: Union[float, jax.Array, optax.Schedule],
+           momentum: Union[float, jax.Array]) -> AutoLoCoTransformation:
+  r"""DiLoCo's outer optimizer: SGD with Nesterov momentum on the pseudo-gradient.
+
+  .. math::
+
+    m_t = β \, m_{t-1} + Δ_t, \qquad θ_{t+1} = θ_t - α \, (Δ_t + β \, m_t).
+
+  This is :func:`autoloco` with ``correction='none'``: bit for bit
+  ``optax.sgd(learning_rate, momentum=momentum, nesterov=True)``, with the same
+  :class:`AutoLoCoState` (so ``alpha``, ``beta`` can be logged alike). It
+  accepts and ignores ``inner_lr_sum``/``reference_lr_sum``, so a training loop
+  can switch between the two without changing its call.
+
+  Args:
+    learning_rate: outer learning rate ``α`` (paper: 0.7), or a schedule.
+    momentum: outer Nesterov momentum ``β`` in ``[0, 1)`` (paper: 0.9).
+
+  Returns:
+    An :class:`AutoLoCoTransformation`.
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> from autoloco_jax import outer
+    >>> tx = outer.diloco(0.7, 0.9)
+    >>> state = tx.init(jnp.zeros(2))
+    >>> updates, state = tx.update(jnp.ones(2), state)
+    >>> print([f'{u:.4f}' for u in updates])  # −0.7 · (1 + 0.9 · 1)
+    ['-1.3300', '-1.3300']
+
+  References:
+    Douillard et al., `DiLoCo: Distributed Low-Communication Training of
+    Language Models <https://arxiv.org/abs/2311.08105>`_, 2023.
+  """
+  return autoloco(learning_rate, momentum, correction='none')
+
+
+def _check_h_ref(h_ref: Any) -> int:
+  if isinstance(h_ref, bool) or not isinstance(h_ref, (numbers.Integral, np.integer)):
+    raise ValueError(f'h_ref must be a Python int >= 1 (static), got {h_ref!r}.')
+  if h_ref < 1:
+    raise ValueError(f'h_ref must be >= 1, got {h_ref!r}.')
+  return int(h_ref)
+
+
+def reference_lr_sum(schedule: Union[optax.Schedule, float], start_step: Any,
+                     h_ref: int) -> jax.Array:
+  r"""Accumulated inner lr of the reference interval starting at ``start_step``.
+
+  .. math::
+
+    S_{\mathrm{ref},t} = \sum_{s = s_0}^{s_0 + H_\mathrm{ref} - 1} η(s)
+
+  Summed in float32, one step at a time in increasing ``s`` starting from 0,
+  exactly as an inner loop that does ``S += η(s)`` each step, so a round of
+  ``H_ref`` steps gets ``S_t == S_ref,t`` bit for bit (``r_t = 1``).
+
+  Args:
+    schedule: the inner learning-rate schedule ``η`` (an optax schedule), or a
+      constant learning rate.
+    start_step: ``s_0``, the round's first inner step (int, may be traced).
+    h_ref: ``H_ref``, the reference interval (static Python int >= 1).
+
+  Returns:
+    ``S_ref,t`` as a float32 scalar.
+
+  Examples:
+    >>> import optax
+    >>> from autoloco_jax import outer
+    >>> sched = optax.linear_schedule(1.0, 0.0, transition_steps=10)
+    >>> print(f'{outer.reference_lr_sum(sched, 5, 3):.2f}')  # 0.5 + 0.4 + 0.3
+    1.20
+  """
+  h_ref = _check_h_ref(h_ref)
+  if not callable(schedule):
+    if _is_concrete_number(schedule) and not np.asarray(schedule) > 0:
+      raise ValueError(f'schedule must be a schedule or a number > 0, got {schedule!r}.')
+    value = schedule
+    schedule = lambda _: value
+  s0 = jnp.asarray(start_step, jnp.int32)
+
+  def body(i, acc):
+    return acc + schedule(s0 + i)
+
+  return lax.fori_loop(0, h_ref, body, jnp.zeros((), jnp.float32)).astype(jnp.float32)
+
+
+def peak_reference_lr_sum(peak_lr: Any, h_ref: int) -> jax.Array:
+  r"""The ``'peak'`` reference: ``S_ref = H_ref · η_peak`` (a constant).
+
+  Measured against it, ``r_t`` also falls as the schedule decays, so the
+  correction also shortens the momentum memory and the step late in training.
+
+  Args:
+    peak_lr: the inner schedule's peak learning rate ``η_peak`` (> 0).
+    h_ref: ``H_ref`` (Python int >= 1).
+
+  Returns:
+    ``H_ref · η_peak`` as a float32 scalar.
+  """
+  h_ref = _check_h_ref(h_ref)
+  if _is_concrete_number(peak_lr):
+    p = np.asarray(peak_lr)
+    if p.ndim != 0 or not np.isfinite(p) or not p > 0:
+      raise ValueError(f'peak_lr must be a finite scalar > 0, got {peak_lr!r}.')
+  return jnp.asarray(h_ref * peak_lr, jnp.float32)
