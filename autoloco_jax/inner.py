@@ -1,0 +1,136 @@
+"""The inner loop: ``n`` local AdamW steps on each worker, ``n`` a traced integer.
+
+A round of ``H_t`` inner steps is one or more calls of the function built here
+(chunks of at most ``C`` staged batches each), followed by the algorithm's sync.
+The trip count is a traced value, so changing ``H`` never recompiles, and the
+round's statistics accumulate on device in :class:`RoundAcc` until the sync
+reads them (no host round-trip inside a round).
+
+Inner optimizer (DiLoCo, arXiv 2311.08105, section 2): global-norm gradient
+clipping, then AdamW with decoupled weight decay on matrices only, under a linear
+warmup + cosine schedule ``η(s)`` indexed by the global inner step ``s``. Its
+state is per worker and persists across rounds; it is never averaged.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+from autoloco_jax import replicas
+
+
+class RoundAcc(NamedTuple):
+  """Statistics of the current round, accumulated step by step on device.
+
+  Attributes:
+    steps: inner steps taken so far in this round (scalar int32).
+    lr_sum: ``S_t = Σ_s η(s)`` over those steps (scalar float32).
+    loss_sum_K: per worker, sum of training losses.
+    loss_first_K: per worker, loss of the round's first step.
+    loss_last_K: per worker, loss of the latest step.
+    grad_norm_sum_K: per worker, sum of pre-clipping gradient norms.
+  """
+  steps: jax.Array
+  lr_sum: jax.Array
+  loss_sum_K: jax.Array
+  loss_first_K: jax.Array
+  loss_last_K: jax.Array
+  grad_norm_sum_K: jax.Array
+
+  @classmethod
+  def zeros(cls, num_workers: int) -> "RoundAcc":
+    z = jnp.zeros((num_workers,), jnp.float32)
+    return cls(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32), z, z, z, z)
+
+  @classmethod
+  def specs(cls) -> "RoundAcc":
+    r, w = replicas.REPLICATED, replicas.WORKERS
+    return cls(r, r, w, w, w, w)
+
+
+def reset(acc: RoundAcc) -> RoundAcc:
+  """Zeroed accumulators for the next round (keeps each field's sharding)."""
+  return jax.tree.map(jnp.zeros_like, acc)
+
+
+def schedule(cfg: Any, total_steps: int) -> optax.Schedule:
+  """Inner learning rate ``η(s)``: linear warmup then cosine decay to ``min_lr``.
+
+  The warmup starts at ``lr / warmup_steps`` rather than 0 so that every step,
+  the first included, has a positive learning rate (AutoLoCo divides by sums of
+  ``η``).
+  """
+  warmup = max(int(cfg.warmup_steps), 1)
+  return optax.warmup_cosine_decay_schedule(
+      init_value=cfg.lr / warmup,
+      peak_value=cfg.lr,
+      warmup_steps=warmup,
+      decay_steps=max(total_steps, warmup + 1),
+      end_value=cfg.lr * cfg.min_lr_ratio)
+
+
+def optimizer(cfg: Any, lr_schedule: optax.Schedule) -> optax.GradientTransformation:
+  """Clip-by-global-norm then AdamW; weight decay applies to matrices only."""
+  decay_mask = lambda params: jax.tree.map(lambda p: p.ndim >= 2, params)
+  return optax.chain(
+      optax.clip_by_global_norm(cfg.clip_norm),
+      optax.adamw(lr_schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
+                  weight_decay=cfg.weight_decay, mask=decay_mask))
+
+
+def make_inner_loop(loss_fn: Callable, tx: optax.GradientTransformation,
+                    lr_schedule: optax.Schedule, *, sync_grads: bool = False
+                    ) -> Callable:
+  """Builds the per-device inner loop over a block of workers.
+
+  Args:
+    loss_fn: ``loss_fn(params, tokens_BxL1) -> scalar`` for one worker.
+    tx: the inner optimizer (applied per worker with ``vmap``).
+    lr_schedule: ``η(s)``; must be the schedule inside ``tx`` so ``S_t`` is the
+      sum of the learning rates actually applied.
+    sync_grads: average gradients over all workers before every update (DDP).
+
+  Returns:
+    ``run(params_K, opt_K, acc, tokens_KxCxBxL1, num_steps, step0)
+    -> (params_K, opt_K, acc)``: runs ``num_steps <= C`` steps; step ``i``
+    reads batch ``tokens_KxCxBxL1[:, i]`` and uses learning rate
+    ``η(step0 + i)``. Must be called inside :func:`replicas.map_workers`.
+  """
+  grad_fn = jax.vmap(jax.value_and_grad(loss_fn))
+  update_fn = jax.vmap(tx.update)
+
+  def step(i, params_K, opt_K, acc, tokens_KxCxBxL1, step0):
+    tokens_KxBxL1 = lax.dynamic_index_in_dim(tokens_KxCxBxL1, i, 1, keepdims=False)
+    loss_K, grads_K = grad_fn(params_K, tokens_KxBxL1)
+    grad_norm_K = jax.vmap(optax.tree.norm)(grads_K)
+    if sync_grads:
+      grads_K = replicas.broadcast_block(replicas.worker_mean(grads_K), grads_K)
+    updates_K, opt_K = update_fn(grads_K, opt_K, params_K)
+    params_K = optax.apply_updates(params_K, updates_K)
+    first = acc.steps == 0
+    acc = RoundAcc(
+        steps=acc.steps + 1,
+        lr_sum=acc.lr_sum + lr_schedule(step0 + i),
+        loss_sum_K=acc.loss_sum_K + loss_K,
+        loss_first_K=jnp.where(first, loss_K, acc.loss_first_K),
+        loss_last_K=loss_K,
+        grad_norm_sum_K=acc.grad_norm_sum_K + grad_norm_K)
+    return params_K, opt_K, acc
+
+  def run(params_K, opt_K, acc, tokens_KxCxBxL1, num_steps, step0):
+    def body(carry):
+      i, params_K, opt_K, acc = carry
+      return (i + 1,) + step(i, params_K, opt_K, acc, tokens_KxCxBxL1, step0)
+
+    _, params_K, opt_K, acc = lax.while_loop(
+        lambda carry: carry[0] < num_steps, body,
+        (jnp.zeros((), jnp.int32), params_K, opt_K, acc))
+    return params_K, opt_K, acc
+
+  return run

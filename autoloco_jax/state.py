@@ -1,0 +1,66 @@
+"""The training state every algorithm shares, and how it is laid out on the mesh."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from autoloco_jax import replicas
+from autoloco_jax.inner import RoundAcc
+
+
+class TrainState(NamedTuple):
+  """Everything a run carries from one round to the next (all on device).
+
+  Per-worker fields have a leading axis of K workers, split over the mesh's
+  ``replica`` axis; the rest is replicated.
+
+  Attributes:
+    params_K: fast weights ``θ_{t,k}``, the parameters the inner steps move.
+    anchor_K: each worker's copy of the global parameters ``θ_t`` of the round's
+      start (DiLoCo family); ``None`` for DDP.
+    inner_opt_K: inner optimizer state (AdamW moments), local to each worker.
+    outer_opt_K: outer optimizer state, one identical copy per worker, as each
+      worker applies the same outer step; ``None`` for DDP.
+    acc: statistics of the current round (:class:`RoundAcc`).
+    step: global inner step ``s`` (number of inner steps taken so far).
+    round: number of completed syncs ``t``.
+    interval: ``H`` the controller chose for the next round.
+    controller: the interval controller's state.
+  """
+  params_K: Any
+  anchor_K: Any
+  inner_opt_K: Any
+  outer_opt_K: Any
+  acc: RoundAcc
+  step: jax.Array
+  round: jax.Array
+  interval: jax.Array
+  controller: Any
+
+  def specs(self) -> "TrainState":
+    """Partition specs (a prefix tree) matching this state's layout."""
+    w, r = replicas.WORKERS, replicas.REPLICATED
+    return TrainState(
+        params_K=w, anchor_K=None if self.anchor_K is None else w,
+        inner_opt_K=w, outer_opt_K=None if self.outer_opt_K is None else w,
+        acc=RoundAcc.specs(), step=r, round=r, interval=r,
+        controller=r)
+
+
+def place(state: TrainState, mesh) -> TrainState:
+  """Puts every field of ``state`` on the mesh with the sharding its spec names.
+
+  Every leaf gets buffers of its own (``may_alias=False``): the jitted rounds
+  donate the state, and two fields sharing a buffer could not both be donated.
+  """
+  from jax.sharding import NamedSharding
+  shardings = jax.tree.map(lambda spec: NamedSharding(mesh, spec), state.specs(),
+                           is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
+  return jax.device_put(state, shardings, may_alias=False)
+
+
+def scalar(value: int) -> jax.Array:
+  return jnp.asarray(value, jnp.int32)

@@ -1,0 +1,184 @@
+"""The replica axis, the inner loop and the DiLoCo / DDP rounds, on a toy model.
+
+These are specifications: equivalences between algorithms (DiLoCo with K=1,
+H=1, outer lr 1, momentum 0 is AdamW), invariances (sharded equals vmapped; H
+changes never recompile) and hand-checked arithmetic (the averaged
+pseudo-gradient).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from autoloco_jax import algorithms, inner, replicas, state as state_lib
+from configs import common
+
+V, L, B = 16, 8, 4
+
+
+def toy_loss(params, tokens_BxL1):
+  """Bigram model: logits = E[x] @ W."""
+  x = params["embed"][tokens_BxL1[:, :-1]]
+  logits = x @ params["out"]
+  return optax.softmax_cross_entropy_with_integer_labels(
+      logits, tokens_BxL1[:, 1:]).mean()
+
+
+def toy_params(seed=0):
+  k1, k2 = jax.random.split(jax.random.key(seed))
+  return {"embed": jax.random.normal(k1, (V, 8)) * 0.5,
+          "out": jax.random.normal(k2, (8, V)) * 0.5}
+
+
+def tokens(K, H, seed=1):
+  rng = np.random.default_rng(seed)
+  return rng.integers(0, V, size=(K, H, B, L + 1)).astype(np.int32)
+
+
+def config(algorithm="diloco", K=4, h=3, lr=1.0, momentum=0.9, total=12):
+  c = common.base("tiny")
+  c.algorithm = algorithm
+  c.num_workers = K
+  c.total_steps = total
+  c.interval.h = h
+  c.outer.lr = lr
+  c.outer.momentum = momentum
+  c.inner.lr = 0.05
+  c.inner.warmup_steps = 2
+  return c
+
+
+def run_rounds(cfg, mesh, hs, params=None, seed=1):
+  """Runs one round per entry of ``hs``; returns (state, list of metrics)."""
+  algo = algorithms.make(cfg, toy_loss, mesh)
+  state = state_lib.place(algo.init_state(params or toy_params()), mesh)
+  data = tokens(cfg.num_workers, sum(hs), seed)
+  out, start = [], 0
+  for h in hs:
+    chunk = np.zeros((cfg.num_workers, max(hs), B, L + 1), np.int32)
+    chunk[:, :h] = data[:, start:start + h]
+    state = algo.inner(state, replicas.put_workers(chunk, mesh), np.int32(h))
+    state, m = algo.sync(state)
+    out.append(jax.device_get(m))
+    start += h
+  return algo, state, out
+
+
+def worker0(tree_K):
+  return jax.tree.map(lambda x: np.asarray(x[0]), tree_K)
+
+
+def test_diloco_k1_h1_no_momentum_is_adamw():
+  cfg = config(K=1, h=1, lr=1.0, momentum=0.0, total=10)
+  mesh = replicas.make_mesh(1, 1)
+  _, state, metrics = run_rounds(cfg, mesh, [1] * 10)
+
+  sched = inner.schedule(cfg.inner, cfg.total_steps)
+  tx = inner.optimizer(cfg.inner, sched)
+  params = toy_params()
+  opt = tx.init(params)
+  data = tokens(1, 10)
+  for i in range(10):
+    loss, grads = jax.value_and_grad(toy_loss)(params, jnp.asarray(data[0, i]))
+    np.testing.assert_allclose(metrics[i]["loss_mean"], loss, rtol=1e-5)
+    updates, opt = tx.update(grads, opt, params)
+    params = optax.apply_updates(params, updates)
+  # θ − (θ − θ') is θ' up to one float rounding per round, hence the tolerance.
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6),
+               worker0(state.anchor_K), params)
+
+
+def test_sharded_equals_vmapped():
+  cfg = config(K=4)
+  hs = [3, 2, 4]
+  _, s4, m4 = run_rounds(cfg, replicas.make_mesh(4, 4), hs)
+  _, s1, m1 = run_rounds(cfg, replicas.make_mesh(4, 1), hs)
+  for a, b in zip(m4, m1):
+    np.testing.assert_allclose(a["loss_mean"], b["loss_mean"], rtol=1e-6)
+    np.testing.assert_allclose(a["delta_norm"], b["delta_norm"], rtol=1e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+               jax.device_get(s4.params_K), jax.device_get(s1.params_K))
+
+
+def test_changing_h_does_not_recompile():
+  cfg = config(K=4)
+  algo, state, metrics = run_rounds(cfg, replicas.make_mesh(4, 2), [3, 1, 2, 3, 1])
+  assert algo.inner._cache_size() == 1
+  assert algo.sync._cache_size() == 1
+  assert [m["interval"] for m in metrics] == [3, 1, 2, 3, 1]
+  assert int(state.step) == 10
+
+
+def test_averaged_pseudo_gradient_is_the_mean_of_worker_moves():
+  # Outer lr 1 and momentum 0: θ_{t+1} = θ_t − mean_k (θ_t − θ_{t,k}).
+  cfg = config(K=4, lr=1.0, momentum=0.0)
+  mesh = replicas.make_mesh(4, 2)
+  algo = algorithms.make(cfg, toy_loss, mesh)
+  state = state_lib.place(algo.init_state(toy_params()), mesh)
+  theta = worker0(state.anchor_K)
+  state = algo.inner(state, replicas.put_workers(tokens(4, 3), mesh), np.int32(3))
+  fast_K = jax.device_get(state.params_K)
+  state, m = algo.sync(state)
+
+  delta_K = jax.tree.map(lambda t, f: t[None] - f, theta, fast_K)
+  delta = jax.tree.map(lambda d: d.mean(0), delta_K)
+  expected = jax.tree.map(lambda t, d: t - d, theta, delta)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6),
+               worker0(state.anchor_K), expected)
+  sq = lambda t: sum(float(np.sum(x.astype(np.float64) ** 2)) for x in jax.tree.leaves(t))
+  np.testing.assert_allclose(m["delta_norm"], np.sqrt(sq(delta)), rtol=1e-5)
+  worker_sq = np.mean([sq(jax.tree.map(lambda d: d[k], delta_K)) for k in range(4)])
+  np.testing.assert_allclose(m["worker_sq_norm"], worker_sq, rtol=1e-5)
+  np.testing.assert_allclose(m["agreement"], sq(delta) / worker_sq, rtol=1e-5)
+  # After the sync every worker starts the next round from θ_{t+1}.
+  for k in range(4):
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a[k], b[0]),
+                 jax.device_get(state.params_K), jax.device_get(state.anchor_K))
+
+
+def test_lr_sum_is_the_sum_of_applied_learning_rates():
+  cfg = config(K=2)
+  _, _, metrics = run_rounds(cfg, replicas.make_mesh(2, 1), [3, 4])
+  sched = inner.schedule(cfg.inner, cfg.total_steps)
+  np.testing.assert_allclose(metrics[0]["lr_sum"], sum(sched(s) for s in range(3)), rtol=1e-6)
+  np.testing.assert_allclose(metrics[1]["lr_sum"], sum(sched(s) for s in range(3, 7)), rtol=1e-6)
+
+
+def test_ddp_equals_adamw_on_the_global_batch():
+  K = 2
+  cfg = config("ddp", K=K, h=3)
+  _, state, metrics = run_rounds(cfg, replicas.make_mesh(K, 2), [3, 3])
+  sched = inner.schedule(cfg.inner, cfg.total_steps)
+  tx = inner.optimizer(cfg.inner, sched)
+  params = toy_params()
+  opt = tx.init(params)
+  data = tokens(K, 6)
+  for i in range(6):
+    # Mean of the workers' mean losses = mean loss over the global K×B batch.
+    global_batch = jnp.asarray(data[:, i].reshape(K * B, L + 1))
+    grads = jax.grad(toy_loss)(params, global_batch)
+    updates, opt = tx.update(grads, opt, params)
+    params = optax.apply_updates(params, updates)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+               worker0(state.params_K), params)
+  # All workers hold the same model.
+  p = jax.device_get(state.params_K)
+  jax.tree.map(lambda x: np.testing.assert_array_equal(x[0], x[1]), p)
+
+
+def test_mesh_errors():
+  with pytest.raises(ValueError, match="not divisible by the device count"):
+    replicas.make_mesh(num_workers=3, num_devices=2)
+  with pytest.raises(ValueError, match="num_workers must be >= 1"):
+    replicas.make_mesh(num_workers=0)
+  with pytest.raises(ValueError, match="JAX sees"):
+    replicas.make_mesh(num_workers=8, num_devices=64)
+
+
+def test_unknown_algorithm():
+  cfg = config()
+  cfg.algorithm = "fedavg"
+  with pytest.raises(ValueError, match="unknown algorithm 'fedavg'"):
+    algorithms.make(cfg, toy_loss, replicas.make_mesh(4, 1))
