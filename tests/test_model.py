@@ -1,0 +1,195 @@
+"""Tests for autoloco_jax.model: shapes, causality, RoPE, params, FLOPs, training."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+import pytest
+
+from autoloco_jax import model
+
+
+def _cfg(**overrides):
+  cfg = ml_collections.ConfigDict(dict(
+      vocab_size=32, d_model=32, num_layers=2, num_heads=4, mlp_dim=64,
+      seq_len=16, tie_embeddings=False, dtype="float32"))
+  cfg.update(overrides)
+  return cfg
+
+
+def _tokens(shape, vocab, seed=0):
+  return jax.random.randint(jax.random.PRNGKey(seed), shape, 0, vocab)
+
+
+@pytest.fixture(scope="module")
+def base():
+  """(cfg, jitted apply, params, init) for the default tiny config.
+
+  Shared so that init (whose threefry RNG is slow to compile on CPU) and
+  apply are compiled once for the whole module.
+  """
+  cfg = _cfg()
+  init, apply = model.make(cfg)
+  return cfg, jax.jit(apply), init(jax.random.PRNGKey(0)), init
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_output_shape_and_dtype(base, dtype):
+  cfg, _, params, _ = base
+  # Params stay float32 whatever the activation dtype, and have the same
+  # structure, so the float32 params are reused (saves compiling an init).
+  assert all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(params))
+  bf_params = jax.eval_shape(
+      model.make(_cfg(dtype=dtype))[0], jax.random.PRNGKey(0))
+  assert jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), bf_params) == (
+      jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), params))
+  apply = model.make(_cfg(dtype=dtype))[1]
+  logits_BxLxV = jax.jit(apply)(params, _tokens((2, 16), cfg.vocab_size))
+  assert logits_BxLxV.shape == (2, 16, cfg.vocab_size)
+  assert logits_BxLxV.dtype == jnp.float32
+  assert bool(jnp.all(jnp.isfinite(logits_BxLxV)))
+
+
+def test_causal(base):
+  cfg, apply, params, _ = base
+  tokens_BxL = _tokens((2, 16), cfg.vocab_size)
+  t = 9
+  changed_BxL = tokens_BxL.at[:, t].set((tokens_BxL[:, t] + 1) % cfg.vocab_size)
+  a_BxLxV = apply(params, tokens_BxL)
+  b_BxLxV = apply(params, changed_BxL)
+  np.testing.assert_allclose(a_BxLxV[:, :t], b_BxLxV[:, :t], atol=1e-6)
+  # ...and the change is visible from position t on (the test is not vacuous).
+  assert float(jnp.abs(a_BxLxV[:, t:] - b_BxLxV[:, t:]).max()) > 1e-4
+
+
+def test_rope_relative_position():
+  q_1x1x1xK = jax.random.normal(jax.random.PRNGKey(0), (1, 1, 1, 8))
+  k_1x1x1xK = jax.random.normal(jax.random.PRNGKey(1), (1, 1, 1, 8))
+
+  def rope(x, pos):
+    return model.apply_rope(x, *model.rope_tables(np.array([pos]), 8))
+
+  def score(m, n):
+    return float(jnp.sum(rope(q_1x1x1xK, m) * rope(k_1x1x1xK, n)))
+
+  # Same offset m - n, different absolute positions: same score.
+  for m, n in [(5, 2), (40, 37), (1000, 997)]:
+    np.testing.assert_allclose(score(m, n), score(3, 0), rtol=1e-4, atol=1e-4)
+  # A different offset gives a different score; position 0 is the identity.
+  assert abs(score(7, 0) - score(3, 0)) > 1e-3
+  np.testing.assert_allclose(rope(q_1x1x1xK, 0), q_1x1x1xK, atol=1e-7)
+  # Rotations preserve norms.
+  np.testing.assert_allclose(jnp.linalg.norm(rope(q_1x1x1xK, 17)),
+                             jnp.linalg.norm(q_1x1x1xK), rtol=1e-5)
+
+
+def test_tie_embeddings(base):
+  _, _, p_untied, _ = base
+  tied = _cfg(tie_embeddings=True)
+  init, apply = model.make(tied)
+  apply = jax.jit(apply)
+  p_tied_shapes = jax.eval_shape(init, jax.random.PRNGKey(0))
+  assert (model.param_count(p_untied) - model.param_count(p_tied_shapes)
+          == tied.vocab_size * tied.d_model)
+  assert "head" not in p_tied_shapes and "head" in p_untied
+  # Tied params are the untied ones minus the head (saves compiling an init).
+  p_tied = {k: v for k, v in p_untied.items() if k != "head"}
+  assert (jax.tree_util.tree_structure(p_tied)
+          == jax.tree_util.tree_structure(p_tied_shapes))
+  # The head uses the embedding: changing the embedding row of a token that is
+  # absent from the input changes only that token's logits.
+  tokens_BxL = jnp.zeros((1, 8), jnp.int32)
+  j = 5
+  p2 = jax.tree_util.tree_map(lambda x: x, p_tied)  # copies the dicts
+  p2["embed"]["embedding"] = p2["embed"]["embedding"].at[j].add(1.0)
+  a_BxLxV, b_BxLxV = apply(p_tied, tokens_BxL), apply(p2, tokens_BxL)
+  diff_V = jnp.abs(a_BxLxV - b_BxLxV).max(axis=(0, 1))
+  assert float(diff_V[j]) > 1e-3
+  assert float(jnp.delete(diff_V, j).max()) < 1e-6
+
+
+@pytest.mark.parametrize("tie", [False, True])
+def test_param_count_formula(tie):
+  cfg = _cfg(tie_embeddings=tie)
+  # Shapes suffice to count: eval_shape avoids compiling init.
+  params = jax.eval_shape(model.make(cfg)[0], jax.random.PRNGKey(0))
+  v, d, f, n = 32, 32, 64, 2
+  # embed + per block (qkv 3d^2, out d^2, up/down 2df, two norms 2d)
+  # + final norm + (untied) head.
+  expected = v * d + n * (4 * d * d + 2 * d * f + 2 * d) + d + (0 if tie else v * d)
+  assert model.param_count(params) == expected
+
+
+@pytest.mark.parametrize("tie", [False, True])
+def test_flops_per_token(tie):
+  cfg = _cfg(tie_embeddings=tie)
+  # Shapes suffice to count: eval_shape avoids compiling init.
+  params = jax.eval_shape(model.make(cfg)[0], jax.random.PRNGKey(0))
+  v, d, f, n, l = 32, 32, 64, 2, 16
+  non_embedding = n * (4 * d * d + 2 * d * f + 2 * d) + d
+  expected = 6 * (non_embedding + v * d) + 12 * n * d * l
+  assert model.flops_per_token(cfg) == pytest.approx(expected)
+  assert model.flops_per_token(cfg, model.param_count(params)) == pytest.approx(
+      expected)
+
+
+def test_loss_at_init_is_log_vocab(base):
+  cfg, apply, params, _ = base
+  loss = jax.jit(lambda p, t: model.loss_fn(apply, p, t))(
+      params, _tokens((8, 17), cfg.vocab_size))
+  assert loss.shape == ()
+  assert abs(float(loss) - math.log(cfg.vocab_size)) < 0.1
+
+
+def test_overfits_one_batch(base):
+  cfg, apply, params, _ = base
+  tokens_BxL1 = _tokens((4, 17), cfg.vocab_size, seed=1)
+  opt = optax.adamw(1e-2, weight_decay=0.0)
+
+  def step(carry, _):
+    params, opt_state = carry
+    loss, grads = jax.value_and_grad(
+        lambda p: model.loss_fn(apply, p, tokens_BxL1))(params)
+    updates, opt_state = opt.update(grads, opt_state, params)
+    return (optax.apply_updates(params, updates), opt_state), loss
+
+  _, losses = jax.jit(lambda p: jax.lax.scan(
+      step, (p, opt.init(p)), None, length=100))(params)
+  assert float(losses[-1]) < 0.5 * float(losses[0]), losses[::10]
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("d_model", 30, "num_heads"),        # 30 % 4 != 0
+    ("num_heads", 32, "RoPE"),           # head dim 1 is odd
+    ("d_model", 0, "d_model"),
+    ("vocab_size", -1, "vocab_size"),
+    ("num_layers", 0, "num_layers"),
+    ("num_heads", 0, "num_heads"),
+    ("mlp_dim", 0, "mlp_dim"),
+    ("seq_len", 0, "seq_len"),
+    ("dtype", "float16", "dtype"),
+])
+def test_validate_rejects(field, value, match):
+  with pytest.raises(ValueError, match=match):
+    model.validate(_cfg(**{field: value}))
+  with pytest.raises(ValueError, match=match):
+    model.make(_cfg(**{field: value}))
+
+
+def test_validate_accepts_good_config():
+  model.validate(_cfg())
+  model.validate(_cfg(dtype="bfloat16", tie_embeddings=True))
+
+
+def test_vmap_over_stacked_params(base):
+  cfg, apply, p0, init = base
+  p1 = init(jax.random.PRNGKey(1))
+  stacked = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), p0, p1)
+  tokens_BxL = _tokens((2, 16), cfg.vocab_size)
+  out_WxBxLxV = jax.jit(jax.vmap(apply, in_axes=(0, None)))(stacked, tokens_BxL)
+  np.testing.assert_allclose(out_WxBxLxV[0], apply(p0, tokens_BxL), atol=1e-5)
+  np.testing.assert_allclose(out_WxBxLxV[1], apply(p1, tokens_BxL), atol=1e-5)
+  assert float(jnp.abs(out_WxBxLxV[0] - out_WxBxLxV[1]).max()) > 1e-4
