@@ -1,0 +1,70 @@
+"""Fields every config shares, with a size preset.
+
+Sizes: ``tiny`` (tests, seconds), ``cpu`` (2 CPU cores, a few minutes),
+``gpu`` (one TPU/GPU VM; documented, not run on the CPU machines).
+"""
+
+import ml_collections
+
+SIZES = {
+    # name: (d_model, layers, heads, mlp, seq_len, batch/worker, total steps, H, eval every)
+    "tiny": (64, 2, 2, 256, 64, 4, 40, 10, 20),
+    "cpu": (128, 4, 4, 512, 128, 8, 600, 25, 100),
+    "gpu": (768, 12, 12, 3072, 1024, 32, 20_000, 500, 1000),
+}
+
+
+def base(size: str = "cpu") -> ml_collections.ConfigDict:
+  if size not in SIZES:
+    raise ValueError(f"unknown size {size!r}; choose one of {sorted(SIZES)}")
+  d, layers, heads, mlp, seq, batch, steps, h, every = SIZES[size]
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.algorithm = "diloco"          # ddp | diloco | autoloco
+  c.num_workers = 4               # K simulated workers on the replica axis
+  c.num_devices = 0               # devices on the mesh; 0 = all JAX sees
+  c.total_steps = steps           # T: inner-step budget, the same for every method
+  c.chunk_steps = 0               # batches staged per inner call; 0 = min(64, H_max)
+
+  c.model = ml_collections.ConfigDict(dict(
+      vocab_size=256,             # set from the data at run time
+      d_model=d, num_layers=layers, num_heads=heads, mlp_dim=mlp,
+      seq_len=seq,                # set from data.seq_len at run time
+      tie_embeddings=True, dtype="float32"))
+
+  c.data = ml_collections.ConfigDict(dict(
+      source="shakespeare",       # shakespeare (embedded) | tfds | files
+      name="",                    # TFDS catalog name when source=tfds, e.g. lm1b
+      text_key="text",            # text feature of a TFDS dataset
+      train_split="train", eval_split="validation",
+      path="",                    # path or glob when source=files
+      val_fraction=0.1,           # files: share held out for validation
+      data_dir="",                # TFDS data dir; '' = ~/.cache/autoloco_jax/tfds
+      max_bytes=0,                # cap on training text read (0 = all)
+      seq_len=seq,                # L tokens per sequence (bytes)
+      batch_size=batch,           # B sequences per worker per inner step
+      partition="iid"))           # iid | non_iid worker shards
+
+  c.inner = ml_collections.ConfigDict(dict(
+      lr=3e-3 if size != "gpu" else 4e-4, warmup_steps=max(steps // 20, 1),
+      min_lr_ratio=0.1, weight_decay=0.1, b1=0.9, b2=0.95, eps=1e-8, clip_norm=1.0))
+
+  # DiLoCo paper defaults: outer Nesterov SGD with lr 0.7, momentum 0.9.
+  c.outer = ml_collections.ConfigDict(dict(
+      lr=0.7, momentum=0.9,
+      correction="none",          # autoloco: none | momentum | lr | both
+      reference="schedule",       # autoloco: schedule | peak
+      h_ref=0))                   # reference interval H_ref; 0 = interval.h
+
+  c.interval = ml_collections.ConfigDict(dict(
+      controller="fixed",         # fixed | lr_quadratic | loss_ratio | agreement
+      h=h,                        # H (fixed) or H_0 (adaptive)
+      h_min=1, h_max=0,           # bounds of adaptive controllers; 0 = h
+      c=0.0,                      # lr_quadratic: H = (c / lr)^2; 0 = sqrt(h) * peak lr
+      target=0.5, grow=1.25, shrink=0.7, ema=0.5, hysteresis=0.15))  # agreement
+
+  c.eval = ml_collections.ConfigDict(dict(
+      every_steps=every, batch_size=16, num_batches=8 if size != "tiny" else 2))
+  c.comm = ml_collections.ConfigDict(dict(bytes_per_param=4))
+  c.log = ml_collections.ConfigDict(dict(tensorboard=True, progress=True))
+  return c
