@@ -56,9 +56,13 @@ def place(state: TrainState, mesh) -> TrainState:
   Every leaf gets buffers of its own (``may_alias=False``): the jitted rounds
   donate the state, and two fields sharing a buffer could not both be donated.
   """
-  from jax.sharding import NamedSharding
-  shardings = jax.tree.map(lambda spec: NamedSharding(mesh, spec), state.specs(),
-                           is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
+  from jax.sharding import NamedSharding, PartitionSpec
+  # On a one-device mesh JAX returns P('replica') outputs as P(); lay inputs out
+  # the same way so the first call and later ones hit the same compiled round.
+  canonical = (lambda spec: PartitionSpec()) if mesh.devices.size == 1 else (lambda spec: spec)
+  shardings = jax.tree.map(lambda spec: NamedSharding(mesh, canonical(spec)),
+                           state.specs(),
+                           is_leaf=lambda x: isinstance(x, PartitionSpec))
   return jax.device_put(state, shardings, may_alias=False)
 
 

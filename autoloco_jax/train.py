@@ -175,6 +175,10 @@ def train_and_evaluate(config: Any, workdir: str) -> dict:
       tokens_per_sec=tokens_per_sec,
       model_flops_per_sec=tokens_per_sec * flops_per_token,
       num_params=num_params, wall_time=time.time() - t_start,
+      # Compilations of the round functions over the run: 1 each when H changes
+      # never recompile.
+      inner_compilations=algo.inner._cache_size(),
+      sync_compilations=algo.sync._cache_size(),
       unigram_entropy=data.unigram_entropy())
   writer.write(step, summary)
   writer.close()

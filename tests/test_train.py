@@ -1,0 +1,119 @@
+"""The trainer end to end on the embedded Shakespeare data, and its errors."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from autoloco_jax import comm, metrics, train
+from configs import autoloco as autoloco_config
+from configs import diloco as diloco_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tiny(config_module=diloco_config, **overrides):
+  c = config_module.get_config("tiny")
+  c.num_devices = 1
+  c.num_workers = 2
+  c.data.batch_size = 8
+  c.log.progress = False
+  c.log.tensorboard = False
+  for key, value in overrides.items():
+    node = c
+    *path, last = key.split(".")
+    for part in path:
+      node = node[part]
+    node[last] = value
+  return c
+
+
+def rounds(workdir):
+  return [r for r in metrics.read(os.path.join(workdir, "metrics.jsonl"))
+          if not r.get("summary")]
+
+
+def test_tiny_diloco_learns_and_logs(tmp_path):
+  cfg = tiny(total_steps=150, **{"eval.every_steps": 50})
+  summary = train.train_and_evaluate(cfg, str(tmp_path))
+  records = rounds(tmp_path)
+
+  # Learns: well below the byte-unigram entropy of the validation text.
+  assert summary["final_eval_loss"] < summary["unigram_entropy"] - 0.5
+  np.testing.assert_allclose(summary["final_eval_bpb"],
+                             summary["final_eval_loss"] / np.log(2))
+  # One record per round, the budget hit exactly, one all-reduce per round.
+  assert [r["interval"] for r in records] == [10] * 15
+  assert records[-1]["step"] == 150
+  assert summary["tokens"] == 150 * 2 * 8 * 64
+  assert summary["syncs"] == len(records) == 15
+  ring = comm.ring_allreduce(summary["num_params"], 2, 4)
+  np.testing.assert_allclose(summary["bytes_per_worker"], 15 * ring.bytes)
+  assert [r["step"] for r in records if "eval_loss" in r] == [50, 100, 150]
+  for key in ("loss_mean", "lr_sum", "delta_norm", "agreement", "outer_lr",
+              "outer_momentum", "ratio", "bytes_per_worker", "tokens"):
+    assert key in records[0], key
+  assert os.path.exists(tmp_path / "config.json")
+  assert summary["inner_compilations"] == summary["sync_compilations"] == 1
+
+
+def test_autoloco_fixed_at_h_ref_equals_diloco(tmp_path):
+  base = dict(total_steps=30, **{"eval.every_steps": 30})
+  d = train.train_and_evaluate(tiny(**base), str(tmp_path / "d"))
+  a_cfg = tiny(autoloco_config, **base)
+  a_cfg.interval.controller = "fixed"
+  a_cfg.outer.h_ref = a_cfg.interval.h
+  a = train.train_and_evaluate(a_cfg, str(tmp_path / "a"))
+  for rd, ra in zip(rounds(tmp_path / "d"), rounds(tmp_path / "a")):
+    assert ra["ratio"] == 1.0
+    for key in ("loss_mean", "loss_end", "delta_norm", "outer_lr", "outer_momentum"):
+      assert rd[key] == ra[key], key
+  assert d["final_eval_loss"] == a["final_eval_loss"]
+  assert d["syncs"] == a["syncs"]
+
+
+def test_adaptive_interval_hits_budget_and_compiles_once(tmp_path):
+  cfg = tiny(autoloco_config, total_steps=97, **{"eval.every_steps": 97,
+                                                 "inner.warmup_steps": 4})
+  cfg.interval.h, cfg.interval.h_min, cfg.interval.h_max = 4, 2, 30
+  cfg.outer.h_ref = 4
+  summary = train.train_and_evaluate(cfg, str(tmp_path))
+  intervals = [r["interval"] for r in rounds(tmp_path)]
+  assert sum(intervals) == 97
+  assert len(set(intervals)) >= 3, intervals
+  assert summary["inner_compilations"] == summary["sync_compilations"] == 1
+  # The corrected outer step saw rounds of other lengths than H_ref.
+  ratios = [r["ratio"] for r in rounds(tmp_path)]
+  assert max(ratios) > 1.5
+
+
+def test_sharded_run_on_two_devices(tmp_path):
+  cfg = tiny(total_steps=20, num_devices=2, **{"eval.every_steps": 20})
+  summary = train.train_and_evaluate(cfg, str(tmp_path))
+  assert np.isfinite(summary["final_eval_loss"])
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"num_devices": 3}, "not divisible by the device count"),
+    ({"interval.h": 0}, r"config.interval.h must be an integer >= 1"),
+    ({"total_steps": -5}, r"config.total_steps must be an integer >= 1"),
+    ({"inner.lr": 0.0}, r"config.inner.lr must be > 0"),
+    ({"data.source": "files", "data.path": "/nonexistent/*.txt"}, "matches no files"),
+    ({"data.source": "tfds", "data.name": "no_such_dataset_xyz"},
+     "unknown tfds dataset name"),
+    ({"algorithm": "fedavg"}, "unknown algorithm 'fedavg'"),
+])
+def test_bad_config_is_a_clear_error(tmp_path, overrides, message):
+  with pytest.raises(ValueError, match=message):
+    train.train_and_evaluate(tiny(**overrides), str(tmp_path))
+
+
+def test_cli_rejects_unknown_config_key(tmp_path):
+  result = subprocess.run(
+      [sys.executable, "-m", "experiments.run", "--config", "configs/diloco.py:tiny",
+       "--workdir", str(tmp_path), "--config.inner.no_such_field=1"],
+      cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert result.returncode != 0
+  assert "no_such_field" in result.stderr
