@@ -14,6 +14,7 @@ plus ``init_state(params)`` and the communication it pays per round.
 from __future__ import annotations
 
 import functools
+import importlib
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -34,6 +35,13 @@ class Algorithm(NamedTuple):
     allreduces_per_round: ``H -> number of all-reduces of the parameters`` that
       a round of ``H`` inner steps pays (DiLoCo 1, DDP ``H``).
     h_max: the longest round the algorithm can ask for (sizes the data buffer).
+    eval_params: optional jitted ``state -> {name: params}`` of the models to
+      evaluate (decentralized methods: the replicas' mean and one replica);
+      ``None``: evaluate worker 0, the global model after a sync.
+    comm_pattern: optional ``(round_index, h) -> comm.RoundComm``, what a
+      round computes and sends per worker, for the simulated clock; ``None``:
+      ``comm.default_pattern`` by name (DDP: an all-reduce every step, the
+      DiLoCo family: one at the end of the round).
   """
   name: str
   init_state: Callable[[Any], TrainState]
@@ -41,6 +49,8 @@ class Algorithm(NamedTuple):
   sync: Callable
   allreduces_per_round: Callable[[int], int]
   h_max: int
+  eval_params: Callable[[TrainState], dict] | None = None
+  comm_pattern: Callable[[int, int], Any] | None = None
 
 
 def jit_inner(inner_run: Callable, mesh: Mesh) -> Callable:
@@ -77,11 +87,16 @@ def jit_sync(sync_block: Callable, mesh: Mesh) -> Callable:
   return sync
 
 
+#: Algorithm name -> module of autoloco_jax whose ``make(config, loss_fn, mesh)``
+#: builds it (imported on demand).
+REGISTRY = {"ddp": "ddp", "diloco": "diloco", "autoloco": "diloco",
+            "noloco": "noloco", "gasloc": "gasloc"}
+
+
 def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
   """Builds the algorithm named by ``config.algorithm``."""
-  from autoloco_jax import ddp, diloco
-  builders = {"ddp": ddp.make, "diloco": diloco.make, "autoloco": diloco.make}
-  if config.algorithm not in builders:
+  if config.algorithm not in REGISTRY:
     raise ValueError(f"unknown algorithm {config.algorithm!r}; "
-                     f"choose one of {sorted(builders)}")
-  return builders[config.algorithm](config, loss_fn, mesh)
+                     f"choose one of {sorted(REGISTRY)}")
+  module = importlib.import_module(f"autoloco_jax.{REGISTRY[config.algorithm]}")
+  return module.make(config, loss_fn, mesh)

@@ -23,6 +23,10 @@ from autoloco_jax.algorithms import Algorithm, jit_inner, jit_sync
 from autoloco_jax.state import TrainState, scalar
 
 
+def _sq_norm(tree) -> jax.Array:
+  return sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree))
+
+
 def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
   num_workers = config.num_workers
   lr_schedule = inner.schedule(config.inner, config.total_steps)
@@ -47,6 +51,7 @@ def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
         loss_start=replicas.worker_mean(acc.loss_first_K),
         loss_end=replicas.worker_mean(acc.loss_last_K),
         grad_norm=replicas.worker_mean(acc.grad_norm_sum_K) / steps,
+        param_norm=jnp.sqrt(replicas.worker_mean(jax.vmap(_sq_norm)(state.params_K))),
         next_interval=state.interval)
     return state._replace(acc=inner.reset(acc), round=state.round + 1), metrics
 

@@ -93,15 +93,18 @@ def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
         outer_opt_K=jax.vmap(outer_tx.init)(params_K),
         acc=inner.RoundAcc.zeros(num_workers),
         step=scalar(0), round=scalar(0), interval=scalar(h0),
-        controller=controller.init(h0))
+        controller=controller.init(h0),
+        present_K=jnp.ones((num_workers,), jnp.float32))
 
   def sync_block(state: TrainState):
     acc = state.acc
     h = acc.steps
     start_step = state.step - h
+    # Means over the workers present this round (all of them without faults).
+    mean = lambda tree_K: replicas.worker_weighted_mean(tree_K, state.present_K)
     delta_K = jax.tree.map(jnp.subtract, state.anchor_K, state.params_K)
-    delta = replicas.worker_mean(delta_K)                         # the all-reduce
-    worker_sq = replicas.worker_mean(jax.vmap(_sq_norm)(delta_K))  # a scalar
+    delta = mean(delta_K)                                  # the all-reduce
+    worker_sq = mean(jax.vmap(_sq_norm)(delta_K))          # a scalar
     delta_sq = _sq_norm(delta)
 
     lr_sum = acc.lr_sum
@@ -118,20 +121,23 @@ def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
     anchor_K, outer_K = jax.vmap(apply_outer)(state.outer_opt_K, state.anchor_K)
 
     steps = jnp.maximum(h, 1).astype(jnp.float32)
+    present = jax.lax.psum(jnp.sum(state.present_K), replicas.REPLICA)
     stats = intervals.SyncStats(
         round=state.round, step=state.step, interval=h, lr_sum=lr_sum,
         lr=lr_schedule(state.step),
-        loss_mean=replicas.worker_mean(acc.loss_sum_K) / steps,
-        loss_start=replicas.worker_mean(acc.loss_first_K),
-        loss_end=replicas.worker_mean(acc.loss_last_K),
+        loss_mean=mean(acc.loss_sum_K) / steps,
+        loss_start=mean(acc.loss_first_K),
+        loss_end=mean(acc.loss_last_K),
         delta_norm=jnp.sqrt(delta_sq), worker_sq_norm=worker_sq,
         agreement=intervals.agreement_ratio(delta_sq, worker_sq),
-        num_workers=jnp.asarray(num_workers, jnp.int32))
+        num_workers=present.astype(jnp.int32))
     next_h, ctrl = controller.next_interval(state.controller, stats)
 
     metrics = dict(stats._asdict())
     metrics.update(
-        grad_norm=replicas.worker_mean(acc.grad_norm_sum_K) / steps,
+        grad_norm=mean(acc.grad_norm_sum_K) / steps,
+        param_norm=jnp.sqrt(replicas.worker_mean(jax.vmap(_sq_norm)(anchor_K))),
+        workers_present=present,
         reference_lr_sum=ref_sum,
         ratio=replicas.worker_mean(outer_K.ratio),
         outer_lr=replicas.worker_mean(outer_K.alpha),

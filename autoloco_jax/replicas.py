@@ -106,6 +106,23 @@ def worker_mean(tree_K: Any) -> Any:
   return jax.tree.map(lambda x: lax.pmean(jnp.mean(x, axis=0), REPLICA), tree_K)
 
 
+def worker_weighted_mean(tree_K: Any, weights_K: jax.Array) -> Any:
+  r"""Weighted mean over all K workers, inside :func:`map_workers`.
+
+  .. math:: \bar{x} = \sum_k w_k x_k \Big/ \sum_k w_k
+
+  With 0/1 weights this is the mean over the workers present in a round
+  (DiLoCo's robustness to workers leaving). The caller keeps ``Σ w > 0``.
+  """
+  total = lax.psum(jnp.sum(weights_K), REPLICA)
+
+  def mean(x_K):
+    w = weights_K.reshape((-1,) + (1,) * (x_K.ndim - 1)).astype(x_K.dtype)
+    return lax.psum(jnp.sum(w * x_K, axis=0), REPLICA) / total.astype(x_K.dtype)
+
+  return jax.tree.map(mean, tree_K)
+
+
 def broadcast_block(tree: Any, like_K: Any) -> Any:
   """Repeats a worker-invariant pytree across the local block of ``like_K``."""
   k = jax.tree.leaves(like_K)[0].shape[0]

@@ -29,6 +29,8 @@ class TrainState(NamedTuple):
     round: number of completed syncs ``t``.
     interval: ``H`` the controller chose for the next round.
     controller: the interval controller's state.
+    present_K: 1.0 for each worker whose round counts, 0.0 for one that dropped
+      out (worker faults); ``None`` for algorithms without that support.
   """
   params_K: Any
   anchor_K: Any
@@ -39,6 +41,7 @@ class TrainState(NamedTuple):
   round: jax.Array
   interval: jax.Array
   controller: Any
+  present_K: Any = None
 
   def specs(self) -> "TrainState":
     """Partition specs (a prefix tree) matching this state's layout."""
@@ -47,7 +50,7 @@ class TrainState(NamedTuple):
         params_K=w, anchor_K=None if self.anchor_K is None else w,
         inner_opt_K=w, outer_opt_K=None if self.outer_opt_K is None else w,
         acc=RoundAcc.specs(), step=r, round=r, interval=r,
-        controller=r)
+        controller=r, present_K=None if self.present_K is None else w)
 
 
 def place(state: TrainState, mesh) -> TrainState:

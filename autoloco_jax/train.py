@@ -5,57 +5,39 @@ algorithm are built from the config; each round stages its batches in chunks,
 runs the jitted inner loop and the jitted sync, then logs one record per round
 to ``workdir/metrics.jsonl`` (and TensorBoard). The last round is truncated so
 that every method takes exactly ``T`` inner steps on the same tokens.
+
+Nothing is lost on a crash: the run state is checkpointed every
+``checkpoint.every_rounds`` rounds and at the end; running the same command on
+the same workdir resumes from the newest readable checkpoint and reproduces the
+uninterrupted run exactly; SIGTERM or Ctrl-C saves and exits cleanly; a NaN or
+Inf stops the run without overwriting the last good checkpoint.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import os
+import signal
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from autoloco_jax import algorithms, comm, data as data_lib, metrics as metrics_lib
+from autoloco_jax import algorithms, checkpoint, comm, config_check
+from autoloco_jax import data as data_lib, faults, metrics as metrics_lib
 from autoloco_jax import model as model_lib, replicas, state as state_lib
 
 LN2 = math.log(2.0)
 
-_POSITIVE_INTS = ("num_workers", "total_steps", "data.seq_len", "data.batch_size",
-                  "interval.h", "eval.batch_size", "eval.num_batches",
-                  "eval.every_steps")
-_NON_NEGATIVE = ("inner.warmup_steps", "inner.weight_decay", "num_devices",
-                 "chunk_steps")
 
-
-def _get(config: Any, dotted: str) -> Any:
-  value = config
-  for part in dotted.split("."):
-    value = value[part]
-  return value
-
-
-def validate(config: Any) -> None:
-  """Range-checks the fields the trainer relies on; errors name the field."""
-  for name in _POSITIVE_INTS:
-    value = _get(config, name)
-    if not isinstance(value, int) or value < 1:
-      raise ValueError(f"config.{name} must be an integer >= 1, got {value!r}")
-  for name in _NON_NEGATIVE:
-    if _get(config, name) < 0:
-      raise ValueError(f"config.{name} must be >= 0, got {_get(config, name)!r}")
-  if not config.inner.lr > 0:
-    raise ValueError(f"config.inner.lr must be > 0, got {config.inner.lr!r}")
-  if not 0 <= config.inner.min_lr_ratio <= 1:
-    raise ValueError("config.inner.min_lr_ratio must be in [0, 1], "
-                     f"got {config.inner.min_lr_ratio!r}")
-  if not config.inner.clip_norm > 0:
-    raise ValueError(f"config.inner.clip_norm must be > 0, got {config.inner.clip_norm!r}")
+class Preempted(Exception):
+  """Raised inside the loop when SIGTERM or SIGINT arrived; the run is saved."""
 
 
 def make_evaluate(loss_fn):
@@ -70,118 +52,230 @@ def make_evaluate(loss_fn):
   return evaluate
 
 
+@jax.jit
+def _poison(params_K):
+  return jax.tree.map(lambda x: x * jnp.nan, params_K)
+
+
 def _check_finite(record: dict, keys: tuple[str, ...]) -> None:
   for key in keys:
     value = record.get(key)
-    if value is not None and not np.isfinite(value):
+    # Metrics hold non-finite values as strings ('nan') to keep JSON strict.
+    if value is not None and not math.isfinite(float(value)):
       raise FloatingPointError(
-          f"{key} is {value} at round {record['round']}, inner step {record['step']}: "
-          "stopping (lower inner.lr or raise inner.warmup_steps)")
+          f"{key} is {value} in round {record['round']} (inner step {record['step']}): "
+          "stopping without saving this state; the last good checkpoint is kept "
+          "(lower inner.lr or raise inner.warmup_steps, then resume)")
 
 
-def train_and_evaluate(config: Any, workdir: str) -> dict:
-  """Trains with ``config.algorithm`` for ``config.total_steps`` inner steps.
+@contextlib.contextmanager
+def _stop_signals():
+  """Turns SIGTERM and SIGINT into a flag the loop checks at round ends."""
+  received: list[int] = []
+  handler = lambda signum, frame: received.append(signum)
+  previous = {}
+  for sig in (signal.SIGTERM, signal.SIGINT):
+    try:
+      previous[sig] = signal.signal(sig, handler)
+    except ValueError:  # not the main thread: leave signals alone
+      pass
+  try:
+    yield received
+  finally:
+    for sig, old in previous.items():
+      signal.signal(sig, old)
 
-  Returns the final summary (also the last line of ``metrics.jsonl``): final
-  eval loss and bits per byte, syncs, bytes sent per worker, tokens, tokens/s,
-  wall time.
-  """
-  validate(config)
-  os.makedirs(workdir, exist_ok=True)
-  with open(os.path.join(workdir, "config.json"), "w") as f:
-    f.write(config.to_json_best_effort(indent=2))
 
-  t_start = time.time()
-  K, T = config.num_workers, config.total_steps
-  B, L = config.data.batch_size, config.data.seq_len
+def _truncate_metrics(path: str, step: int) -> None:
+  """Drops records written after the checkpoint we resume from, so a resumed
+  run's metrics.jsonl equals an uninterrupted run's."""
+  if not os.path.exists(path):
+    return
+  kept = [r for r in metrics_lib.read(path) if not r.get("summary") and r["step"] <= step]
+  with open(path, "w") as f:
+    f.writelines(json.dumps(r) + "\n" for r in kept)
+
+
+class Run(NamedTuple):
+  """Everything built from a config before the first round."""
+  data: data_lib.WorkerData
+  mesh: Any
+  model_cfg: Any
+  apply: Any
+  loss_fn: Any
+  algo: algorithms.Algorithm
+  state: state_lib.TrainState
+  num_params: int
+  flops_per_token: float
+
+
+def setup(config: Any) -> Run:
+  """Builds data, mesh, model, algorithm and the initial state (on the mesh)."""
+  K = config.num_workers
   data = data_lib.build(config.data, K, config.seed)
   mesh = replicas.make_mesh(K, config.num_devices)
-
   model_cfg = config.model.copy_and_resolve_references()
   with model_cfg.unlocked():
     model_cfg.vocab_size = data.vocab_size
-    model_cfg.seq_len = L
+    model_cfg.seq_len = config.data.seq_len
   init, apply = model_lib.make(model_cfg)
   loss_fn = functools.partial(model_lib.loss_fn, apply)
   algo = algorithms.make(config, loss_fn, mesh)
-
   params = init(jax.random.key(config.seed))
   num_params = model_lib.param_count(params)
-  flops_per_token = model_lib.flops_per_token(model_cfg, num_params)
   state = state_lib.place(algo.init_state(params), mesh)
-  del params
+  return Run(data, mesh, model_cfg, apply, loss_fn, algo, state, num_params,
+             model_lib.flops_per_token(model_cfg, num_params))
+
+
+def load_run(config: Any, workdir: str) -> tuple[Run, state_lib.TrainState, dict]:
+  """The newest checkpoint of a run as ``(run, state, host)``; the global
+  parameters are ``jax.tree.map(lambda x: x[0], state.params_K)``."""
+  run = setup(config)
+  _, state, host = checkpoint.load_state(workdir, run.state)
+  return run, state, host
+
+
+def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = False) -> dict:
+  """Trains with ``config.algorithm`` for ``config.total_steps`` inner steps.
+
+  Resumes from ``workdir`` when it holds a checkpoint of the same run (a config
+  that changes the trajectory is refused unless ``allow_config_change``).
+
+  Returns the final summary (also the last line of ``metrics.jsonl``): final
+  eval loss and bits per byte, syncs, bytes sent per worker, tokens, tokens/s,
+  wall time; ``preempted=True`` if a signal stopped the run early.
+  """
+  config_check.validate(config)
+  os.makedirs(workdir, exist_ok=True)
+  config_check.check_resume(config, workdir, allow_config_change)
+
+  t_start = time.time()
+  run = setup(config)
+  data, mesh, algo, state = run.data, run.mesh, run.algo, run.state
+  K, T = config.num_workers, config.total_steps
+  B, L = config.data.batch_size, config.data.seq_len
+  num_params, flops_per_token, loss_fn = run.num_params, run.flops_per_token, run.loss_fn
+  inject_faults = faults.enabled(config.faults)
+  if inject_faults and state.present_K is None:
+    raise ValueError(f"config.faults: worker faults are not supported by {algo.name}")
+
+  host = dict(positions=data.init_positions().tolist(), step=0, syncs=0,
+              bytes=0.0, messages=0, next_eval=config.eval.every_steps,
+              next_h=int(config.interval.h), eval_loss=float("nan"), rounds=0)
+  ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep)
+  restored = ckpt.restore(state)
+  metrics_path = os.path.join(workdir, "metrics.jsonl")
+  if restored is not None:
+    _, state, host = restored
+    _truncate_metrics(metrics_path, host["step"])
+    print(f"Resumed from the checkpoint at inner step {host['step']} in {workdir}",
+          flush=True)
+  else:
+    _truncate_metrics(metrics_path, -1)
   logging.info("%s: %d workers on %d devices, %.2fM params, %d inner steps",
                algo.name, K, mesh.devices.size, num_params / 1e6, T)
 
   evaluate = make_evaluate(loss_fn)
   eval_tokens = jnp.asarray(data.eval_batches(config.eval.batch_size,
                                               config.eval.num_batches))
-  allreduce = comm.ring_allreduce(num_params, K, config.comm.bytes_per_param)
   chunk = min(config.chunk_steps or 64, algo.h_max)
+  tokens_per_step = K * B * L
+  positions = np.asarray(host["positions"], np.int64)
+  step = host["step"]
+  rounds_since_save = 0
 
   writer = metrics_lib.Writer(workdir, tensorboard=config.log.tensorboard)
-  positions = data.init_positions()
-  step, syncs, traffic = 0, 0, comm.Traffic(0.0, 0)
-  next_h = int(config.interval.h)
-  next_eval = config.eval.every_steps
-  eval_loss = float("nan")
-  tokens_per_step = K * B * L
-  progress = _progress(T, config.log.progress)
+  progress = _progress(T, step, config.log.progress)
   # Throughput is timed from the end of the first round, which includes compilation.
-  t_steady, steady_step = None, 0
+  t_steady, steady_step = None, step
+  preempted = False
+  try:
+    with _stop_signals() as stop:
+      while step < T:
+        rnd = host["rounds"]
+        h = min(host["next_h"], T - step)
+        if rnd == config.faults.nan_at_round:
+          state = state._replace(params_K=_poison(state.params_K))
+        present = (faults.present_workers(config.faults, K, rnd, config.seed)
+                   if inject_faults else None)
+        if present is not None:
+          state = state._replace(present_K=replicas.put_workers(present, mesh))
+        done = 0
+        while done < h:
+          n = min(chunk, h - done)
+          batch_KxnxBxL1, positions = data.train_batches(positions, n, B)
+          # A fresh padded array per call: the device may still read the last one.
+          tokens_KxCxBxL1 = np.zeros((K, chunk) + batch_KxnxBxL1.shape[2:], np.int32)
+          tokens_KxCxBxL1[:, :n] = batch_KxnxBxL1
+          state = algo.inner(state, replicas.put_workers(tokens_KxCxBxL1, mesh),
+                             np.int32(n))
+          done += n
+        state, round_metrics = algo.sync(state)
+        record = {k: metrics_lib.to_python(v)
+                  for k, v in jax.device_get(round_metrics).items()}
+        step += h
+        workers = int(present.sum()) if present is not None else K
+        traffic = comm.ring_allreduce(num_params, workers, config.comm.bytes_per_param)
+        reduces = algo.allreduces_per_round(h)
+        host.update(step=step, syncs=host["syncs"] + reduces,
+                    bytes=host["bytes"] + traffic.bytes * reduces,
+                    messages=host["messages"] + traffic.messages * reduces,
+                    positions=positions.tolist(), next_h=int(record["next_interval"]),
+                    rounds=rnd + 1)
+        record.update(round=rnd + 1, step=step, interval=h,
+                      tokens=step * tokens_per_step, syncs=host["syncs"],
+                      bytes_per_worker=host["bytes"],
+                      messages_per_worker=host["messages"],
+                      wall_time=time.time() - t_start)
+        _check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
+        if step >= host["next_eval"] or step >= T:
+          host["eval_loss"] = float(evaluate(state.params_K, eval_tokens))
+          every = config.eval.every_steps
+          host["next_eval"] = (step // every + 1) * every
+          record.update(eval_loss=host["eval_loss"], eval_bpb=host["eval_loss"] / LN2)
+          _check_finite(record, ("eval_loss",))
+        writer.write(step, record)
+        rounds_since_save += 1
+        if stop or step >= T or rounds_since_save >= config.checkpoint.every_rounds:
+          ckpt.save(step, state, host)
+          rounds_since_save = 0
+        if t_steady is None:
+          t_steady, steady_step = time.time(), step
+        progress.update(h)
+        progress.set_postfix(loss=f"{record['loss_mean']:.3f}",
+                             eval=f"{host['eval_loss']:.3f}", H=h)
+        if stop and step < T:
+          raise Preempted()
+  except Preempted:
+    preempted = True
+  finally:
+    progress.close()
+    ckpt.close()
+    writer.close()
 
-  while step < T:
-    h = min(next_h, T - step)
-    done = 0
-    while done < h:
-      n = min(chunk, h - done)
-      batch_KxnxBxL1, positions = data.train_batches(positions, n, B)
-      # A fresh padded array per call: the device may still read the last one.
-      tokens_KxCxBxL1 = np.zeros((K, chunk) + batch_KxnxBxL1.shape[2:], np.int32)
-      tokens_KxCxBxL1[:, :n] = batch_KxnxBxL1
-      state = algo.inner(state, replicas.put_workers(tokens_KxCxBxL1, mesh),
-                         np.int32(n))
-      done += n
-    state, round_metrics = algo.sync(state)
-    record = {k: metrics_lib.to_python(v) for k, v in jax.device_get(round_metrics).items()}
-    step += h
-    syncs += algo.allreduces_per_round(h)
-    traffic = traffic + allreduce * algo.allreduces_per_round(h)
-    record.update(round=record["round"] + 1, step=step, interval=h,
-                  tokens=step * tokens_per_step, syncs=syncs,
-                  bytes_per_worker=traffic.bytes, messages_per_worker=traffic.messages,
-                  wall_time=time.time() - t_start)
-    _check_finite(record, ("loss_mean", "loss_end", "delta_norm"))
-    if step >= next_eval or step >= T:
-      eval_loss = float(evaluate(state.params_K, eval_tokens))
-      next_eval = (step // config.eval.every_steps + 1) * config.eval.every_steps
-      record.update(eval_loss=eval_loss, eval_bpb=eval_loss / LN2)
-      _check_finite(record, ("eval_loss",))
-    writer.write(step, record)
-    if t_steady is None:
-      t_steady, steady_step = time.time(), step
-    next_h = int(record["next_interval"])
-    progress.update(h)
-    progress.set_postfix(loss=f"{record['loss_mean']:.3f}", eval=f"{eval_loss:.3f}", H=h)
+  if preempted:
+    print(f"Stopped by a signal at inner step {step} of {T}; a checkpoint was saved. "
+          f"Resume by running the same command with --workdir {workdir}", flush=True)
+    return dict(preempted=True, step=step)
 
-  progress.close()
   steady_tokens = (step - steady_step) * tokens_per_step
-  steady_time = time.time() - t_steady
+  steady_time = time.time() - t_steady if t_steady is not None else 0.0
   tokens_per_sec = steady_tokens / steady_time if steady_tokens else float("nan")
   summary = dict(
-      summary=True, algorithm=algo.name, final_eval_loss=eval_loss,
-      final_eval_bpb=eval_loss / LN2, syncs=syncs,
-      bytes_per_worker=traffic.bytes, tokens=T * tokens_per_step,
+      summary=True, algorithm=algo.name, final_eval_loss=host["eval_loss"],
+      final_eval_bpb=host["eval_loss"] / LN2, syncs=host["syncs"],
+      bytes_per_worker=host["bytes"], tokens=T * tokens_per_step,
       tokens_per_sec=tokens_per_sec,
       model_flops_per_sec=tokens_per_sec * flops_per_token,
       num_params=num_params, wall_time=time.time() - t_start,
-      # Compilations of the round functions over the run: 1 each when H changes
-      # never recompile.
+      # Compilations of the round functions in this process: 1 each when H
+      # changes never recompile.
       inner_compilations=algo.inner._cache_size(),
       sync_compilations=algo.sync._cache_size(),
       unigram_entropy=data.unigram_entropy())
-  writer.write(step, summary)
-  writer.close()
+  with open(metrics_path, "a") as f:
+    f.write(json.dumps({k: metrics_lib.to_python(v) for k, v in summary.items()}) + "\n")
   print(_summary_line(summary), flush=True)
   return summary
 
@@ -193,6 +287,7 @@ def _summary_line(s: dict) -> str:
           f"{s['tokens_per_sec']:.0f} tokens/s | wall {s['wall_time']:.1f} s")
 
 
-def _progress(total: int, enabled: bool):
+def _progress(total: int, initial: int, enabled: bool):
   from tqdm.auto import tqdm
-  return tqdm(total=total, unit="step", disable=not enabled, dynamic_ncols=True)
+  return tqdm(total=total, initial=initial, unit="step", disable=not enabled,
+              dynamic_ncols=True)

@@ -66,5 +66,13 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   c.eval = ml_collections.ConfigDict(dict(
       every_steps=every, batch_size=16, num_batches=8 if size != "tiny" else 2))
   c.comm = ml_collections.ConfigDict(dict(bytes_per_param=4))
+  c.checkpoint = ml_collections.ConfigDict(dict(
+      every_rounds=5 if size != "gpu" else 2,  # save every N rounds, and at the end
+      keep=2))                    # checkpoints kept (older ones deleted)
+  # Injected faults (autoloco_jax/faults.py): workers missing rounds, a NaN round.
+  c.faults = ml_collections.ConfigDict(dict(
+      drop_prob=0.0,              # each worker misses each round with this probability
+      drop_schedule="",           # explicit drops, "ROUND:W[,W];ROUND:W", e.g. "2:1;5:0,3"
+      nan_at_round=-1))           # poison the parameters before this round (-1: never)
   c.log = ml_collections.ConfigDict(dict(tensorboard=True, progress=True))
   return c

@@ -2,6 +2,9 @@
 
   python -m experiments.run --config configs/default.py --workdir runs/default
   python -m experiments.run --config configs/diloco.py:tiny --config.inner.lr=1e-3
+
+Running the same command on an existing --workdir resumes it from its newest
+checkpoint; SIGTERM or Ctrl-C saves a checkpoint and exits.
 """
 
 from absl import app, flags
@@ -14,13 +17,17 @@ _CONFIG = config_flags.DEFINE_config_file(
     lock_config=True)
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Where metrics.jsonl, TensorBoard events and the config go.")
+_ALLOW_CHANGE = flags.DEFINE_bool(
+    "allow_config_change", False,
+    "Resume a workdir even if the config changes fields that alter the trajectory.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  train.train_and_evaluate(_CONFIG.value, _WORKDIR.value,
+                           allow_config_change=_ALLOW_CHANGE.value)
 
 
 if __name__ == "__main__":

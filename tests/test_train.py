@@ -97,9 +97,9 @@ def test_sharded_run_on_two_devices(tmp_path):
 
 @pytest.mark.parametrize("overrides, message", [
     ({"num_devices": 3}, "not divisible by the device count"),
-    ({"interval.h": 0}, r"config.interval.h must be an integer >= 1"),
-    ({"total_steps": -5}, r"config.total_steps must be an integer >= 1"),
-    ({"inner.lr": 0.0}, r"config.inner.lr must be > 0"),
+    ({"interval.h": 0}, r"config.interval.h must be >= 1, got 0"),
+    ({"total_steps": -5}, r"config.total_steps must be >= 1"),
+    ({"inner.lr": 0.0}, r"config.inner.lr must be in \(0.0, inf\)"),
     ({"data.source": "files", "data.path": "/nonexistent/*.txt"}, "matches no files"),
     ({"data.source": "tfds", "data.name": "no_such_dataset_xyz"},
      "unknown tfds dataset name"),

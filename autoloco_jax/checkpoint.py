@@ -1,0 +1,107 @@
+"""Checkpoints: the whole run state in one orbax checkpoint, saved atomically.
+
+A checkpoint holds two items:
+
+* ``state``: the device state (:class:`~autoloco_jax.state.TrainState`): every
+  worker's fast weights, the global parameters, inner and outer optimizer states,
+  round accumulators, step and round counters, the interval controller's state;
+* ``host``: what the Python loop carries (JSON): data reading positions, syncs
+  and bytes so far, the next evaluation step, the interval chosen for the next
+  round, the simulated clock.
+
+Orbax writes each checkpoint into a temporary folder and renames it only when
+complete, so a crash during a save leaves the previous checkpoints intact. On
+restore, a checkpoint that cannot be read (truncated, corrupted) is reported and
+the next older one is tried; if none can be read, :class:`CheckpointError` is
+raised rather than silently starting from scratch.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+from absl import logging
+
+import orbax.checkpoint as ocp
+
+
+class CheckpointError(RuntimeError):
+  """Checkpoints exist but none could be restored."""
+
+
+class Checkpointer:
+  """Saves and restores ``(state, host)`` under ``workdir/checkpoints``.
+
+  Args:
+    workdir: the run's folder.
+    keep: how many recent checkpoints to keep (older ones are deleted).
+  """
+
+  def __init__(self, workdir: str, keep: int = 2):
+    if keep < 1:
+      raise ValueError(f"config.checkpoint.keep must be >= 1, got {keep}")
+    self.directory = os.path.join(os.path.abspath(workdir), "checkpoints")
+    self._manager = ocp.CheckpointManager(
+        self.directory,
+        options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True))
+
+  def steps(self) -> list[int]:
+    """Inner steps at which complete checkpoints exist, oldest first."""
+    return sorted(self._manager.all_steps())
+
+  def save(self, step: int, state: Any, host: dict) -> None:
+    """Starts saving (asynchronously); call :meth:`wait` before exiting."""
+    self._manager.save(step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state), host=ocp.args.JsonSave(host)), force=True)
+
+  def wait(self) -> None:
+    self._manager.wait_until_finished()
+
+  def restore(self, like_state: Any) -> tuple[int, Any, dict] | None:
+    """The newest readable checkpoint as ``(step, state, host)``, or None if the
+    folder holds no checkpoint.
+
+    Args:
+      like_state: a state with the shapes, dtypes and shardings to restore into
+        (a freshly initialised and placed one).
+
+    Raises:
+      CheckpointError: checkpoints exist but none can be read.
+    """
+    steps = self.steps()
+    if not steps:
+      return None
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like_state)
+    errors = []
+    for step in reversed(steps):
+      try:
+        restored = self._manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract), host=ocp.args.JsonRestore()))
+        if errors:
+          logging.warning("restored the older checkpoint at step %d", step)
+        return step, restored.state, restored.host
+      except Exception as e:  # orbax raises many types for damaged files
+        logging.warning("checkpoint at step %d is unreadable: %s", step, e)
+        errors.append(f"step {step}: {type(e).__name__}: {e}")
+    raise CheckpointError(
+        f"no checkpoint in {self.directory} could be restored:\n  " +
+        "\n  ".join(errors) +
+        "\nRemove the folder to start from scratch.")
+
+  def close(self) -> None:
+    self._manager.wait_until_finished()
+    self._manager.close()
+
+
+def load_state(workdir: str, like_state: Any) -> tuple[int, Any, dict]:
+  """Restores the newest checkpoint of a finished or interrupted run."""
+  ckpt = Checkpointer(workdir)
+  try:
+    restored = ckpt.restore(like_state)
+  finally:
+    ckpt.close()
+  if restored is None:
+    raise CheckpointError(f"no checkpoint under {ckpt.directory}")
+  return restored
