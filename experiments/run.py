@@ -7,7 +7,9 @@ Running the same command on an existing --workdir resumes it from its newest
 checkpoint; SIGTERM or Ctrl-C saves a checkpoint and exits.
 """
 
-from absl import app, flags
+import logging as py_logging
+
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 from autoloco_jax import train
@@ -23,9 +25,18 @@ _ALLOW_CHANGE = flags.DEFINE_bool(
 flags.mark_flags_as_required(["config", "workdir"])
 
 
+class _QuietLibraries(py_logging.Filter):
+  """Keeps orbax's and TFDS's per-save/per-read INFO lines out of the console."""
+
+  def filter(self, record):
+    noisy = any(part in record.pathname for part in ("/orbax/", "/tensorflow_datasets/"))
+    return record.levelno >= py_logging.WARNING or not noisy
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  logging.get_absl_handler().addFilter(_QuietLibraries())
   train.train_and_evaluate(_CONFIG.value, _WORKDIR.value,
                            allow_config_change=_ALLOW_CHANGE.value)
 
