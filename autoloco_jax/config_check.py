@@ -124,5 +124,7 @@ def check_resume(config: Any, workdir: str, allow_change: bool = False) -> None:
       raise ValueError(
           f"{workdir} holds a run with another config ({details}); resuming would "
           "change its trajectory. Use a new --workdir, or pass --allow_config_change.")
-  with open(path, "w") as f:
-    json.dump(new, f, indent=2)
+  import jax
+  if jax.process_index() == 0:
+    with open(path, "w") as f:
+      json.dump(new, f, indent=2)

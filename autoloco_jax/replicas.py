@@ -69,14 +69,35 @@ def workers_per_device(mesh: Mesh, num_workers: int) -> int:
   return num_workers // mesh.devices.size
 
 
+def put(tree: Any, shardings: Any, may_alias: bool | None = None) -> Any:
+  """Places host (or single-device) values with the given shardings.
+
+  In a single process this is ``jax.device_put``. With several processes each
+  one holds the same host values (same seed, same data reader) and transfers
+  only the slices its own devices hold (``jax.make_array_from_callback``), so
+  a process feeds only its own workers.
+  """
+  if jax.process_count() == 1:
+    return jax.device_put(tree, shardings, may_alias=may_alias)
+
+  def one(x, sharding):
+    host = np.asarray(x)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+  # ``shardings`` may be a prefix of ``tree`` (one sharding for a whole subtree).
+  return jax.tree.map(
+      lambda sharding, subtree: jax.tree.map(lambda x: one(x, sharding), subtree),
+      shardings, tree, is_leaf=lambda x: isinstance(x, jax.sharding.Sharding))
+
+
 def put_workers(tree_K: Any, mesh: Mesh) -> Any:
   """Places a per-worker pytree (leading K axis) on the mesh, K split over devices."""
-  return jax.device_put(tree_K, NamedSharding(mesh, WORKERS))
+  return put(tree_K, NamedSharding(mesh, WORKERS))
 
 
 def put_replicated(tree: Any, mesh: Mesh) -> Any:
   """Places a pytree on every device of the mesh."""
-  return jax.device_put(tree, NamedSharding(mesh, REPLICATED))
+  return put(tree, NamedSharding(mesh, REPLICATED))
 
 
 def stack_workers(tree: Any, num_workers: int) -> Any:

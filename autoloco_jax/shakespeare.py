@@ -12,6 +12,7 @@ one Roman play and one tragedy).
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import pathlib
@@ -141,12 +142,20 @@ def _as_str(value) -> str:
 
 def prepare(data_dir: str | os.PathLike) -> tuple[ShakespearePlays, float]:
   """Builds the dataset into `data_dir` unless already there; returns (builder, seconds spent)."""
-  builder = ShakespearePlays(data_dir=os.fspath(data_dir), file_format="array_record")
+  os.makedirs(data_dir, exist_ok=True)
   start = time.perf_counter()
-  # try_download_gcs=False: never look for a prebuilt copy on GCS (no network here).
-  builder.download_and_prepare(
-      download_config=tfds.download.DownloadConfig(try_download_gcs=False),
-  )
+  # Several processes (a multi-process run, a sweep) may prepare the same folder
+  # at once; TFDS's rename of its temporary folder is not safe against that.
+  with open(os.path.join(data_dir, ".shakespeare_plays.lock"), "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+      builder = ShakespearePlays(data_dir=os.fspath(data_dir), file_format="array_record")
+      # try_download_gcs=False: never look for a prebuilt copy on GCS (no network here).
+      builder.download_and_prepare(
+          download_config=tfds.download.DownloadConfig(try_download_gcs=False),
+      )
+    finally:
+      fcntl.flock(lock, fcntl.LOCK_UN)
   return builder, time.perf_counter() - start
 
 

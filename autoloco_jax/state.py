@@ -66,7 +66,7 @@ def place(state: TrainState, mesh) -> TrainState:
   shardings = jax.tree.map(lambda spec: NamedSharding(mesh, canonical(spec)),
                            state.specs(),
                            is_leaf=lambda x: isinstance(x, PartitionSpec))
-  return jax.device_put(state, shardings, may_alias=False)
+  return replicas.put(state, shardings, may_alias=False)
 
 
 def scalar(value: int) -> jax.Array:

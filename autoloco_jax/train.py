@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from autoloco_jax import algorithms, checkpoint, comm, config_check
+from autoloco_jax import algorithms, checkpoint, comm, config_check, distributed
 from autoloco_jax import data as data_lib, faults, metrics as metrics_lib
 from autoloco_jax import model as model_lib, replicas, state as state_lib
 
@@ -40,11 +40,13 @@ class Preempted(Exception):
   """Raised inside the loop when SIGTERM or SIGINT arrived; the run is saved."""
 
 
-def make_evaluate(loss_fn):
+def make_evaluate(loss_fn, mesh):
   """Jitted mean loss of worker 0's parameters (the global model after a sync)
-  over fixed validation batches."""
+  over fixed validation batches; the result is replicated so every process can
+  read it."""
 
-  @jax.jit
+  @functools.partial(jax.jit, out_shardings=jax.sharding.NamedSharding(
+      mesh, replicas.REPLICATED))
   def evaluate(params_K, tokens_NxBxL1):
     params = jax.tree.map(lambda x: x[0], params_K)
     return jnp.mean(jax.lax.map(functools.partial(loss_fn, params), tokens_NxBxL1))
@@ -166,27 +168,31 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
   ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep)
   restored = ckpt.restore(state)
   metrics_path = os.path.join(workdir, "metrics.jsonl")
+  leader = distributed.is_leader()
   if restored is not None:
     _, state, host = restored
-    _truncate_metrics(metrics_path, host["step"])
-    print(f"Resumed from the checkpoint at inner step {host['step']} in {workdir}",
-          flush=True)
-  else:
+    if leader:
+      _truncate_metrics(metrics_path, host["step"])
+      print(f"Resumed from the checkpoint at inner step {host['step']} in {workdir}",
+            flush=True)
+  elif leader:
     _truncate_metrics(metrics_path, -1)
   logging.info("%s: %d workers on %d devices, %.2fM params, %d inner steps",
                algo.name, K, mesh.devices.size, num_params / 1e6, T)
 
-  evaluate = make_evaluate(loss_fn)
-  eval_tokens = jnp.asarray(data.eval_batches(config.eval.batch_size,
-                                              config.eval.num_batches))
+  evaluate = make_evaluate(loss_fn, mesh)
+  eval_tokens = replicas.put_replicated(
+      data.eval_batches(config.eval.batch_size, config.eval.num_batches), mesh)
   chunk = min(config.chunk_steps or 64, algo.h_max)
   tokens_per_step = K * B * L
   positions = np.asarray(host["positions"], np.int64)
   step = host["step"]
   rounds_since_save = 0
 
-  writer = metrics_lib.Writer(workdir, tensorboard=config.log.tensorboard)
-  progress = _progress(T, step, config.log.progress)
+  # Metrics, TensorBoard and progress come from process 0 only.
+  writer = (metrics_lib.Writer(workdir, tensorboard=config.log.tensorboard)
+            if leader else None)
+  progress = _progress(T, step, config.log.progress and leader)
   # Throughput is timed from the end of the first round, which includes compilation.
   t_steady, steady_step = None, step
   preempted = False
@@ -235,7 +241,8 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
           host["next_eval"] = (step // every + 1) * every
           record.update(eval_loss=host["eval_loss"], eval_bpb=host["eval_loss"] / LN2)
           _check_finite(record, ("eval_loss",))
-        writer.write(step, record)
+        if writer:
+          writer.write(step, record)
         rounds_since_save += 1
         if stop or step >= T or rounds_since_save >= config.checkpoint.every_rounds:
           ckpt.save(step, state, host)
@@ -252,11 +259,13 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
   finally:
     progress.close()
     ckpt.close()
-    writer.close()
+    if writer:
+      writer.close()
 
   if preempted:
-    print(f"Stopped by a signal at inner step {step} of {T}; a checkpoint was saved. "
-          f"Resume by running the same command with --workdir {workdir}", flush=True)
+    if leader:
+      print(f"Stopped by a signal at inner step {step} of {T}; a checkpoint was saved. "
+            f"Resume by running the same command with --workdir {workdir}", flush=True)
     return dict(preempted=True, step=step)
 
   steady_tokens = (step - steady_step) * tokens_per_step
@@ -274,9 +283,10 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
       inner_compilations=algo.inner._cache_size(),
       sync_compilations=algo.sync._cache_size(),
       unigram_entropy=data.unigram_entropy())
-  with open(metrics_path, "a") as f:
-    f.write(json.dumps({k: metrics_lib.to_python(v) for k, v in summary.items()}) + "\n")
-  print(_summary_line(summary), flush=True)
+  if leader:
+    with open(metrics_path, "a") as f:
+      f.write(json.dumps({k: metrics_lib.to_python(v) for k, v in summary.items()}) + "\n")
+    print(_summary_line(summary), flush=True)
   return summary
 
 
