@@ -50,6 +50,10 @@ _RANGES = {
     "checkpoint.keep": (int, 1, None, True, False),
     "faults.drop_prob": (float, 0.0, 1.0, True, False),
     "faults.nan_at_round": (int, -1, None, True, False),
+    "network.step_time": (float, 0.0, None, True, False),
+    "gossip.pool_size": (int, 1, None, True, False),
+    "gossip.group_size": (int, 2, None, True, False),
+    "gossip.alpha": (float, 0.0, None, True, False),
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.

@@ -97,36 +97,60 @@ def make_inner_loop(loss_fn: Callable, tx: optax.GradientTransformation,
     sync_grads: average gradients over all workers before every update (DDP).
 
   Returns:
-    ``run(params_K, opt_K, acc, tokens_KxCxBxL1, num_steps, step0)
+    ``run(params_K, opt_K, acc, tokens_KxCxBxL1, num_steps, step0, steps_K=None)
     -> (params_K, opt_K, acc)``: runs ``num_steps <= C`` steps; step ``i``
     reads batch ``tokens_KxCxBxL1[:, i]`` and uses learning rate
     ``η(step0 + i)``. Must be called inside :func:`replicas.map_workers`.
+
+    ``steps_K`` (optional, int per local worker) gives each worker its own
+    step count for the round (heterogeneous speeds, GASLoC's ``H_k``): a worker
+    takes a step only while the round's position ``acc.steps < steps_K[k]``;
+    afterwards its parameters, optimizer state and loss statistics stay as they
+    are (it still computes the step, which the ``where`` discards). ``acc.steps``
+    and ``acc.lr_sum`` count the round's longest worker. Without ``steps_K``
+    the loop is exactly the homogeneous one.
   """
   grad_fn = jax.vmap(jax.value_and_grad(loss_fn))
   update_fn = jax.vmap(tx.update)
 
-  def step(i, params_K, opt_K, acc, tokens_KxCxBxL1, step0):
+  def step(i, params_K, opt_K, acc, tokens_KxCxBxL1, step0, steps_K):
     tokens_KxBxL1 = lax.dynamic_index_in_dim(tokens_KxCxBxL1, i, 1, keepdims=False)
     loss_K, grads_K = grad_fn(params_K, tokens_KxBxL1)
     grad_norm_K = jax.vmap(optax.tree.norm)(grads_K)
     if sync_grads:
       grads_K = replicas.broadcast_block(replicas.worker_mean(grads_K), grads_K)
-    updates_K, opt_K = update_fn(grads_K, opt_K, params_K)
-    params_K = optax.apply_updates(params_K, updates_K)
+    updates_K, new_opt_K = update_fn(grads_K, opt_K, params_K)
+    new_params_K = optax.apply_updates(params_K, updates_K)
     first = acc.steps == 0
+    if steps_K is None:
+      params_K, opt_K = new_params_K, new_opt_K
+      loss_last_K = loss_K
+    else:
+      active_K = acc.steps < steps_K
+      keep = lambda new, old: jnp.where(
+          active_K.reshape(active_K.shape + (1,) * (new.ndim - 1)), new, old)
+      params_K = jax.tree.map(keep, new_params_K, params_K)
+      opt_K = jax.tree.map(keep, new_opt_K, opt_K)
+      loss_last_K = jnp.where(active_K, loss_K, acc.loss_last_K)
+      loss_K = jnp.where(active_K, loss_K, 0.0)
+      grad_norm_K = jnp.where(active_K, grad_norm_K, 0.0)
     acc = RoundAcc(
         steps=acc.steps + 1,
         lr_sum=acc.lr_sum + lr_schedule(step0 + i),
         loss_sum_K=acc.loss_sum_K + loss_K,
         loss_first_K=jnp.where(first, loss_K, acc.loss_first_K),
-        loss_last_K=loss_K,
+        loss_last_K=loss_last_K,
         grad_norm_sum_K=acc.grad_norm_sum_K + grad_norm_K)
     return params_K, opt_K, acc
 
-  def run(params_K, opt_K, acc, tokens_KxCxBxL1, num_steps, step0):
+  def run(params_K, opt_K, acc, tokens_KxCxBxL1, num_steps, step0, steps_K=None):
+    if steps_K is not None and sync_grads:
+      raise ValueError("per-worker step counts (steps_K) cannot be combined with "
+                       "sync_grads: DDP's every-step all-reduce needs every worker")
+
     def body(carry):
       i, params_K, opt_K, acc = carry
-      return (i + 1,) + step(i, params_K, opt_K, acc, tokens_KxCxBxL1, step0)
+      return (i + 1,) + step(i, params_K, opt_K, acc, tokens_KxCxBxL1, step0, steps_K)
 
     _, params_K, opt_K, acc = lax.while_loop(
         lambda carry: carry[0] < num_steps, body,

@@ -40,16 +40,25 @@ class Preempted(Exception):
   """Raised inside the loop when SIGTERM or SIGINT arrived; the run is saved."""
 
 
-def make_evaluate(loss_fn, mesh):
-  """Jitted mean loss of worker 0's parameters (the global model after a sync)
-  over fixed validation batches; the result is replicated so every process can
-  read it."""
+def make_evaluate(loss_fn, mesh, algo):
+  """``state -> {name: mean loss}`` over fixed validation batches: worker 0's
+  parameters (the global model after a sync) under the name ``''`` or, for
+  decentralized algorithms, each model of ``algo.eval_params`` (``mean``, the
+  replicas' mean, and ``replica``, replica 0). Losses are replicated so every
+  process can read them."""
 
   @functools.partial(jax.jit, out_shardings=jax.sharding.NamedSharding(
       mesh, replicas.REPLICATED))
-  def evaluate(params_K, tokens_NxBxL1):
-    params = jax.tree.map(lambda x: x[0], params_K)
+  def loss(params, tokens_NxBxL1):
     return jnp.mean(jax.lax.map(functools.partial(loss_fn, params), tokens_NxBxL1))
+
+  worker0 = jax.jit(lambda params_K: jax.tree.map(lambda x: x[0], params_K),
+                    out_shardings=jax.sharding.NamedSharding(mesh, replicas.REPLICATED))
+
+  def evaluate(state, tokens_NxBxL1):
+    models = ({"": worker0(state.params_K)} if algo.eval_params is None
+              else algo.eval_params(state))
+    return {name: float(loss(p, tokens_NxBxL1)) for name, p in models.items()}
 
   return evaluate
 
@@ -180,7 +189,11 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
   logging.info("%s: %d workers on %d devices, %.2fM params, %d inner steps",
                algo.name, K, mesh.devices.size, num_params / 1e6, T)
 
-  evaluate = make_evaluate(loss_fn, mesh)
+  evaluate = make_evaluate(loss_fn, mesh, algo)
+  # The simulated clock (comm.SimClock): built at the first inner call, once the
+  # step time is measured (or read from config.network.step_time); restored
+  # from the checkpoint's host state on resume.
+  clock = None
   eval_tokens = replicas.put_replicated(
       data.eval_batches(config.eval.batch_size, config.eval.num_batches), mesh)
   chunk = min(config.chunk_steps or 64, algo.h_max)
@@ -214,32 +227,40 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
           # A fresh padded array per call: the device may still read the last one.
           tokens_KxCxBxL1 = np.zeros((K, chunk) + batch_KxnxBxL1.shape[2:], np.int32)
           tokens_KxCxBxL1[:, :n] = batch_KxnxBxL1
-          state = algo.inner(state, replicas.put_workers(tokens_KxCxBxL1, mesh),
-                             np.int32(n))
+          tokens_dev = replicas.put_workers(tokens_KxCxBxL1, mesh)
+          if clock is None:
+            step_time = (host["clock"]["step_time"] if "clock" in host else
+                         config.network.step_time or comm.measure_step_time(
+                             algo.inner, state, tokens_dev, K, num_steps=min(2, n)))
+            clock = comm.clock_from_config(config, num_params, step_time)
+            if "clock" in host:
+              clock.load_state_dict(host["clock"])
+          state = algo.inner(state, tokens_dev, np.int32(n))
           done += n
         state, round_metrics = algo.sync(state)
         record = {k: metrics_lib.to_python(v)
                   for k, v in jax.device_get(round_metrics).items()}
         step += h
-        workers = int(present.sum()) if present is not None else K
-        traffic = comm.ring_allreduce(num_params, workers, config.comm.bytes_per_param)
-        reduces = algo.allreduces_per_round(h)
-        host.update(step=step, syncs=host["syncs"] + reduces,
-                    bytes=host["bytes"] + traffic.bytes * reduces,
-                    messages=host["messages"] + traffic.messages * reduces,
+        # Syncs, bytes, messages and simulated time of this round, every algorithm.
+        clock_metrics = clock.advance_round(algo, rnd, h, present_K=present)
+        host.update(step=step, syncs=clock_metrics["syncs"],
+                    bytes=clock_metrics["bytes_per_worker"],
+                    messages=clock_metrics["messages_per_worker"],
+                    sim_time=clock_metrics["sim_time"], clock=clock.state_dict(),
                     positions=positions.tolist(), next_h=int(record["next_interval"]),
                     rounds=rnd + 1)
+        record.update(clock_metrics)
         record.update(round=rnd + 1, step=step, interval=h,
-                      tokens=step * tokens_per_step, syncs=host["syncs"],
-                      bytes_per_worker=host["bytes"],
-                      messages_per_worker=host["messages"],
-                      wall_time=time.time() - t_start)
+                      tokens=step * tokens_per_step, wall_time=time.time() - t_start)
         _check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
         if step >= host["next_eval"] or step >= T:
-          host["eval_loss"] = float(evaluate(state.params_K, eval_tokens))
+          losses = evaluate(state, eval_tokens)
+          # The global model; for decentralized algorithms the replicas' mean.
+          host["eval_loss"] = losses.get("", losses.get("mean"))
           every = config.eval.every_steps
           host["next_eval"] = (step // every + 1) * every
           record.update(eval_loss=host["eval_loss"], eval_bpb=host["eval_loss"] / LN2)
+          record.update({f"eval_loss_{name}": v for name, v in losses.items() if name})
           _check_finite(record, ("eval_loss",))
         if writer:
           writer.write(step, record)
@@ -274,7 +295,8 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
   summary = dict(
       summary=True, algorithm=algo.name, final_eval_loss=host["eval_loss"],
       final_eval_bpb=host["eval_loss"] / LN2, syncs=host["syncs"],
-      bytes_per_worker=host["bytes"], tokens=T * tokens_per_step,
+      bytes_per_worker=host["bytes"], sim_time=host.get("sim_time", 0.0),
+      network=config.network.name, tokens=T * tokens_per_step,
       tokens_per_sec=tokens_per_sec,
       model_flops_per_sec=tokens_per_sec * flops_per_token,
       num_params=num_params, wall_time=time.time() - t_start,
@@ -294,6 +316,7 @@ def _summary_line(s: dict) -> str:
   return (f"[{s['algorithm']}] final eval loss {s['final_eval_loss']:.4f} nats "
           f"({s['final_eval_bpb']:.3f} bits/byte) | syncs {s['syncs']} | "
           f"{s['bytes_per_worker'] / 1e6:.1f} MB sent per worker | "
+          f"simulated {s['sim_time']:.1f} s ({s['network']}) | "
           f"{s['tokens_per_sec']:.0f} tokens/s | wall {s['wall_time']:.1f} s")
 
 

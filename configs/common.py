@@ -20,7 +20,7 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   d, layers, heads, mlp, seq, batch, steps, h, every = SIZES[size]
   c = ml_collections.ConfigDict()
   c.seed = 0
-  c.algorithm = "diloco"          # ddp | diloco | autoloco
+  c.algorithm = "diloco"          # ddp | diloco | autoloco | noloco | gasloc
   c.num_workers = 4               # K simulated workers on the replica axis
   c.num_devices = 0               # devices on the mesh; 0 = all JAX sees
   c.total_steps = steps           # T: inner-step budget, the same for every method
@@ -66,6 +66,16 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   c.eval = ml_collections.ConfigDict(dict(
       every_steps=every, batch_size=16, num_batches=8 if size != "tiny" else 2))
   c.comm = ml_collections.ConfigDict(dict(bytes_per_param=4))
+  # The simulated clock of every run (autoloco_jax/comm.py, algorithms.md §6).
+  # Tuples: () = the named setting; (x,) = x for every link or worker; K values
+  # = per worker (a link runs at its slower end); a KxK tuple of tuples = per link.
+  c.network = ml_collections.ConfigDict(dict(
+      name="homogeneous",         # ideal | homogeneous (10 Gbit/s, 1 ms) | hetero
+                                  # (half 10, half 1 Gbit/s; 1 ms in, 50 ms between sites)
+      bandwidth_gbps=(),          # override of the setting's bandwidths, Gbit/s
+      latency_ms=(),              # override of its latencies, ms
+      step_time=0.0,              # s per inner step of one worker; 0 = measured at start
+      speed_factors=()))          # per-worker compute-time multipliers (2 = half speed)
   c.checkpoint = ml_collections.ConfigDict(dict(
       every_rounds=5 if size != "gpu" else 2,  # save every N rounds, and at the end
       keep=2))                    # checkpoints kept (older ones deleted)

@@ -17,12 +17,15 @@ from configs import diloco as diloco_config
 from tests.test_rounds import B, L, config as toy_config, tokens, toy_loss, toy_params
 from tests.test_train import ROOT, rounds, tiny
 
-# A run long enough to be interrupted (about 40 rounds of a tiny model).
+# A run long enough to be interrupted (about 40 rounds of a tiny model). The
+# simulated clock's step time is fixed: a measured one differs between processes.
 LONG = dict(total_steps=200, **{"interval.h": 5, "eval.every_steps": 50,
-                                "checkpoint.every_rounds": 1, "checkpoint.keep": 2})
+                                "checkpoint.every_rounds": 1, "checkpoint.keep": 2,
+                                "network.step_time": 0.01})
 LONG_FLAGS = ["--config.total_steps=200", "--config.interval.h=5",
               "--config.eval.every_steps=50", "--config.checkpoint.every_rounds=1",
               "--config.checkpoint.keep=2", "--config.num_devices=1",
+              "--config.network.step_time=0.01",
               "--config.num_workers=2", "--config.data.batch_size=8",
               "--config.log.progress=False", "--config.log.tensorboard=False"]
 

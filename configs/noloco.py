@@ -1,0 +1,39 @@
+"""NoLoCo: K=4 workers and no all-reduce; every H steps each worker averages
+with one random partner and takes NoLoCo's outer step.
+
+Run (2 CPU cores, about 4 minutes):
+  python -m experiments.run --config configs/noloco.py --workdir runs/noloco
+Heterogeneous network: add --config.network.name=hetero. Sizes: ``:tiny``
+(seconds), ``:cpu`` (default), ``:gpu`` (TPU/GPU VM, not run here).
+
+Public-code defaults (gensyn-ai/noloco): outer lr alpha 0.7, momentum beta 0.5,
+gamma = alpha, groups of 2, H = 50. H scaled to our budget: 50 is a tenth of
+DiLoCo's paper H (500); at our scale DiLoCo runs H = 25, and a tenth of it
+would sync every 2-3 steps, so we take a fifth (5 on cpu, 2 on tiny) and keep
+50 for gpu.
+Expected (cpu, measured with network.name=hetero): eval loss of the replicas'
+mean 1.95 nats/byte and of replica 0 1.95 (DiLoCo: 1.98), replica spread 0.2,
+after 600 inner steps in 120 rounds of one pairwise exchange each (394 MB sent
+per worker against DiLoCo's 118 MB; simulated 52 s against DiLoCo's 53 s at a
+fixed step time of 75 ms).
+"""
+
+import ml_collections
+
+from configs import common
+
+H = {"tiny": 2, "cpu": 5, "gpu": 50}
+
+
+def get_config(size: str = "cpu"):
+  c = common.base(size)
+  c.algorithm = "noloco"
+  c.interval.h = H[size]
+  c.outer.lr = 0.7                  # alpha
+  c.outer.momentum = 0.5            # beta
+  c.gossip = ml_collections.ConfigDict(dict(
+      topology="matching",          # matching | groups | ring | torus | exponential | complete
+      group_size=2,                 # groups: workers per group (matching = 2)
+      pool_size=16,                 # random partitions drawn from the seed; one per round
+      gamma=c.outer.get_ref("lr"))) # gamma: pull towards the group's outer weights; = alpha
+  return c
