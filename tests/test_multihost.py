@@ -12,11 +12,14 @@ import pytest
 
 from autoloco_jax import train
 from experiments import launch_local
+from configs import diloco as diloco_config
+from configs import noloco as noloco_config
 from tests.test_train import ROOT, rounds, tiny
 
-FLAGS = ["--config", "configs/diloco.py:tiny", "--config.num_workers=4",
-         "--config.data.batch_size=8", "--config.log.progress=False",
-         "--config.log.tensorboard=False"]
+COMMON = ["--config.num_workers=4", "--config.data.batch_size=8",
+          "--config.log.progress=False", "--config.log.tensorboard=False",
+          "--config.network.step_time=0.01"]
+FLAGS = ["--config", "configs/diloco.py:tiny"] + COMMON
 SHORT = ["--config.total_steps=40", "--config.eval.every_steps=20"]
 LONG = ["--config.total_steps=120", "--config.interval.h=5", "--config.eval.every_steps=60",
         "--config.checkpoint.every_rounds=2"]
@@ -27,9 +30,10 @@ LONG = ["--config.total_steps=120", "--config.interval.h=5", "--config.eval.ever
 RTOL = 2e-4
 
 
-def reference(workdir, **overrides):
+def reference(workdir, module=diloco_config, **overrides):
   """The same config in this process, on 2 of the simulated devices."""
-  cfg = tiny(num_workers=4, num_devices=2, **overrides)
+  cfg = tiny(module, num_workers=4, num_devices=2, **{"network.step_time": 0.01},
+             **overrides)
   train.train_and_evaluate(cfg, str(workdir))
   return rounds(workdir)
 
@@ -38,17 +42,20 @@ def assert_same_rounds(a, b):
   assert len(a) == len(b)
   for ra, rb in zip(a, b):
     assert ra["step"] == rb["step"] and ra["interval"] == rb["interval"]
-    for key in ("loss_mean", "loss_end", "delta_norm", "agreement", "eval_loss"):
+    for key in ("loss_mean", "loss_end", "delta_norm", "eval_loss", "spread"):
       if key in ra or key in rb:
         np.testing.assert_allclose(ra[key], rb[key], rtol=RTOL, err_msg=key)
     assert ra["bytes_per_worker"] == rb["bytes_per_worker"]
 
 
-def test_two_processes_equal_one_process_with_two_devices(tmp_path):
-  code = launch_local.launch(FLAGS + SHORT + ["--workdir", str(tmp_path / "mp")],
+@pytest.mark.parametrize("name, module", [("diloco", diloco_config),
+                                          ("noloco", noloco_config)])
+def test_two_processes_equal_one_process_with_two_devices(tmp_path, name, module):
+  flags = ["--config", f"configs/{name}.py:tiny"] + COMMON + SHORT
+  code = launch_local.launch(flags + ["--workdir", str(tmp_path / "mp")],
                              num_processes=2, timeout=300)
   assert code == 0, open(tmp_path / "mp" / "process_0.log").read()
-  ref = reference(tmp_path / "ref", total_steps=40, **{"eval.every_steps": 20})
+  ref = reference(tmp_path / "ref", module, total_steps=40, **{"eval.every_steps": 20})
   assert_same_rounds(rounds(tmp_path / "mp"), ref)
   assert "final eval loss" in open(tmp_path / "mp" / "process_0.log").read()
   # Only process 0 writes metrics and prints the summary.
