@@ -53,13 +53,20 @@ class Algorithm(NamedTuple):
   comm_pattern: Callable[[int, int], Any] | None = None
 
 
-def jit_inner(inner_run: Callable, mesh: Mesh) -> Callable:
+def jit_inner(inner_run: Callable, mesh: Mesh,
+              local_steps: Callable[[int], jax.Array] | None = None) -> Callable:
   """Wraps a per-device inner loop (``inner.make_inner_loop``) as a jitted step
-  over the whole mesh, advancing ``state.step``."""
+  over the whole mesh, advancing ``state.step``.
+
+  ``local_steps(b)``, if given, returns this device's block of ``b`` per-worker
+  step counts ``H_k`` (workers of different speeds, GASLoC).
+  """
 
   def block(state: TrainState, tokens_KxCxBxL1, num_steps):
+    extra = {} if local_steps is None else {
+        "steps_K": local_steps(tokens_KxCxBxL1.shape[0])}
     params_K, opt_K, acc = inner_run(state.params_K, state.inner_opt_K, state.acc,
-                                     tokens_KxCxBxL1, num_steps, state.step)
+                                     tokens_KxCxBxL1, num_steps, state.step, **extra)
     return state._replace(params_K=params_K, inner_opt_K=opt_K, acc=acc,
                           step=state.step + num_steps)
 

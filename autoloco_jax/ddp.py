@@ -20,11 +20,7 @@ from jax.sharding import Mesh
 
 from autoloco_jax import inner, replicas
 from autoloco_jax.algorithms import Algorithm, jit_inner, jit_sync
-from autoloco_jax.state import TrainState, scalar
-
-
-def _sq_norm(tree) -> jax.Array:
-  return sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree))
+from autoloco_jax.state import TrainState, round_metrics, scalar
 
 
 def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
@@ -42,18 +38,10 @@ def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
         step=scalar(0), round=scalar(0), interval=scalar(h), controller=scalar(h))
 
   def sync_block(state: TrainState):
-    acc = state.acc
-    steps = jnp.maximum(acc.steps, 1).astype(jnp.float32)
-    metrics = dict(
-        round=state.round, step=state.step, interval=acc.steps,
-        lr_sum=acc.lr_sum, lr=lr_schedule(state.step),
-        loss_mean=replicas.worker_mean(acc.loss_sum_K) / steps,
-        loss_start=replicas.worker_mean(acc.loss_first_K),
-        loss_end=replicas.worker_mean(acc.loss_last_K),
-        grad_norm=replicas.worker_mean(acc.grad_norm_sum_K) / steps,
-        param_norm=jnp.sqrt(replicas.worker_mean(jax.vmap(_sq_norm)(state.params_K))),
-        next_interval=state.interval)
-    return state._replace(acc=inner.reset(acc), round=state.round + 1), metrics
+    metrics = round_metrics(state, lr_schedule)
+    metrics["param_norm"] = jnp.sqrt(
+        replicas.worker_mean(replicas.sq_norm_K(state.params_K)))
+    return state._replace(acc=inner.reset(state.acc), round=state.round + 1), metrics
 
   return Algorithm(
       name="ddp", init_state=init_state,

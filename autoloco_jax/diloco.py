@@ -36,10 +36,6 @@ from autoloco_jax.algorithms import Algorithm, jit_inner, jit_sync
 from autoloco_jax.state import TrainState, scalar
 
 
-def _sq_norm(tree) -> jax.Array:
-  return sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree))
-
-
 def make_controller(config: Any) -> intervals.IntervalController:
   """The interval controller named by ``config.interval.controller``.
 
@@ -104,8 +100,8 @@ def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
     mean = lambda tree_K: replicas.worker_weighted_mean(tree_K, state.present_K)
     delta_K = jax.tree.map(jnp.subtract, state.anchor_K, state.params_K)
     delta = mean(delta_K)                                  # the all-reduce
-    worker_sq = mean(jax.vmap(_sq_norm)(delta_K))          # a scalar
-    delta_sq = _sq_norm(delta)
+    worker_sq = mean(replicas.sq_norm_K(delta_K))          # a scalar
+    delta_sq = replicas.sq_norm(delta)
 
     lr_sum = acc.lr_sum
     if peak_reference:
@@ -136,7 +132,7 @@ def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
     metrics = dict(stats._asdict())
     metrics.update(
         grad_norm=mean(acc.grad_norm_sum_K) / steps,
-        param_norm=jnp.sqrt(replicas.worker_mean(jax.vmap(_sq_norm)(anchor_K))),
+        param_norm=jnp.sqrt(replicas.worker_mean(replicas.sq_norm_K(anchor_K))),
         workers_present=present,
         reference_lr_sum=ref_sum,
         ratio=replicas.worker_mean(outer_K.ratio),

@@ -37,7 +37,6 @@ Reference:
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 import jax
@@ -47,8 +46,9 @@ from jax import lax
 from jax.sharding import Mesh
 
 from autoloco_jax import comm, inner, replicas, topology
-from autoloco_jax.algorithms import Algorithm, jit_sync
-from autoloco_jax.noloco import gossip_pattern, make_eval_params, move_stats, round_stats
+from autoloco_jax import state as state_lib
+from autoloco_jax.algorithms import Algorithm, jit_inner, jit_sync
+from autoloco_jax.noloco import gossip_pattern, make_eval_params, move_stats
 from autoloco_jax.state import TrainState, scalar
 
 
@@ -99,21 +99,6 @@ def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
     start = lax.axis_index(replicas.REPLICA) * b
     return lax.dynamic_slice_in_dim(jnp.asarray(steps_K), start, b)
 
-  def inner_block(state: TrainState, tokens_KxCxBxL1, num_steps):
-    b = tokens_KxCxBxL1.shape[0]
-    extra = {"steps_K": local_steps(b)} if heterogeneous else {}
-    params_K, opt_K, acc = inner_run(state.params_K, state.inner_opt_K, state.acc,
-                                     tokens_KxCxBxL1, num_steps, state.step, **extra)
-    return state._replace(params_K=params_K, inner_opt_K=opt_K, acc=acc,
-                          step=state.step + num_steps)
-
-  @functools.partial(jax.jit, donate_argnums=0)
-  def inner_fn(state: TrainState, tokens_KxCxBxL1, num_steps):
-    specs = state.specs()
-    return replicas.map_workers(
-        inner_block, mesh, in_specs=(specs, replicas.WORKERS, replicas.REPLICATED),
-        out_specs=specs)(state, tokens_KxCxBxL1, num_steps)
-
   def sync_block(state: TrainState):
     start_K, theta_K, y_prev_K = state.anchor_K, state.params_K, state.outer_opt_K
     y_K = jax.tree.map(lambda s, t: s + eta * (t - s), start_K, theta_K)
@@ -128,7 +113,7 @@ def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
 
     b = jax.tree.leaves(theta_K)[0].shape[0]
     done_K = jnp.minimum(state.acc.steps, local_steps(b)) if heterogeneous else None
-    metrics = round_stats(state, lr_schedule, done_K)
+    metrics = state_lib.round_metrics(state, lr_schedule, done_K)
     metrics.update(move_stats(start_K, theta_K))
     metrics.update(
         spread=topology.spread(new_K),
@@ -143,7 +128,7 @@ def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
   return Algorithm(
       name="gasloc",
       init_state=init_state,
-      inner=inner_fn,
+      inner=jit_inner(inner_run, mesh, local_steps if heterogeneous else None),
       sync=jit_sync(sync_block, mesh),
       allreduces_per_round=lambda steps: 1 if topo.complete else 0,
       h_max=h,

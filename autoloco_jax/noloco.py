@@ -43,31 +43,8 @@ from jax.sharding import Mesh, NamedSharding
 
 from autoloco_jax import comm, inner, intervals, replicas, topology
 from autoloco_jax.algorithms import Algorithm, jit_inner, jit_sync
+from autoloco_jax import state as state_lib
 from autoloco_jax.state import TrainState, scalar
-
-
-def sq_norm_K(tree_K) -> jax.Array:
-  """Per-worker squared norm of a per-worker pytree."""
-  return sum(jnp.sum(jnp.square(x).reshape(x.shape[0], -1), axis=1)
-             for x in jax.tree.leaves(tree_K))
-
-
-def round_stats(state: TrainState, lr_schedule, steps_done_K=None) -> dict:
-  """Scalar statistics of the round that just ended (shared by the
-  decentralized algorithms); ``steps_done_K``: per-worker steps when they differ."""
-  acc = state.acc
-  if steps_done_K is None:
-    steps = jnp.maximum(acc.steps, 1).astype(jnp.float32)
-  else:
-    steps = jnp.maximum(replicas.worker_mean(steps_done_K.astype(jnp.float32)), 1.0)
-  return dict(
-      round=state.round, step=state.step, interval=acc.steps,
-      lr_sum=acc.lr_sum, lr=lr_schedule(state.step),
-      loss_mean=replicas.worker_mean(acc.loss_sum_K) / steps,
-      loss_start=replicas.worker_mean(acc.loss_first_K),
-      loss_end=replicas.worker_mean(acc.loss_last_K),
-      grad_norm=replicas.worker_mean(acc.grad_norm_sum_K) / steps,
-      next_interval=state.interval)
 
 
 def move_stats(start_K, end_K) -> dict:
@@ -75,8 +52,8 @@ def move_stats(start_K, end_K) -> dict:
   (monitoring: the mean all-reduces the parameters)."""
   delta_K = jax.tree.map(jnp.subtract, start_K, end_K)
   delta = replicas.worker_mean(delta_K)
-  delta_sq = sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(delta))
-  worker_sq = replicas.worker_mean(sq_norm_K(delta_K))
+  delta_sq = replicas.sq_norm(delta)
+  worker_sq = replicas.worker_mean(replicas.sq_norm_K(delta_K))
   return dict(delta_norm=jnp.sqrt(delta_sq), worker_sq_norm=worker_sq,
               agreement=intervals.agreement_ratio(delta_sq, worker_sq))
 
@@ -143,7 +120,7 @@ def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
     m_K = jax.tree.map(lambda m, z, p: beta * m + z - gamma * p, m_K, zbar_K, phi_K)
     phi_K = jax.tree.map(jnp.add, phi_K, m_K)
 
-    metrics = round_stats(state, lr_schedule)
+    metrics = state_lib.round_metrics(state, lr_schedule)
     metrics.update(move_stats(state.anchor_K, theta_K))
     metrics.update(spread=topology.spread(phi_K),
                    pool_index=topology.pool_index(topo.seed, state.round, topo.pool_size))

@@ -144,6 +144,17 @@ def worker_weighted_mean(tree_K: Any, weights_K: jax.Array) -> Any:
   return jax.tree.map(mean, tree_K)
 
 
+def sq_norm(tree: Any) -> jax.Array:
+  """Squared L2 norm of a pytree, ``Σ x²`` over every leaf."""
+  return sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree))
+
+
+def sq_norm_K(tree_K: Any) -> jax.Array:
+  """Per-worker squared norms ``[K]`` of a per-worker pytree."""
+  return sum(jnp.sum(jnp.square(x).reshape(x.shape[0], -1), axis=1)
+             for x in jax.tree.leaves(tree_K))
+
+
 def broadcast_block(tree: Any, like_K: Any) -> Any:
   """Repeats a worker-invariant pytree across the local block of ``like_K``."""
   k = jax.tree.leaves(like_K)[0].shape[0]

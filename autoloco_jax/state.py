@@ -69,5 +69,24 @@ def place(state: TrainState, mesh) -> TrainState:
   return replicas.put(state, shardings, may_alias=False)
 
 
+def round_metrics(state: TrainState, lr_schedule, steps_done_K=None) -> dict:
+  """Scalar statistics of the round that just ended, from its accumulators
+  (inside ``replicas.map_workers``); ``steps_done_K``: per-worker step counts
+  when workers take different numbers of steps (GASLoC's ``H_k``)."""
+  acc = state.acc
+  if steps_done_K is None:
+    steps = jnp.maximum(acc.steps, 1).astype(jnp.float32)
+  else:
+    steps = jnp.maximum(replicas.worker_mean(steps_done_K.astype(jnp.float32)), 1.0)
+  return dict(
+      round=state.round, step=state.step, interval=acc.steps,
+      lr_sum=acc.lr_sum, lr=lr_schedule(state.step),
+      loss_mean=replicas.worker_mean(acc.loss_sum_K) / steps,
+      loss_start=replicas.worker_mean(acc.loss_first_K),
+      loss_end=replicas.worker_mean(acc.loss_last_K),
+      grad_norm=replicas.worker_mean(acc.grad_norm_sum_K) / steps,
+      next_interval=state.interval)
+
+
 def scalar(value: int) -> jax.Array:
   return jnp.asarray(value, jnp.int32)
