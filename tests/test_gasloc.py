@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from autoloco_jax import algorithms, gasloc, replicas, state as state_lib, topology
-from test_rounds import config, run_rounds, tokens, toy_loss, toy_params
+from test_rounds import (config, get, run_rounds, tokens, toy_loss, toy_params,
+                         tree_close)
 
 
 def gasloc_config(K=4, h=2, eta=0.7, gamma=0.9, topo="matching", alpha=0.0,
@@ -18,14 +19,6 @@ def gasloc_config(K=4, h=2, eta=0.7, gamma=0.9, topo="matching", alpha=0.0,
       topology=topo, group_size=2, pool_size=16, alpha=alpha, mix_momentum=mix_momentum))
   c.network = ml_collections.ConfigDict(dict(name="homogeneous", speed_factors=speeds))
   return c
-
-
-def get(tree):
-  return jax.tree.map(np.asarray, jax.device_get(tree))
-
-
-def tree_close(a, b, atol=1e-6):
-  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=atol), a, b)
 
 
 def test_gossip_step_equals_hand_formulas():

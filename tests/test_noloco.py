@@ -10,7 +10,8 @@ import optax
 import pytest
 
 from autoloco_jax import algorithms, comm, replicas, state as state_lib, topology
-from test_rounds import config, run_rounds, tokens, toy_loss, toy_params
+from test_rounds import (config, get, run_rounds, tokens, toy_loss, toy_params,
+                         tree_close)
 
 
 def noloco_config(K=4, h=2, alpha=0.7, beta=0.5, gamma=None, topo="matching", total=40):
@@ -18,14 +19,6 @@ def noloco_config(K=4, h=2, alpha=0.7, beta=0.5, gamma=None, topo="matching", to
   c.gossip = ml_collections.ConfigDict(dict(
       topology=topo, group_size=2, pool_size=16, gamma=gamma))
   return c
-
-
-def get(tree):
-  return jax.tree.map(np.asarray, jax.device_get(tree))
-
-
-def tree_close(a, b, atol=1e-6):
-  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=atol), a, b)
 
 
 def test_outer_step_equals_hand_formulas_on_four_devices():

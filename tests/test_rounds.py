@@ -66,6 +66,14 @@ def run_rounds(cfg, mesh, hs, params=None, seed=1):
   return algo, state, out
 
 
+def get(tree):
+  return jax.tree.map(np.asarray, jax.device_get(tree))
+
+
+def tree_close(a, b, atol=1e-6):
+  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=atol), a, b)
+
+
 def worker0(tree_K):
   return jax.tree.map(lambda x: np.asarray(x[0]), tree_K)
 
