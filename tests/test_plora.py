@@ -22,6 +22,7 @@ import optax
 import pytest
 
 from autoloco_jax import data as data_lib, inner, lora, model, plora
+from test_lora import host_params
 
 MODEL = dict(vocab_size=32, d_model=32, num_layers=1, num_heads=2, mlp_dim=64,
              seq_len=8, tie_embeddings=True, dtype="float32")
@@ -33,15 +34,6 @@ CONFIGS = (
     plora.LoraConfig("r16-all", rank=16, alpha=16.0, lr=3e-3, targets=("all",), seed=1),
     plora.LoraConfig("r8-mlp", rank=8, alpha=4.0, lr=5e-3, targets=("mlp",), seed=2),
 )
-
-
-def host_params(init, seed=0):
-  """Random params of the model's layout, drawn with numpy: no RNG compilation."""
-  rng = np.random.default_rng(seed)
-  shapes = jax.eval_shape(init, jax.random.key(0))
-  return jax.tree_util.tree_map_with_path(
-      lambda path, s: jnp.ones(s.shape) if path[-1].key == "scale"
-      else jnp.asarray(0.05 * rng.standard_normal(s.shape), jnp.float32), shapes)
 
 
 def streams(configs):
