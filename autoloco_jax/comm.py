@@ -461,6 +461,29 @@ def clock_from_config(config: Any, num_params: int, step_time: float) -> SimCloc
                   step_time=step_time, speed_K=speeds)
 
 
+def also_clocks(config: Any, num_params: int, step_time: float) -> dict[str, SimClock]:
+  """Clocks of the named settings in ``config.network.also``, timed alongside
+  the main one: the same rounds, step time and speed factors on other links, so
+  one run gives its simulated time on several networks (training itself does
+  not depend on the network).
+
+  Raises:
+    ValueError: an unknown name.
+  """
+  net_cfg = config.get("network", None)
+  names = tuple(net_cfg.get("also", ())) if net_cfg is not None else ()
+  k = config.num_workers
+  speeds = speed_factors(net_cfg, k) if net_cfg is not None else np.ones(k)
+  clocks = {}
+  for name in names:
+    if name not in NETWORKS:
+      raise ValueError(f"unknown network {name!r} in network.also; choose from "
+                       f"{sorted(NETWORKS)}")
+    clocks[name] = SimClock(NETWORKS[name](k), num_params, config.comm.bytes_per_param,
+                            step_time=step_time, speed_K=speeds)
+  return clocks
+
+
 def measure_step_time(inner: Callable, state: Any, tokens_KxCxBxL1: Any,
                       num_workers: int, num_steps: int = 2) -> float:
   """Seconds of one inner step of one worker, measured on this machine.

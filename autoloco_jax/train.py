@@ -233,8 +233,11 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
                          config.network.step_time or comm.measure_step_time(
                              algo.inner, state, tokens_dev, K, num_steps=min(2, n)))
             clock = comm.clock_from_config(config, num_params, step_time)
+            also = comm.also_clocks(config, num_params, step_time)
             if "clock" in host:
               clock.load_state_dict(host["clock"])
+              for name, other in also.items():
+                other.load_state_dict(host["also_clocks"][name])
           state = algo.inner(state, tokens_dev, np.int32(n))
           done += n
         state, round_metrics = algo.sync(state)
@@ -250,6 +253,10 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
                     positions=positions.tolist(), next_h=int(record["next_interval"]),
                     rounds=rnd + 1)
         record.update(clock_metrics)
+        for name, other in also.items():
+          record[f"sim_time_{name}"] = other.advance_round(
+              algo, rnd, h, present_K=present)["sim_time"]
+        host["also_clocks"] = {name: c.state_dict() for name, c in also.items()}
         record.update(round=rnd + 1, step=step, interval=h,
                       tokens=step * tokens_per_step, wall_time=time.time() - t_start)
         _check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
@@ -297,6 +304,8 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
       final_eval_bpb=host["eval_loss"] / LN2, syncs=host["syncs"],
       bytes_per_worker=host["bytes"], sim_time=host.get("sim_time", 0.0),
       network=config.network.name, tokens=T * tokens_per_step,
+      **{f"sim_time_{name}": max(saved["time_K"])
+         for name, saved in host.get("also_clocks", {}).items()},
       tokens_per_sec=tokens_per_sec,
       model_flops_per_sec=tokens_per_sec * flops_per_token,
       num_params=num_params, wall_time=time.time() - t_start,

@@ -1,7 +1,7 @@
 """Fields every config shares, with a size preset.
 
 Sizes: ``tiny`` (tests, seconds), ``cpu`` (2 CPU cores, a few minutes),
-``gpu`` (one TPU/GPU VM; documented, not run on the CPU machines).
+``study`` (the runs of configs/studies, about a minute each), ``gpu`` (one TPU/GPU VM; documented, not run on the CPU machines).
 """
 
 import ml_collections
@@ -10,6 +10,8 @@ SIZES = {
     # name: (d_model, layers, heads, mlp, seq_len, batch/worker, total steps, H, eval every)
     "tiny": (64, 2, 2, 256, 64, 4, 40, 10, 20),
     "cpu": (128, 4, 4, 512, 128, 8, 600, 25, 100),
+    # studies (configs/studies): 60-odd runs of about a minute each on 2 cores
+    "study": (128, 2, 4, 512, 64, 8, 600, 20, 50),
     "gpu": (768, 12, 12, 3072, 1024, 32, 20_000, 500, 1000),
 }
 
@@ -75,7 +77,9 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
       bandwidth_gbps=(),          # override of the setting's bandwidths, Gbit/s
       latency_ms=(),              # override of its latencies, ms
       step_time=0.0,              # s per inner step of one worker; 0 = measured at start
-      speed_factors=()))          # per-worker compute-time multipliers (2 = half speed)
+      speed_factors=(),           # per-worker compute-time multipliers (2 = half speed)
+      also=()))                   # more named settings timed alongside, logged as
+                                  # sim_time_<name> (e.g. ("hetero",))
   c.checkpoint = ml_collections.ConfigDict(dict(
       every_rounds=5 if size != "gpu" else 2,  # save every N rounds, and at the end
       keep=2))                    # checkpoints kept (older ones deleted)
