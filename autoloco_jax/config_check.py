@@ -116,19 +116,34 @@ def check_resume(config: Any, workdir: str, allow_change: bool = False) -> None:
   ckpt_dir = os.path.join(workdir, "checkpoints")
   has_checkpoints = os.path.isdir(ckpt_dir) and any(
       name.isdigit() for name in os.listdir(ckpt_dir))
-  if has_checkpoints and os.path.exists(path) and not allow_change:
-    with open(path) as f:
-      old = _flatten(json.load(f))
-    flat = _flatten(new)
-    changed = sorted(
-        k for k in set(old) | set(flat)
-        if old.get(k) != flat.get(k) and not k.startswith(RESUME_FREE))
+  if has_checkpoints and not allow_change:
+    changed = changed_fields(config, workdir)
     if changed:
-      details = ", ".join(f"{k}: {old.get(k)!r} -> {flat.get(k)!r}" for k in changed)
       raise ValueError(
-          f"{workdir} holds a run with another config ({details}); resuming would "
-          "change its trajectory. Use a new --workdir, or pass --allow_config_change.")
+          f"{workdir} holds a run with another config ({', '.join(changed)}); resuming "
+          "would change its trajectory. Use a new --workdir, or pass "
+          "--allow_config_change.")
   import jax
   if jax.process_index() == 0:
     with open(path, "w") as f:
       json.dump(new, f, indent=2)
+
+
+def trajectory_fields(config: Any) -> dict:
+  """The config's fields that determine the run's trajectory (all but
+  :data:`RESUME_FREE`), flattened to dotted names."""
+  flat = _flatten(json.loads(config.to_json_best_effort()))
+  return {k: v for k, v in flat.items() if not k.startswith(RESUME_FREE)}
+
+
+def changed_fields(config: Any, workdir: str) -> list[str]:
+  """``"field: old -> new"`` for each trajectory field that differs between
+  ``config`` and the one stored in ``workdir/config.json`` (none stored: [])."""
+  path = os.path.join(workdir, "config.json")
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    old = {k: v for k, v in _flatten(json.load(f)).items() if not k.startswith(RESUME_FREE)}
+  new = trajectory_fields(config)
+  return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}"
+          for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
