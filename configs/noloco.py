@@ -22,7 +22,7 @@ import ml_collections
 
 from configs import common
 
-H = {"tiny": 2, "cpu": 5, "gpu": 50}
+H = {"tiny": 2, "cpu": 5, "study": 4, "gpu": 50}
 
 
 def get_config(size: str = "cpu"):

@@ -1,0 +1,163 @@
+"""Runs a study (configs x seeds), resumably, and writes its report.
+
+  python -m experiments.sweep --study configs/studies/autoloco_vs_diloco.py \
+      --report_dir docs/studies/autoloco_vs_diloco
+  python -m experiments.sweep --study configs/studies/decentralized.py:quick
+
+Every run is an ordinary training job (``train.train_and_evaluate``) in
+``<root>/<algorithm>-<hash>``, where the hash is that of the config's
+trajectory fields (seed included): a run that two studies share (DiLoCo at
+H_ref is in three) is trained once. Finished runs are skipped; an interrupted
+run resumes from its checkpoint; Ctrl-C or SIGTERM saves a checkpoint and stops
+the study, and the same command goes on from there. When every run is done,
+``experiments/report.py`` writes ``results.md`` (tables, claims), PNG plots and
+``summary.json`` (each run's final numbers and curves) to ``--report_dir``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging as py_logging
+import os
+import sys
+import time
+from typing import Any
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from autoloco_jax import config_check, train
+from experiments import report
+
+_STUDY = config_flags.DEFINE_config_file(
+    "study", None, "A study config (configs/studies/*.py, optional :quick).",
+    lock_config=True)
+_ROOT = flags.DEFINE_string("root", "runs/studies", "Where the runs' workdirs go.")
+_REPORT_DIR = flags.DEFINE_string(
+    "report_dir", "", "Where results.md, the plots and summary.json go; "
+    "default <root>/<study name>-report (or -quick-report).")
+flags.mark_flags_as_required(["study"])
+
+
+class Interrupted(Exception):
+  """A signal stopped a run; its checkpoint is saved."""
+
+
+def run_dir(root: str, config: Any) -> str:
+  """``<root>/<algorithm>-<hash>``: one directory per distinct trajectory."""
+  fields = config_check.trajectory_fields(config)
+  digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
+  return os.path.join(root, f"{config.algorithm}-{digest}")
+
+
+def is_finished(workdir: str) -> bool:
+  """True if ``workdir/metrics.jsonl`` ends with a run's summary line."""
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not os.path.exists(path):
+    return False
+  with open(path, "rb") as f:
+    lines = f.read().splitlines()
+  if not lines:
+    return False
+  try:
+    last = json.loads(lines[-1])
+  except json.JSONDecodeError:
+    return False
+  return bool(last.get("summary")) and not last.get("preempted")
+
+
+def check_study(study: Any) -> None:
+  """Raises ``ValueError`` on a malformed study: labels and runs disagree, or a
+  reference, claim or frontier names a label that is not in it."""
+  labels = tuple(study.labels)
+  if not labels:
+    raise ValueError(f"study {study.name!r} has no runs")
+  if sorted(labels) != sorted(study.runs.keys()) or len(set(labels)) != len(labels):
+    raise ValueError(f"study {study.name!r}: labels {labels} do not match runs "
+                     f"{sorted(study.runs.keys())}")
+  if not study.seeds:
+    raise ValueError(f"study {study.name!r} has no seeds")
+  named = list(study.reference.values()) + list(study.frontier)
+  for claim in study.claims.values():
+    named += [claim.reference, claim.candidate]
+  unknown = sorted(set(named) - set(labels))
+  if unknown:
+    raise ValueError(f"study {study.name!r} refers to runs it does not have: {unknown}")
+
+
+def jobs(study: Any, root: str) -> list[tuple[str, int, Any, str]]:
+  """``(label, seed, config, workdir)`` of every run, in report order."""
+  out = []
+  for label in study.labels:
+    for seed in study.seeds:
+      config = study.runs[label].copy_and_resolve_references()
+      config.seed = int(seed)
+      out.append((label, int(seed), config, run_dir(root, config)))
+  return out
+
+
+def run_study(study: Any, root: str, report_dir: str, progress: bool = True) -> dict:
+  """Trains every run of ``study`` not yet finished, then writes the report.
+
+  Returns the report's summary (``report.collect``). Raises
+  :class:`Interrupted` when a signal stopped a run (its checkpoint is saved),
+  ``ValueError`` when a finished run's stored config no longer matches the
+  study's (delete that directory, or change ``--root``).
+  """
+  from tqdm.auto import tqdm
+
+  check_study(study)
+  todo = jobs(study, root)
+  done_before = sum(is_finished(w) for *_, w in todo)
+  bar = tqdm(total=len(todo), initial=0, unit="run", disable=not progress,
+             desc=study.name, dynamic_ncols=True)
+  t0 = time.time()
+  trained = 0
+  try:
+    for label, seed, config, workdir in todo:
+      bar.set_postfix_str(f"{label} seed {seed}")
+      if is_finished(workdir):
+        changed = config_check.changed_fields(config, workdir)
+        if changed:
+          raise ValueError(f"{workdir} holds a finished run of another config "
+                           f"({', '.join(changed)}); delete it or use another --root")
+      else:
+        summary = train.train_and_evaluate(config, workdir)
+        if summary.get("preempted"):
+          raise Interrupted(f"{label} seed {seed} stopped at step {summary['step']}")
+        trained += 1
+        bar.write(f"{study.name}: {label} seed {seed}: final eval loss "
+                  f"{summary['final_eval_loss']:.4f}, {summary['syncs']} syncs, "
+                  f"wall {summary['wall_time']:.0f} s")
+      bar.update(1)
+  finally:
+    bar.close()
+  print(f"{study.name}: {trained} runs trained, {done_before} already finished, "
+        f"{time.time() - t0:.0f} s", flush=True)
+  runs = {label: [report.load_run(w, seed) for l, seed, _, w in todo if l == label]
+          for label in study.labels}
+  return report.write_report(study, runs, report_dir)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  from experiments.run import _QuietLibraries
+  from absl import logging
+  logging.get_absl_handler().addFilter(_QuietLibraries())
+  logging.set_verbosity(logging.WARNING)
+  study = _STUDY.value
+  report_dir = _REPORT_DIR.value or os.path.join(
+      _ROOT.value, f"{study.name}{'-quick' if study.quick else ''}-report")
+  try:
+    run_study(study, _ROOT.value, report_dir)
+  except Interrupted as e:
+    print(f"Interrupted: {e}. Run the same command to go on.", flush=True)
+    sys.exit(1)
+  print(f"Report: {os.path.join(report_dir, 'results.md')}", flush=True)
+
+
+if __name__ == "__main__":
+  py_logging.getLogger("jax").setLevel(py_logging.WARNING)
+  app.run(main)
