@@ -133,9 +133,11 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
   and every run's final numbers and curves."""
   networks = tuple(study.networks)
   all_stats = {label: stats(runs[label], networks) for label in study.labels}
+  order = list(study.labels)
   claims = {name: evaluate_claim(all_stats, c.reference, c.candidate, c.min_saving,
                                  tuple(study.frontier))
-            for name, c in study.claims.items()}
+            for name, c in sorted(study.claims.items(),
+                                  key=lambda item: order.index(item[1].candidate))}
   return dict(name=study.name, title=study.title, quick=bool(study.quick),
               seeds=list(study.seeds), labels=list(study.labels),
               reference=dict(study.reference), frontier=list(study.frontier),
@@ -196,8 +198,10 @@ def markdown(study: Any, result: dict) -> str:
 
 def claim_sentence(name: str, c: dict) -> str:
   verdict = "**holds**" if c["holds"] else "**does not hold**"
-  text = (f"Claim `{name}`: `{c['candidate']}` uses {c['sync_saving']:.0%} fewer syncs "
-          f"than `{c['reference']}` (needed: {c['min_saving']:.0%}) with a final loss "
+  fewer = (f"{c['sync_saving']:.0%} fewer" if c["sync_saving"] >= 0
+           else f"{-c['sync_saving']:.0%} more")
+  text = (f"Claim `{name}`: `{c['candidate']}` uses {fewer} syncs "
+          f"than `{c['reference']}` (needed: {c['min_saving']:.0%} fewer) with a final loss "
           f"{c['loss_delta']:+.3f} nats from it (seed spread of the reference "
           f"{c['tolerance']:.3f}): {verdict}.")
   if c.get("frontier_loss_at_syncs") is not None:
@@ -314,6 +318,15 @@ def plot_frontier(result: dict):
   return fig
 
 
+def _zoom(ax, best: float, log_x: bool) -> None:
+  """Limits ``ax`` to the later half of its x range and to losses within
+  0.25 nats of the ``best`` final loss, where the runs that train separate."""
+  lo, hi = ax.get_xlim()
+  mid = math.sqrt(lo * hi) if log_x and lo > 0 else (lo + hi) / 2
+  ax.set_xlim(mid, hi)
+  ax.set_ylim(best - 0.03, best + 0.25)
+
+
 def write_plots(result: dict, report_dir: str) -> list[str]:
   """Writes the study's PNGs; returns their file names."""
   import matplotlib
@@ -328,14 +341,18 @@ def write_plots(result: dict, report_dir: str) -> list[str]:
     plt.close(fig)
     names.append(name)
 
-  for x_key, log_x in (("tokens", False), ("syncs", True), ("bytes_per_worker", True)):
-    ax = plot_curves(runs, x_key, log_x=log_x, title=title)
-    ax.figure.tight_layout()
-    save(ax.figure, f"loss_vs_{x_key}.png")
-  for net in result["networks"]:
-    ax = plot_curves(_with_sim_column(runs, net), f"sim_time_{net}", log_x=True, title=title)
-    ax.figure.tight_layout()
-    save(ax.figure, f"loss_vs_sim_time_{net}.png")
+  best = min(s["final_eval_loss"][0] for s in result["stats"].values())
+  curves = [("tokens", runs, False), ("syncs", runs, True),
+            ("bytes_per_worker", runs, True)]
+  curves += [(f"sim_time_{net}", _with_sim_column(runs, net), True)
+             for net in result["networks"]]
+  for x_key, x_runs, log_x in curves:
+    fig, (full, zoom) = plt.subplots(1, 2, figsize=(13, 4.5))
+    plot_curves(x_runs, x_key, ax=full, log_x=log_x, title=title)
+    plot_curves(x_runs, x_key, ax=zoom, log_x=log_x, title="zoom: the end of training")
+    _zoom(zoom, best, log_x)
+    fig.tight_layout()
+    save(fig, f"loss_vs_{x_key}.png")
   save(plot_frontier(result), "final_loss_vs_syncs.png")
   adaptive = {label: rs for label, rs in runs.items() if rs and rs[0]["rounds"]}
   if adaptive:

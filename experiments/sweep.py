@@ -34,6 +34,9 @@ _STUDY = config_flags.DEFINE_config_file(
     "study", None, "A study config (configs/studies/*.py, optional :quick).",
     lock_config=True)
 _ROOT = flags.DEFINE_string("root", "runs/studies", "Where the runs' workdirs go.")
+_REPORT_ONLY = flags.DEFINE_bool(
+    "report_only", False, "Train nothing: write the report from finished runs, "
+    "or fail naming the runs that are missing.")
 _REPORT_DIR = flags.DEFINE_string(
     "report_dir", "", "Where results.md, the plots and summary.json go; "
     "default <root>/<study name>-report (or -quick-report).")
@@ -97,18 +100,24 @@ def jobs(study: Any, root: str) -> list[tuple[str, int, Any, str]]:
   return out
 
 
-def run_study(study: Any, root: str, report_dir: str, progress: bool = True) -> dict:
+def run_study(study: Any, root: str, report_dir: str, progress: bool = True,
+              report_only: bool = False) -> dict:
   """Trains every run of ``study`` not yet finished, then writes the report.
 
   Returns the report's summary (``report.collect``). Raises
   :class:`Interrupted` when a signal stopped a run (its checkpoint is saved),
   ``ValueError`` when a finished run's stored config no longer matches the
-  study's (delete that directory, or change ``--root``).
+  study's (delete that directory, or change ``--root``), or, with
+  ``report_only``, when a run is not finished.
   """
   from tqdm.auto import tqdm
 
   check_study(study)
   todo = jobs(study, root)
+  missing = [f"{label} seed {seed} ({w})" for label, seed, _, w in todo if not is_finished(w)]
+  if report_only and missing:
+    raise ValueError(f"report_only: {len(missing)} runs are not finished: "
+                     + "; ".join(missing))
   done_before = sum(is_finished(w) for *_, w in todo)
   bar = tqdm(total=len(todo), initial=0, unit="run", disable=not progress,
              desc=study.name, dynamic_ncols=True)
@@ -151,7 +160,7 @@ def main(argv):
   report_dir = _REPORT_DIR.value or os.path.join(
       _ROOT.value, f"{study.name}{'-quick' if study.quick else ''}-report")
   try:
-    run_study(study, _ROOT.value, report_dir)
+    run_study(study, _ROOT.value, report_dir, report_only=_REPORT_ONLY.value)
   except Interrupted as e:
     print(f"Interrupted: {e}. Run the same command to go on.", flush=True)
     sys.exit(1)

@@ -67,9 +67,9 @@ def test_studies_share_identical_runs(quick):
           for *_, config, _ in sweep.jobs(module.get_config("quick"), root)}
   assert sorted(os.listdir(root)) == sorted(os.path.basename(d) for d in dirs)
   # DiLoCo at H_ref is in all four studies (decentralized's diloco_k4 too) and
-  # the default AutoLoCo in three: 24 labelled runs, 19 trainings.
+  # the default AutoLoCo in three: 25 labelled runs, 20 trainings.
   labelled = sum(len(m.get_config("quick").labels) for m in STUDIES)
-  assert (labelled, len(dirs)) == (24, 19)
+  assert (labelled, len(dirs)) == (25, 20)
 
 
 def test_finished_runs_are_skipped(quick, monkeypatch, tmp_path):
@@ -82,6 +82,14 @@ def test_finished_runs_are_skipped(quick, monkeypatch, tmp_path):
   study = heterogeneity.get_config("quick")
   result = sweep.run_study(study, root, str(tmp_path), progress=False)
   assert set(result["stats"]) == set(study.labels)
+
+
+def test_report_only_names_missing_runs(quick, tmp_path):
+  root, _, _ = quick
+  study = heterogeneity.get_config("quick")
+  base.add_run(study, "extra", base.run_config("diloco", True, interval__h=7))
+  with pytest.raises(ValueError, match="report_only: 1 runs are not finished: extra seed 0"):
+    sweep.run_study(study, root, str(tmp_path), progress=False, report_only=True)
 
 
 def test_stale_finished_run_is_refused(quick, tmp_path):

@@ -77,6 +77,7 @@ def test_autoloco_fixed_at_h_ref_equals_diloco(tmp_path):
 def test_adaptive_interval_hits_budget_and_compiles_once(tmp_path):
   cfg = tiny(autoloco_config, total_steps=97, **{"eval.every_steps": 97,
                                                  "inner.warmup_steps": 4})
+  cfg.interval.controller = "lr_quadratic"  # H grows 4 -> 30 as the lr decays
   cfg.interval.h, cfg.interval.h_min, cfg.interval.h_max = 4, 2, 30
   cfg.outer.h_ref = 4
   summary = train.train_and_evaluate(cfg, str(tmp_path))
