@@ -2,7 +2,7 @@
 
   python -m experiments.sweep --study configs/studies/autoloco_vs_diloco.py \
       --report_dir docs/studies/autoloco_vs_diloco
-  python -m experiments.sweep --study configs/studies/decentralized.py:quick
+  python -m experiments.sweep --study configs/studies/decentralized.py --quick
 
 Every run is an ordinary training job (``train.train_and_evaluate``) in
 ``<root>/<algorithm>-<hash>``, where the hash is that of the config's
@@ -34,6 +34,9 @@ _STUDY = config_flags.DEFINE_config_file(
     "study", None, "A study config (configs/studies/*.py, optional :quick).",
     lock_config=True)
 _ROOT = flags.DEFINE_string("root", "runs/studies", "Where the runs' workdirs go.")
+_QUICK = flags.DEFINE_bool(
+    "quick", False, "The study's quick mode (tiny runs, one seed: checks the pipeline, "
+    "not the numbers); the same as --study=<file>:quick.")
 _REPORT_ONLY = flags.DEFINE_bool(
     "report_only", False, "Train nothing: write the report from finished runs, "
     "or fail naming the runs that are missing.")
@@ -149,6 +152,23 @@ def run_study(study: Any, root: str, report_dir: str, progress: bool = True,
   return report.write_report(study, runs, report_dir)
 
 
+def _load_quick(path: str) -> Any:
+  """``get_config("quick")`` of the study file at ``path``, with the
+  ``--study.*`` overrides of the command line applied."""
+  import importlib.util
+  spec = importlib.util.spec_from_file_location("_study", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  study = module.get_config("quick")
+  for dotted, value in config_flags.get_override_values(flags.FLAGS["study"]).items():
+    node = study
+    *parents, field = dotted.split(".")
+    for part in parents:
+      node = node[part]
+    node[field] = value
+  return study
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -157,6 +177,8 @@ def main(argv):
   logging.get_absl_handler().addFilter(_QuietLibraries())
   logging.set_verbosity(logging.WARNING)
   study = _STUDY.value
+  if _QUICK.value and not study.quick:
+    study = _load_quick(config_flags.get_config_filename(flags.FLAGS["study"]))
   report_dir = _REPORT_DIR.value or os.path.join(
       _ROOT.value, f"{study.name}{'-quick' if study.quick else ''}-report")
   try:

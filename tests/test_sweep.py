@@ -92,6 +92,25 @@ def test_report_only_names_missing_runs(quick, tmp_path):
     sweep.run_study(study, root, str(tmp_path), progress=False, report_only=True)
 
 
+def test_command_line_quick_mode_reports_finished_runs(quick, tmp_path):
+  """``--quick`` loads the study's quick mode; ``--report_only`` trains nothing."""
+  import subprocess
+  import sys
+  root, _, results = quick
+  out = tmp_path / "report"
+  proc = subprocess.run(
+      [sys.executable, "-m", "experiments.sweep", "--study",
+       "configs/studies/heterogeneity.py", "--quick", "--report_only", "--root", root,
+       "--report_dir", str(out)],
+      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+      capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "0 runs trained, 4 already finished" in proc.stdout
+  summary = json.load(open(out / "summary.json"))
+  assert summary["quick"] and summary["stats"] == json.loads(json.dumps(
+      results["heterogeneity"]["stats"]))
+
+
 def test_stale_finished_run_is_refused(quick, tmp_path):
   """A finished run whose stored config differs from the study's is an error,
   not silently reused."""

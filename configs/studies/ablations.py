@@ -1,8 +1,9 @@
 """Study b: AutoLoCo's outer correction and interval controller, one at a time.
 
 Run (2 CPU cores, about 20 minutes):
-  python -m experiments.sweep --study configs/studies/ablations.py
-Quick pipeline check: ``.../ablations.py:quick``.
+  python -m experiments.sweep --study configs/studies/ablations.py \
+      --report_dir docs/studies/ablations
+Quick pipeline check (under a minute): add ``--quick``.
 
 Corrections (with the ``lr_quadratic`` controller): none, momentum, lr, both.
 Controllers (with the ``momentum`` correction): fixed (H = H_ref, where every

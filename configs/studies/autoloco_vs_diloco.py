@@ -2,8 +2,9 @@
 
 Run (2 CPU cores, about 15 minutes; runs shared with the other studies are
 trained once):
-  python -m experiments.sweep --study configs/studies/autoloco_vs_diloco.py
-Quick pipeline check (under a minute): ``.../autoloco_vs_diloco.py:quick``.
+  python -m experiments.sweep --study configs/studies/autoloco_vs_diloco.py \
+      --report_dir docs/studies/autoloco_vs_diloco
+Quick pipeline check (under a minute): add ``--quick``.
 
 Claim under test (AutoLoCo paper): at least 27% fewer syncs than DiLoCo at
 H_ref with a final eval loss no worse (within the seed spread). Also: is

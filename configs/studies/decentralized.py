@@ -1,8 +1,9 @@
 """Study c: NoLoCo and GASLoC against DiLoCo and DDP, K = 4 and 8 workers.
 
 Run (2 CPU cores, about 25 minutes):
-  python -m experiments.sweep --study configs/studies/decentralized.py
-Quick pipeline check: ``.../decentralized.py:quick``.
+  python -m experiments.sweep --study configs/studies/decentralized.py \
+      --report_dir docs/studies/decentralized
+Quick pipeline check (under a minute): add ``--quick``.
 
 The global batch is the same for both K (32 sequences per inner step: 8 per
 worker at K = 4, 4 at K = 8), so every run sees the same tokens. Every run is

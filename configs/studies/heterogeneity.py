@@ -1,8 +1,9 @@
 """Study d: iid against non_iid worker shards, DiLoCo and AutoLoCo.
 
 Run (2 CPU cores, about 10 minutes; the iid runs are study a's):
-  python -m experiments.sweep --study configs/studies/heterogeneity.py
-Quick pipeline check: ``.../heterogeneity.py:quick``.
+  python -m experiments.sweep --study configs/studies/heterogeneity.py \
+      --report_dir docs/studies/heterogeneity
+Quick pipeline check (under a minute): add ``--quick``.
 
 non_iid gives each worker its own plays (data.partition). The claims ask
 whether AutoLoCo's sync saving at equal loss holds in both settings.
