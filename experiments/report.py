@@ -74,12 +74,29 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
 
 def stats(runs: Sequence[dict], networks: Sequence[str] = ()) -> dict:
   """Mean and spread over seeds of a label's final numbers."""
-  out = {"seeds": [r["seed"] for r in runs]}
+  out = {"seeds": [r["seed"] for r in runs],
+         # Per seed, for paired comparisons (the same seed: the same initial
+         # weights and data order in every run of a study).
+         "loss_by_seed": [r["summary"]["final_eval_loss"] for r in runs]}
   for key in ("final_eval_loss", "syncs", "bytes_per_worker", "wall_time", "tokens_per_sec"):
     out[key] = mean_std([r["summary"][key] for r in runs])
   for net in networks:
     out[f"sim_time@{net}"] = mean_std([r["summary"][sim_key(r, net)] for r in runs])
   return out
+
+
+def time_to_loss(run: dict, x_key: str, target: float) -> float | None:
+  """The first ``x_key`` (e.g. a simulated time) at which ``run``'s eval loss
+  reaches ``target``, linear between evals; None if it never does."""
+  x = run["eval"][x_key]
+  y = run["eval"]["eval_loss"]
+  for i, (xi, yi) in enumerate(zip(x, y)):
+    if yi <= target:
+      if i == 0:
+        return float(xi)
+      x0, y0 = x[i - 1], y[i - 1]
+      return float(x0 + (xi - x0) * (y0 - target) / (y0 - yi))
+  return None
 
 
 def frontier_points(all_stats: dict, labels: Sequence[str]) -> np.ndarray:
@@ -108,11 +125,14 @@ def evaluate_claim(all_stats: dict, reference: str, candidate: str, min_saving: 
   saving = 1.0 - cand["syncs"][0] / ref["syncs"][0]
   delta = cand["final_eval_loss"][0] - ref["final_eval_loss"][0]
   tolerance = ref["final_eval_loss"][1]
+  paired = (np.subtract(cand["loss_by_seed"], ref["loss_by_seed"]).tolist()
+            if cand.get("seeds") and cand["seeds"] == ref.get("seeds") else None)
   out = dict(reference=reference, candidate=candidate, min_saving=min_saving,
              sync_saving=saving, loss_delta=delta, tolerance=tolerance,
+             paired_deltas=paired,
              equal_quality=bool(delta <= tolerance),
              holds=bool(saving >= min_saving and delta <= tolerance))
-  if frontier:
+  if frontier and candidate not in frontier:
     pts = frontier_points(all_stats, frontier)
     s, l = cand["syncs"][0], cand["final_eval_loss"][0]
     inside = pts[0, 0] <= s <= pts[-1, 0]
@@ -125,6 +145,8 @@ def evaluate_claim(all_stats: dict, reference: str, candidate: str, min_saving: 
                                      if reach else None)
     out["saving_at_equal_loss"] = (1.0 - s / out["frontier_syncs_at_loss"]
                                    if reach and out["frontier_syncs_at_loss"] else None)
+    out["below_whole_frontier"] = bool(l < pts[:, 1].min())
+    out["frontier_best"] = [float(pts[-1, 0]), float(pts[-1, 1])]
   return out
 
 
@@ -133,6 +155,14 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
   and every run's final numbers and curves."""
   networks = tuple(study.networks)
   all_stats = {label: stats(runs[label], networks) for label in study.labels}
+  # Simulated time to reach the reference's final loss (mean over seeds; None
+  # if a seed never does): the "converges N times faster" measure.
+  for label, ref in study.reference.items():
+    target = all_stats[ref]["final_eval_loss"][0]
+    for net in networks:
+      times = [time_to_loss(r, sim_key(r, net), target) for r in runs[label]]
+      all_stats[label][f"time_to_ref_loss@{net}"] = (
+          None if any(t is None for t in times) else float(np.mean(times)))
   order = list(study.labels)
   claims = {name: evaluate_claim(all_stats, c.reference, c.candidate, c.min_saving,
                                  tuple(study.frontier))
@@ -168,14 +198,27 @@ def _describe(config: Any) -> str:
   return ", ".join(parts)
 
 
+def _saving(value: float, reference: float) -> str:
+  """``+37%`` (fewer than the reference), or ``5.0x as many``."""
+  if value <= reference:
+    return f"{1 - value / reference:+.0%}"
+  return f"{value / reference:.1f}x as many"
+
+
 def markdown(study: Any, result: dict) -> str:
   """The study's table (mean ± spread over seeds) and its claims, in markdown."""
   st, nets = result["stats"], result["networks"]
   head = ["run", "what", "final eval loss", "Δ vs ref", "syncs", "syncs saved",
           "MB/worker"] + [f"sim s ({n})" for n in nets] + [f"× ref ({n})" for n in nets]
+  head += [f"to ref loss × ({n})" for n in nets]
   lines = [f"Seeds: {', '.join(map(str, result['seeds']))}. Loss in nats/byte on the "
            "validation plays; ± is the sample standard deviation over seeds; "
-           "`Δ`, `saved` and `×` compare means with the run's reference.", "",
+           "`Δ`, `saved` and `×` compare means with the run's reference. `sim s`: "
+           "simulated wall-clock seconds on that network (fixed compute time per "
+           "step), `× ref` its ratio to the reference's (below 1 is faster); "
+           "`to ref loss ×`: simulated time until the run's eval loss first reaches "
+           "the reference's final loss, over the reference's whole time (mean over "
+           "seeds; `never` if a seed does not reach it).", "",
            "| " + " | ".join(head) + " |",
            "| --- | --- | " + " | ".join(["---:"] * (len(head) - 2)) + " |"]
   for label in result["labels"]:
@@ -185,11 +228,15 @@ def markdown(study: Any, result: dict) -> str:
     cells = [f"`{label}`", _describe(study.runs[label]), _pm(s["final_eval_loss"])]
     cells.append(f"{s['final_eval_loss'][0] - r['final_eval_loss'][0]:+.3f}" if r else "ref")
     cells.append(f"{s['syncs'][0]:.1f}")
-    cells.append(f"{1 - s['syncs'][0] / r['syncs'][0]:+.0%}" if r else "")
+    cells.append(_saving(s["syncs"][0], r["syncs"][0]) if r else "")
     cells.append(f"{s['bytes_per_worker'][0] / 1e6:.1f}")
     cells += [f"{s[f'sim_time@{n}'][0]:.1f}" for n in nets]
     cells += [f"{s[f'sim_time@{n}'][0] / r[f'sim_time@{n}'][0]:.2f}" if r else ""
               for n in nets]
+    for n in nets:
+      t = s.get(f"time_to_ref_loss@{n}")
+      cells.append("" if not r else "never" if t is None
+                   else f"{t / r[f'sim_time@{n}'][0]:.2f}")
     lines.append("| " + " | ".join(cells) + " |")
   for name, c in result["claims"].items():
     lines += ["", claim_sentence(name, c)]
@@ -200,15 +247,22 @@ def claim_sentence(name: str, c: dict) -> str:
   verdict = "**holds**" if c["holds"] else "**does not hold**"
   fewer = (f"{c['sync_saving']:.0%} fewer" if c["sync_saving"] >= 0
            else f"{-c['sync_saving']:.0%} more")
+  paired = ""
+  if c.get("paired_deltas") and len(c["paired_deltas"]) > 1:
+    paired = (", per seed " + ", ".join(f"{d:+.3f}" for d in c["paired_deltas"]))
   text = (f"Claim `{name}`: `{c['candidate']}` uses {fewer} syncs "
           f"than `{c['reference']}` (needed: {c['min_saving']:.0%} fewer) with a final loss "
-          f"{c['loss_delta']:+.3f} nats from it (seed spread of the reference "
+          f"{c['loss_delta']:+.3f} nats from it{paired} (seed spread of the reference "
           f"{c['tolerance']:.3f}): {verdict}.")
   if c.get("frontier_loss_at_syncs") is not None:
     text += (f" Against fixed-H DiLoCo at the same syncs (interpolated loss "
              f"{c['frontier_loss_at_syncs']:.3f}) it is "
              f"{'below (better than)' if c['below_frontier'] else 'above (worse than)'} "
              "the frontier.")
+  if c.get("below_whole_frontier"):
+    text += (f" Its loss is below every fixed-H point (the best: "
+             f"{c['frontier_best'][1]:.3f} in {c['frontier_best'][0]:.0f} syncs), so no fixed "
+             "H in this study reaches it.")
   if c.get("saving_at_equal_loss") is not None:
     text += (f" Fixed-H DiLoCo needs {c['frontier_syncs_at_loss']:.1f} syncs for the "
              f"same loss: a saving of {c['saving_at_equal_loss']:.0%} at equal loss.")
@@ -318,12 +372,9 @@ def plot_frontier(result: dict):
   return fig
 
 
-def _zoom(ax, best: float, log_x: bool) -> None:
-  """Limits ``ax`` to the later half of its x range and to losses within
-  0.25 nats of the ``best`` final loss, where the runs that train separate."""
-  lo, hi = ax.get_xlim()
-  mid = math.sqrt(lo * hi) if log_x and lo > 0 else (lo + hi) / 2
-  ax.set_xlim(mid, hi)
+def _zoom(ax, best: float) -> None:
+  """Limits ``ax`` to losses within 0.25 nats of the ``best`` final loss,
+  where the runs that train separate."""
   ax.set_ylim(best - 0.03, best + 0.25)
 
 
@@ -349,8 +400,8 @@ def write_plots(result: dict, report_dir: str) -> list[str]:
   for x_key, x_runs, log_x in curves:
     fig, (full, zoom) = plt.subplots(1, 2, figsize=(13, 4.5))
     plot_curves(x_runs, x_key, ax=full, log_x=log_x, title=title)
-    plot_curves(x_runs, x_key, ax=zoom, log_x=log_x, title="zoom: the end of training")
-    _zoom(zoom, best, log_x)
+    plot_curves(x_runs, x_key, ax=zoom, log_x=log_x, title="zoom: near the best final loss")
+    _zoom(zoom, best)
     fig.tight_layout()
     save(fig, f"loss_vs_{x_key}.png")
   save(plot_frontier(result), "final_loss_vs_syncs.png")

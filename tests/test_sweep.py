@@ -206,3 +206,24 @@ def test_frontier_is_pareto_and_claims_follow_their_definition():
 def test_mean_std_uses_sample_spread():
   assert report.mean_std([1.0, 2.0, 3.0]) == (2.0, 1.0)
   assert report.mean_std([4.0]) == (4.0, 0.0)
+
+
+def test_claim_pairs_seeds_when_both_runs_have_the_same():
+  st = {"ref": {"seeds": [0, 1], "loss_by_seed": [2.0, 2.2], "syncs": (30.0, 0.0),
+                "final_eval_loss": (2.1, 0.14)},
+        "cand": {"seeds": [0, 1], "loss_by_seed": [1.9, 2.15], "syncs": (20.0, 0.0),
+                 "final_eval_loss": (2.025, 0.18)},
+        "other": {"seeds": [5], "loss_by_seed": [1.0], "syncs": (20.0, 0.0),
+                  "final_eval_loss": (1.0, 0.0)}}
+  np.testing.assert_allclose(report.evaluate_claim(st, "ref", "cand", 0.27)["paired_deltas"],
+                             [-0.1, -0.05])
+  assert report.evaluate_claim(st, "ref", "other", 0.27)["paired_deltas"] is None
+  assert "per seed -0.100, -0.050" in report.claim_sentence(
+      "c", report.evaluate_claim(st, "ref", "cand", 0.27))
+
+
+def test_time_to_loss_interpolates_between_evals():
+  run = {"eval": {"sim_time": [1.0, 2.0, 4.0], "eval_loss": [3.0, 2.5, 1.5]}}
+  assert report.time_to_loss(run, "sim_time", 2.0) == pytest.approx(3.0)
+  assert report.time_to_loss(run, "sim_time", 3.5) == 1.0
+  assert report.time_to_loss(run, "sim_time", 1.0) is None

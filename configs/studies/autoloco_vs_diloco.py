@@ -27,4 +27,11 @@ def get_config(mode: str = "full"):
   s.frontier = tuple(label for label in s.labels if label.startswith("diloco"))
   s.claims.fewer_syncs = dict(reference=f"diloco_h{h}", candidate="autoloco",
                               min_saving=0.27)
+  # The same test for DiLoCo with longer fixed rounds: how demanding it is here.
+  for label in s.frontier[1:]:
+    s.claims[f"fixed_{label}"] = dict(reference=f"diloco_h{h}", candidate=label,
+                                      min_saving=0.27)
+  # Paired seeds against the fixed H with the nearest sync count.
+  s.claims.vs_nearest_fixed = dict(reference=f"diloco_h{int(1.5 * h)}",
+                                   candidate="autoloco", min_saving=0.0)
   return s
