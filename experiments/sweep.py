@@ -30,20 +30,30 @@ from ml_collections import config_flags
 from autoloco_jax import config_check, train
 from experiments import report
 
-_STUDY = config_flags.DEFINE_config_file(
-    "study", None, "A study config (configs/studies/*.py, optional :quick).",
-    lock_config=True)
-_ROOT = flags.DEFINE_string("root", "runs/studies", "Where the runs' workdirs go.")
-_QUICK = flags.DEFINE_bool(
-    "quick", False, "The study's quick mode (tiny runs, one seed: checks the pipeline, "
-    "not the numbers); the same as --study=<file>:quick.")
-_REPORT_ONLY = flags.DEFINE_bool(
-    "report_only", False, "Train nothing: write the report from finished runs, "
-    "or fail naming the runs that are missing.")
-_REPORT_DIR = flags.DEFINE_string(
-    "report_dir", "", "Where results.md, the plots and summary.json go; "
-    "default <root>/<study name>-report (or -quick-report).")
-flags.mark_flags_as_required(["study"])
+
+
+def define_flags() -> dict:
+  """The command line's flags (defined when run as a program, so importing this
+  module next to other absl programs, as the tests do, defines nothing)."""
+  out = dict(
+      study=config_flags.DEFINE_config_file(
+          "study", None, "A study config (configs/studies/*.py, optional :quick).",
+          lock_config=True),
+      root=flags.DEFINE_string("root", "runs/studies", "Where the runs' workdirs go."),
+      quick=flags.DEFINE_bool(
+          "quick", False, "The study's quick mode (tiny runs, one seed: checks the "
+          "pipeline, not the numbers); the same as --study=<file>:quick."),
+      report_only=flags.DEFINE_bool(
+          "report_only", False, "Train nothing: write the report from finished runs, "
+          "or fail naming the runs that are missing."),
+      report_dir=flags.DEFINE_string(
+          "report_dir", "", "Where results.md, the plots and summary.json go; "
+          "default <root>/<study name>-report (or -quick-report)."))
+  flags.mark_flags_as_required(["study"])
+  return out
+
+
+_FLAGS: dict = {}
 
 
 class Interrupted(Exception):
@@ -176,13 +186,14 @@ def main(argv):
   from absl import logging
   logging.get_absl_handler().addFilter(_QuietLibraries())
   logging.set_verbosity(logging.WARNING)
-  study = _STUDY.value
-  if _QUICK.value and not study.quick:
+  f = {name: holder.value for name, holder in _FLAGS.items()}
+  study = f["study"]
+  if f["quick"] and not study.quick:
     study = _load_quick(config_flags.get_config_filename(flags.FLAGS["study"]))
-  report_dir = _REPORT_DIR.value or os.path.join(
-      _ROOT.value, f"{study.name}{'-quick' if study.quick else ''}-report")
+  report_dir = f["report_dir"] or os.path.join(
+      f["root"], f"{study.name}{'-quick' if study.quick else ''}-report")
   try:
-    run_study(study, _ROOT.value, report_dir, report_only=_REPORT_ONLY.value)
+    run_study(study, f["root"], report_dir, report_only=f["report_only"])
   except Interrupted as e:
     print(f"Interrupted: {e}. Run the same command to go on.", flush=True)
     sys.exit(1)
@@ -190,5 +201,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _FLAGS.update(define_flags())
   py_logging.getLogger("jax").setLevel(py_logging.WARNING)
   app.run(main)
