@@ -64,7 +64,7 @@ def test_autoloco_fixed_at_h_ref_equals_diloco(tmp_path):
   d = train.train_and_evaluate(tiny(**base), str(tmp_path / "d"))
   a_cfg = tiny(autoloco_config, **base)
   a_cfg.interval.controller = "fixed"
-  a_cfg.outer.h_ref = a_cfg.interval.h
+  a_cfg.interval.h = a_cfg.outer.h_ref  # DiLoCo's H (the config's H_0 is 2 H_ref)
   a = train.train_and_evaluate(a_cfg, str(tmp_path / "a"))
   for rd, ra in zip(rounds(tmp_path / "d"), rounds(tmp_path / "a")):
     assert ra["ratio"] == 1.0
