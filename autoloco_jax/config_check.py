@@ -138,12 +138,16 @@ def trajectory_fields(config: Any) -> dict:
 
 def changed_fields(config: Any, workdir: str) -> list[str]:
   """``"field: old -> new"`` for each trajectory field that differs between
-  ``config`` and the one stored in ``workdir/config.json`` (none stored: [])."""
+  ``config`` and the one stored in ``workdir/config.json`` (none stored: []).
+  A field the stored config lacks counts only if the new value is not empty, so
+  runs stored before an optional field existed (e.g. ``network.also``) resume."""
   path = os.path.join(workdir, "config.json")
   if not os.path.exists(path):
     return []
   with open(path) as f:
     old = {k: v for k, v in _flatten(json.load(f)).items() if not k.startswith(RESUME_FREE)}
   new = trajectory_fields(config)
+  # A field added to the configs after the run was stored, left empty, is no change.
+  added_empty = {k for k in set(new) - set(old) if new[k] in ([], (), "", None)}
   return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}"
-          for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+          for k in sorted(set(old) | set(new) - added_empty) if old.get(k) != new.get(k)]

@@ -219,3 +219,18 @@ def test_config_validation_names_the_field(tmp_path, field, value, message):
     cfg[section][name] = value
   with pytest.raises(ValueError, match=message):
     train.train_and_evaluate(cfg, str(tmp_path))
+
+
+def test_fields_added_later_and_left_empty_are_no_change(tmp_path):
+  import json
+
+  from autoloco_jax import config_check
+  cfg = tiny()
+  stored = json.loads(cfg.to_json_best_effort())
+  del stored["network"]["also"]  # a run stored before network.also existed
+  with open(tmp_path / "config.json", "w") as f:
+    json.dump(stored, f)
+  assert config_check.changed_fields(cfg, str(tmp_path)) == []
+  cfg.network.also = ("hetero",)
+  assert config_check.changed_fields(cfg, str(tmp_path)) == [
+      "network.also: None -> ['hetero']"]
