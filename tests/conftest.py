@@ -7,3 +7,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The embedded dataset is built once per test session into a fresh folder
 # (about a second), never into the user's cache.
 os.environ.setdefault("AUTOLOCO_DATA_DIR", tempfile.mkdtemp(prefix="autoloco_tfds_"))
+# A persistent compilation cache for the session: many tests (the quick studies
+# above all) build the same small programs again in fresh closures; a fresh
+# folder per session, so nothing carries over between runs of the suite.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="autoloco_jit_"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
