@@ -90,3 +90,15 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
       nan_at_round=-1))           # poison the parameters before this round (-1: never)
   c.log = ml_collections.ConfigDict(dict(tensorboard=True, progress=True))
   return c
+
+
+def set_field(config: ml_collections.ConfigDict, dotted: str, value) -> None:
+  """Sets ``config.a.b = value`` for ``dotted = "a.b"``; a name the config does
+  not have is a ``KeyError`` (an override with a typo never passes silently)."""
+  *parents, field = dotted.split(".")
+  node = config
+  for part in parents:
+    node = node[part]
+  if field not in node:
+    raise KeyError(f"config has no field {dotted}")
+  node[field] = value

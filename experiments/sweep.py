@@ -28,6 +28,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from autoloco_jax import config_check, train
+from configs import common
 from experiments import report
 
 
@@ -171,11 +172,7 @@ def _load_quick(path: str) -> Any:
   spec.loader.exec_module(module)
   study = module.get_config("quick")
   for dotted, value in config_flags.get_override_values(flags.FLAGS["study"]).items():
-    node = study
-    *parents, field = dotted.split(".")
-    for part in parents:
-      node = node[part]
-    node[field] = value
+    common.set_field(study, dotted, value)
   return study
 
 

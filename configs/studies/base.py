@@ -28,7 +28,7 @@ from typing import Any
 
 import ml_collections
 
-from configs import autoloco, ddp, diloco, gasloc, noloco
+from configs import autoloco, common, ddp, diloco, gasloc, noloco
 
 ALGORITHMS = dict(autoloco=autoloco, ddp=ddp, diloco=diloco, gasloc=gasloc,
                   noloco=noloco)
@@ -67,14 +67,8 @@ def run_config(algorithm: str, quick: bool, **overrides: Any) -> ml_collections.
   if quick:
     c.eval.every_steps = 20
     c.eval.num_batches = 1
-  for dotted, value in overrides.items():
-    *path, field = dotted.split("__")
-    node = c
-    for part in path:
-      node = node[part]
-    if field not in node:
-      raise KeyError(f"{algorithm} config has no field {dotted.replace('__', '.')}")
-    node[field] = value
+  for name, value in overrides.items():
+    common.set_field(c, name.replace("__", "."), value)
   c.network.step_time = STEP_TIME * c.data.batch_size / 8
   return c
 
