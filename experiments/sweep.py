@@ -132,7 +132,7 @@ def run_study(study: Any, root: str, report_dir: str, progress: bool = True,
   if report_only and missing:
     raise ValueError(f"report_only: {len(missing)} runs are not finished: "
                      + "; ".join(missing))
-  done_before = sum(is_finished(w) for *_, w in todo)
+  done_before = len(todo) - len(missing)
   bar = tqdm(total=len(todo), initial=0, unit="run", disable=not progress,
              desc=study.name, dynamic_ncols=True)
   t0 = time.time()
