@@ -1,56 +1,107 @@
 """What every training algorithm provides, and the registry that picks one by name.
 
 An algorithm is two jitted functions over a :class:`~autoloco_jax.state.TrainState`
-laid out on the mesh:
+laid out on the mesh,
 
 * ``inner(state, tokens_KxCxBxL1, num_steps) -> state``: ``num_steps`` local
   steps (a traced count, so no recompilation when ``H`` changes);
-* ``sync(state) -> (state, metrics)``: the end of a round (DiLoCo's outer step,
-  a gossip exchange, ...), returning scalar metrics of the round.
+* ``sync(state, present_K) -> (state, metrics)``: the end of a round (DiLoCo's
+  outer step, a gossip exchange, ...), returning scalar metrics of the round,
 
-plus ``init_state(params)`` and the communication it pays per round.
+plus ``init_state(params)``, the communication it pays per round
+(``comm_pattern``) and whether it supports workers missing rounds.
+
+Each algorithm is one module with a frozen dataclass of its hyperparameters,
+named with its paper's symbols, a ``from_config(config)`` classmethod that reads
+its own config group, and ``build(setup) -> Algorithm``. Adding one is a module
+and an entry in :data:`REGISTRY` (``docs/algorithms.md``, "Adding an algorithm").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import jax
+import optax
 from jax.sharding import Mesh
 
-from autoloco_jax import replicas
+from autoloco_jax import comm, inner, replicas
 from autoloco_jax.state import TrainState
 
 
-class Algorithm(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
   """A training algorithm on the replica axis.
 
   Attributes:
     name: registry name.
     init_state: ``params -> TrainState`` (host arrays; place with ``state.place``).
     inner: jitted, donating ``(state, tokens_KxCxBxL1, num_steps) -> state``.
-    sync: jitted, donating ``state -> (state, metrics)``.
-    allreduces_per_round: ``H -> number of all-reduces of the parameters`` that
-      a round of ``H`` inner steps pays (DiLoCo 1, DDP ``H``).
+    sync: jitted, donating ``(state, present_K) -> (state, metrics)``;
+      ``present_K`` (float32, K) is 1 for each worker whose round counts (all
+      ones without faults). ``metrics`` are worker-invariant scalars, with
+      ``next_h``, the next round's number of inner steps, among them.
+    comm_pattern: ``(round_index, h) -> comm.RoundComm``, what a round computes
+      and sends per worker, for the simulated clock.
     h_max: the longest round the algorithm can ask for (sizes the data buffer).
+    supports_faults: whether ``sync`` honours ``present_K`` (averages over the
+      workers present); the trainer refuses injected faults otherwise.
     eval_params: optional jitted ``state -> {name: params}`` of the models to
       evaluate (decentralized methods: the replicas' mean and one replica);
       ``None``: evaluate worker 0, the global model after a sync.
-    comm_pattern: optional ``(round_index, h) -> comm.RoundComm``, what a
-      round computes and sends per worker, for the simulated clock; ``None``:
-      ``comm.default_pattern`` by name (DDP: an all-reduce every step, the
-      DiLoCo family: one at the end of the round).
   """
   name: str
   init_state: Callable[[Any], TrainState]
   inner: Callable
   sync: Callable
-  allreduces_per_round: Callable[[int], int]
+  comm_pattern: Callable[[int, int], comm.RoundComm]
   h_max: int
+  supports_faults: bool
   eval_params: Callable[[TrainState], dict] | None = None
-  comm_pattern: Callable[[int, int], Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+  """What every algorithm is built from, the same for all of them.
+
+  Attributes:
+    mesh: the device mesh with its ``replica`` axis.
+    num_workers: K.
+    loss_fn: ``loss_fn(params, tokens_BxL1) -> scalar`` for one worker.
+    lr_schedule: the inner learning rate ``η(s)``.
+    inner_tx: the inner optimizer (clipping + AdamW under ``lr_schedule``).
+    peak_lr: ``η_peak``, the schedule's peak (``config.inner.lr``).
+    h: ``config.interval.h``, the (first) round's number of inner steps.
+  """
+  mesh: Mesh
+  num_workers: int
+  loss_fn: Callable
+  lr_schedule: optax.Schedule
+  inner_tx: optax.GradientTransformation
+  peak_lr: float
+  h: int
+
+  @classmethod
+  def from_config(cls, config: Any, loss_fn: Callable, mesh: Mesh) -> "Setup":
+    lr_schedule = inner.schedule(config.inner, config.total_steps)
+    return cls(mesh=mesh, num_workers=config.num_workers, loss_fn=loss_fn,
+               lr_schedule=lr_schedule,
+               inner_tx=inner.optimizer(config.inner, lr_schedule),
+               peak_lr=float(config.inner.lr), h=int(config.interval.h))
+
+  def inner_loop(self, *, sync_grads: bool = False) -> Callable:
+    """The per-device inner loop (:func:`inner.make_inner_loop`)."""
+    return inner.make_inner_loop(self.loss_fn, self.inner_tx, self.lr_schedule,
+                                 sync_grads=sync_grads)
+
+  def init_workers(self, params: Any) -> tuple[Any, Any]:
+    """``(params_K, inner_opt_K)``: K copies of ``params`` and their fresh
+    inner optimizer states."""
+    params_K = replicas.stack_workers(params, self.num_workers)
+    return params_K, jax.vmap(self.inner_tx.init)(params_K)
 
 
 def jit_inner(inner_run: Callable, mesh: Mesh,
@@ -71,39 +122,54 @@ def jit_inner(inner_run: Callable, mesh: Mesh,
                           step=state.step + num_steps)
 
   @functools.partial(jax.jit, donate_argnums=0)
-  def inner(state: TrainState, tokens_KxCxBxL1, num_steps):
+  def inner_fn(state: TrainState, tokens_KxCxBxL1, num_steps):
     specs = state.specs()
     return replicas.map_workers(
         block, mesh, in_specs=(specs, replicas.WORKERS, replicas.REPLICATED),
         out_specs=specs)(state, tokens_KxCxBxL1, num_steps)
 
-  return inner
+  return inner_fn
 
 
 def jit_sync(sync_block: Callable, mesh: Mesh) -> Callable:
-  """Wraps a per-device sync ``state -> (state, metrics)`` as a jitted function
-  over the whole mesh; metrics must be worker-invariant scalars."""
+  """Wraps a per-device sync ``(state, present_K) -> (state, metrics)`` as a
+  jitted function over the whole mesh; metrics must be worker-invariant
+  scalars."""
 
   @functools.partial(jax.jit, donate_argnums=0)
-  def sync(state: TrainState):
+  def sync(state: TrainState, present_K):
     specs = state.specs()
     return replicas.map_workers(
-        sync_block, mesh, in_specs=(specs,),
-        out_specs=(specs, replicas.REPLICATED))(state)
+        sync_block, mesh, in_specs=(specs, replicas.WORKERS),
+        out_specs=(specs, replicas.REPLICATED))(state, present_K)
 
   return sync
 
 
-#: Algorithm name -> module of autoloco_jax whose ``make(config, loss_fn, mesh)``
-#: builds it (imported on demand).
-REGISTRY = {"ddp": "ddp", "diloco": "diloco", "autoloco": "diloco",
-            "noloco": "noloco", "gasloc": "gasloc"}
+#: Algorithm name -> ``module:class`` of its hyperparameters (imported on demand).
+REGISTRY = {
+    "ddp": "autoloco_jax.ddp:DDP",
+    "diloco": "autoloco_jax.diloco:DiLoCo",
+    "autoloco": "autoloco_jax.diloco:AutoLoCo",
+    "noloco": "autoloco_jax.noloco:NoLoCo",
+    "gasloc": "autoloco_jax.gasloc:GASLoC",
+}
+
+
+def hyperparams_class(name: str) -> type:
+  """The hyperparameter dataclass registered as ``name``."""
+  if name not in REGISTRY:
+    raise ValueError(f"unknown algorithm {name!r}; choose one of {sorted(REGISTRY)}")
+  module, cls = REGISTRY[name].split(":")
+  return getattr(importlib.import_module(module), cls)
+
+
+def from_config(config: Any) -> Any:
+  """The typed hyperparameters of ``config.algorithm``, read from its config
+  group (validates them: a bad combination is a ``ValueError``)."""
+  return hyperparams_class(config.algorithm).from_config(config)
 
 
 def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
   """Builds the algorithm named by ``config.algorithm``."""
-  if config.algorithm not in REGISTRY:
-    raise ValueError(f"unknown algorithm {config.algorithm!r}; "
-                     f"choose one of {sorted(REGISTRY)}")
-  module = importlib.import_module(f"autoloco_jax.{REGISTRY[config.algorithm]}")
-  return module.make(config, loss_fn, mesh)
+  return from_config(config).build(Setup.from_config(config, loss_fn, mesh))

@@ -5,15 +5,17 @@ A checkpoint holds two items:
 * ``state``: the device state (:class:`~autoloco_jax.state.TrainState`): every
   worker's fast weights, the global parameters, inner and outer optimizer states,
   round accumulators, step and round counters, the interval controller's state;
-* ``host``: what the Python loop carries (JSON): data reading positions, syncs
-  and bytes so far, the next evaluation step, the interval chosen for the next
-  round, the simulated clock.
+* ``host``: what the Python loop carries (JSON, ``train.HostState``): data
+  reading positions, counters, the next evaluation step, the ``H`` chosen for
+  the next round, the simulated clocks; stamped with :data:`FORMAT`.
 
 Orbax writes each checkpoint into a temporary folder and renames it only when
 complete, so a crash during a save leaves the previous checkpoints intact. On
 restore, a checkpoint that cannot be read (truncated, corrupted) is reported and
 the next older one is tried; if none can be read, :class:`CheckpointError` is
-raised rather than silently starting from scratch.
+raised rather than silently starting from scratch. A checkpoint written in
+another layout of the run state (another :data:`FORMAT`) is refused with an
+error that says so.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ import jax
 from absl import logging
 
 import orbax.checkpoint as ocp
+
+
+#: Layout of the run state in a checkpoint. 2: each algorithm owns its state
+#: (``TrainState.outer``) and the host state is one typed item. Checkpoints of
+#: another layout cannot be resumed.
+FORMAT = 2
 
 
 class CheckpointError(RuntimeError):
@@ -54,7 +62,8 @@ class Checkpointer:
   def save(self, step: int, state: Any, host: dict) -> None:
     """Starts saving (asynchronously); call :meth:`wait` before exiting."""
     self._manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), host=ocp.args.JsonSave(host)), force=True)
+        state=ocp.args.StandardSave(state),
+        host=ocp.args.JsonSave(dict(host, format=FORMAT))), force=True)
 
   def wait(self) -> None:
     self._manager.wait_until_finished()
@@ -76,12 +85,15 @@ class Checkpointer:
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like_state)
     errors = []
     for step in reversed(steps):
+      self._check_format(step)
       try:
         restored = self._manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(abstract), host=ocp.args.JsonRestore()))
         if errors:
           logging.warning("restored the older checkpoint at step %d", step)
-        return step, restored.state, restored.host
+        host = dict(restored.host)
+        host.pop("format")
+        return step, restored.state, host
       except Exception as e:  # orbax raises many types for damaged files
         logging.warning("checkpoint at step %d is unreadable: %s", step, e)
         errors.append(f"step {step}: {type(e).__name__}: {e}")
@@ -89,6 +101,21 @@ class Checkpointer:
         f"no checkpoint in {self.directory} could be restored:\n  " +
         "\n  ".join(errors) +
         "\nRemove the folder to start from scratch.")
+
+  def _check_format(self, step: int) -> None:
+    """Refuses a readable checkpoint of another layout, naming it."""
+    try:
+      host = self._manager.restore(step, args=ocp.args.Composite(
+          host=ocp.args.JsonRestore())).host
+    except Exception:  # damaged: restore() reports it and tries an older one
+      return
+    found = host.get("format", 1) if isinstance(host, dict) else 1
+    if found != FORMAT:
+      raise CheckpointError(
+          f"the checkpoint at step {step} in {self.directory} was written by another "
+          f"version of autoloco_jax (run-state format {found}; this version reads "
+          f"format {FORMAT}) and cannot be resumed. Start the run in a new --workdir, "
+          "or resume it with the version that wrote it.")
 
   def close(self) -> None:
     self._manager.wait_until_finished()

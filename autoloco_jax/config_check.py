@@ -30,9 +30,14 @@ _RANGES = {
     "inner.b2": (float, 0.0, 1.0, True, False),
     "inner.eps": (float, 0.0, None, False, False),
     "inner.clip_norm": (float, 0.0, None, False, False),
-    "outer.lr": (float, 0.0, None, False, False),
-    "outer.momentum": (float, 0.0, 1.0, True, False),
-    "outer.h_ref": (int, 0, None, True, False),
+    "diloco.alpha": (float, 0.0, None, False, False),
+    "diloco.beta": (float, 0.0, 1.0, True, False),
+    "autoloco.h_ref": (int, 0, None, True, False),
+    "noloco.alpha": (float, 0.0, None, False, False),
+    "noloco.beta": (float, 0.0, 1.0, True, False),
+    "gasloc.eta": (float, 0.0, None, False, False),
+    "gasloc.gamma": (float, 0.0, 1.0, True, False),
+    "gasloc.alpha": (float, 0.0, None, True, False),
     "interval.h": (int, 1, None, True, False),
     "interval.h_min": (int, 1, None, True, False),
     "interval.h_max": (int, 0, None, True, False),
@@ -53,7 +58,6 @@ _RANGES = {
     "network.step_time": (float, 0.0, None, True, False),
     "gossip.pool_size": (int, 1, None, True, False),
     "gossip.group_size": (int, 2, None, True, False),
-    "gossip.alpha": (float, 0.0, None, True, False),
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.

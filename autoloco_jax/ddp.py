@@ -7,46 +7,58 @@ all-reduce of the parameter size per step and is the quality ceiling the
 low-communication methods are measured against (``docs/algorithms.md`` §1).
 
 A DDP "round" is only a chunk of ``config.interval.h`` steps between two
-metric reads; its sync exchanges nothing beyond what the steps already did.
+metric reads; its sync exchanges nothing beyond what the steps already did, and
+DDP has no state of its own between rounds (``TrainState.outer`` is ``None``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import dataclasses
+from typing import Any
 
-import jax
 import jax.numpy as jnp
-from jax.sharding import Mesh
+import numpy as np
 
-from autoloco_jax import inner, replicas
-from autoloco_jax.algorithms import Algorithm, jit_inner, jit_sync
-from autoloco_jax.state import TrainState, round_metrics, scalar
+from autoloco_jax import comm, inner, replicas
+from autoloco_jax import state as state_lib
+from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
 
 
-def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
-  num_workers = config.num_workers
-  lr_schedule = inner.schedule(config.inner, config.total_steps)
-  inner_tx = inner.optimizer(config.inner, lr_schedule)
-  h = int(config.interval.h)
+@dataclasses.dataclass(frozen=True)
+class DDP:
+  """DDP's one setting.
 
-  def init_state(params) -> TrainState:
-    params_K = replicas.stack_workers(params, num_workers)
-    return TrainState(
-        params_K=params_K, anchor_K=None,
-        inner_opt_K=jax.vmap(inner_tx.init)(params_K), outer_opt_K=None,
-        acc=inner.RoundAcc.zeros(num_workers),
-        step=scalar(0), round=scalar(0), interval=scalar(h), controller=scalar(h))
+  Attributes:
+    h: inner steps between two metric reads (no effect on training).
+  """
+  h: int
 
-  def sync_block(state: TrainState):
-    metrics = round_metrics(state, lr_schedule)
-    metrics["param_norm"] = jnp.sqrt(
-        replicas.worker_mean(replicas.sq_norm_K(state.params_K)))
-    return state._replace(acc=inner.reset(state.acc), round=state.round + 1), metrics
+  name = "ddp"
 
-  return Algorithm(
-      name="ddp", init_state=init_state,
-      inner=jit_inner(inner.make_inner_loop(loss_fn, inner_tx, lr_schedule,
-                                            sync_grads=True), mesh),
-      sync=jit_sync(sync_block, mesh),
-      allreduces_per_round=lambda steps: steps,
-      h_max=h)
+  @classmethod
+  def from_config(cls, config: Any) -> "DDP":
+    return cls(h=int(config.interval.h))
+
+  def build(self, setup: Setup) -> Algorithm:
+    k = setup.num_workers
+
+    def init_state(params) -> state_lib.TrainState:
+      params_K, inner_opt_K = setup.init_workers(params)
+      return state_lib.init(params_K, inner_opt_K, None, k)
+
+    def sync_block(state: state_lib.TrainState, present_K):
+      del present_K  # DDP does not support faults
+      metrics = inner.round_stats(state.acc, state.step, setup.lr_schedule)
+      metrics.update(round=state.round, next_h=jnp.asarray(self.h, jnp.int32),
+                     param_norm=jnp.sqrt(replicas.worker_mean(
+                         replicas.sq_norm_K(state.params_K))))
+      return state._replace(acc=inner.reset(state.acc), round=state.round + 1), metrics
+
+    def comm_pattern(round_index: int, h: int) -> comm.RoundComm:
+      return comm.RoundComm("allreduce_every_step", np.full(k, h, np.int64))
+
+    return Algorithm(
+        name=self.name, init_state=init_state,
+        inner=jit_inner(setup.inner_loop(sync_grads=True), setup.mesh),
+        sync=jit_sync(sync_block, setup.mesh),
+        comm_pattern=comm_pattern, h_max=self.h, supports_faults=False)

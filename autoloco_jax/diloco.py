@@ -15,6 +15,11 @@ AutoLoCo corrects the outer step by the round's accumulated inner learning rate
 interval controller (``intervals``) choose ``H_{t+1}`` from scalar statistics of
 the round. Both are this one round with different components.
 
+The global parameters ``θ_t`` and the outer optimizer state exist once per
+device (replicated over the mesh), as in MaxText's DiLoCo trainer: only the fast
+weights and the inner optimizer state carry the replica axis, and the outer step
+runs once per device, not once per worker.
+
 References:
   Douillard et al., DiLoCo: Distributed Low-Communication Training of Language
   Models, 2023. https://arxiv.org/abs/2311.08105
@@ -24,132 +29,162 @@ References:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import dataclasses
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
-from jax.sharding import Mesh
 
-from autoloco_jax import inner, intervals, outer, replicas
-from autoloco_jax.algorithms import Algorithm, jit_inner, jit_sync
-from autoloco_jax.state import TrainState, scalar
+from autoloco_jax import comm, inner, intervals, outer, replicas
+from autoloco_jax import state as state_lib
+from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
 
 
-def make_controller(config: Any) -> intervals.IntervalController:
-  """The interval controller named by ``config.interval.controller``.
+class DiLoCoState(NamedTuple):
+  """DiLoCo's state between rounds, one copy per device (replicated).
 
-  Bounds default to ``h`` (``h_max=0``). ``lr_quadratic``'s constant defaults
-  to ``c = sqrt(h) · η_peak``, so that ``H = h`` at the peak inner lr and grows
-  as ``(η_peak / η)^2`` times ``h`` while the schedule decays.
+  Attributes:
+    params: the global parameters ``θ_t`` (the round's anchor).
+    opt: the outer optimizer's state (``outer.AutoLoCoState``: momentum ``m``,
+      count and the last round's ``α_t``, ``β_t``, ``r_t``).
+    controller: the interval controller's state; its ``h`` is the next round's.
   """
-  cfg = config.interval
-  name, h = cfg.controller, int(cfg.h)
-  h_min = int(cfg.get("h_min", 1) or 1)
-  h_max = int(cfg.get("h_max", 0) or h)
-  if name == "fixed":
-    return intervals.make(name, h=h)
-  if name == "lr_quadratic":
-    c = cfg.get("c", 0.0) or (h ** 0.5) * config.inner.lr
-    return intervals.make(name, c=c, h_min=h_min, h_max=h_max)
-  if name == "loss_ratio":
-    return intervals.make(name, h0=h, h_min=h_min, h_max=h_max)
-  if name == "agreement":
-    return intervals.make(name, h0=h, h_min=h_min, h_max=h_max, target=cfg.target,
-                          grow=cfg.grow, shrink=cfg.shrink, ema=cfg.ema,
-                          hysteresis=cfg.hysteresis)
-  return intervals.make(name)  # raises the registry's error for unknown names
+  params: Any
+  opt: outer.AutoLoCoState
+  controller: Any
+
+  def specs(self) -> "DiLoCoState":
+    r = replicas.REPLICATED
+    return DiLoCoState(params=r, opt=r, controller=r)
 
 
-def make_outer(config: Any) -> optax.GradientTransformationExtraArgs:
-  o = config.outer
-  if config.algorithm == "diloco":
-    return outer.diloco(o.lr, o.momentum)
-  return outer.autoloco(o.lr, o.momentum, correction=o.correction,
-                        reference=o.reference)
+@dataclasses.dataclass(frozen=True)
+class DiLoCo:
+  """DiLoCo's hyperparameters.
+
+  Attributes:
+    alpha: outer learning rate ``α`` (paper: 0.7).
+    beta: outer Nesterov momentum ``β`` (paper: 0.9).
+    controller: chooses each round's ``H`` (``intervals.fixed(H)`` for DiLoCo).
+    h0: the first round's ``H``.
+  """
+  alpha: float
+  beta: float
+  controller: intervals.IntervalController
+  h0: int
+
+  name = "diloco"
+
+  @classmethod
+  def from_config(cls, config: Any) -> "DiLoCo":
+    """From ``config.diloco`` (``alpha``, ``beta``) and ``config.interval``."""
+    return cls(alpha=float(config.diloco.alpha), beta=float(config.diloco.beta),
+               controller=intervals.from_config(config.interval, config.inner.lr),
+               h0=int(config.interval.h))
+
+  def outer_tx(self, setup: Setup) -> optax.GradientTransformationExtraArgs:
+    return outer.diloco(self.alpha, self.beta)
+
+  def reference_lr_sum(self, setup: Setup, start_step: jax.Array) -> jax.Array:
+    """``S_ref,t``: DiLoCo applies no correction; the value is only logged."""
+    return outer.reference_lr_sum(setup.lr_schedule, start_step, self.h0)
+
+  def build(self, setup: Setup) -> Algorithm:
+    outer_tx = self.outer_tx(setup)
+    controller = self.controller
+    lr_schedule = setup.lr_schedule
+    k = setup.num_workers
+
+    def init_state(params) -> state_lib.TrainState:
+      params_K, inner_opt_K = setup.init_workers(params)
+      own = DiLoCoState(params=params, opt=outer_tx.init(params),
+                        controller=controller.init(self.h0))
+      return state_lib.init(params_K, inner_opt_K, own, k)
+
+    def sync_block(state: state_lib.TrainState, present_K):
+      own, acc = state.outer, state.acc
+      # Means over the workers present this round (all of them without faults).
+      mean = lambda tree_K: replicas.worker_weighted_mean(tree_K, present_K)
+      delta_K = jax.tree.map(lambda a, p: a[None] - p, own.params, state.params_K)
+      delta = mean(delta_K)                                  # the all-reduce
+      worker_sq = mean(replicas.sq_norm_K(delta_K))          # a scalar
+      present = jax.lax.psum(jnp.sum(present_K), replicas.REPLICA)
+
+      ref_sum = self.reference_lr_sum(setup, state.step - acc.steps)
+      updates, opt = outer_tx.update(delta, own.opt, own.params,
+                                     inner_lr_sum=acc.lr_sum, reference_lr_sum=ref_sum)
+      params = optax.apply_updates(own.params, updates)
+
+      round_stats = inner.round_stats(acc, state.step, lr_schedule, mean)
+      grad_norm = round_stats.pop("grad_norm")
+      stats = intervals.sync_stats(
+          round=state.round, **round_stats, delta_sq_norm=replicas.sq_norm(delta),
+          worker_sq_norm=worker_sq, num_workers=present.astype(jnp.int32))
+      next_h, ctrl = controller.next_h(own.controller, stats)
+
+      metrics = dict(stats._asdict())
+      metrics.update(
+          grad_norm=grad_norm, param_norm=jnp.sqrt(replicas.sq_norm(params)),
+          workers_present=present, reference_lr_sum=ref_sum, ratio=opt.ratio,
+          outer_lr=opt.alpha, outer_momentum=opt.beta, next_h=next_h)
+      new_state = state._replace(
+          params_K=replicas.broadcast_block(params, state.params_K),
+          outer=DiLoCoState(params=params, opt=opt, controller=ctrl),
+          acc=inner.reset(acc), round=state.round + 1)
+      return new_state, metrics
+
+    def comm_pattern(round_index: int, h: int) -> comm.RoundComm:
+      return comm.RoundComm("allreduce", np.full(k, h, np.int64))
+
+    return Algorithm(
+        name=self.name, init_state=init_state,
+        inner=jit_inner(setup.inner_loop(), setup.mesh),
+        sync=jit_sync(sync_block, setup.mesh),
+        comm_pattern=comm_pattern,
+        h_max=max(self.h0, controller.h_max),
+        supports_faults=True)
 
 
-def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
-  """Builds DiLoCo (``config.algorithm='diloco'``) or AutoLoCo ('autoloco')."""
-  num_workers = config.num_workers
-  lr_schedule = inner.schedule(config.inner, config.total_steps)
-  inner_tx = inner.optimizer(config.inner, lr_schedule)
-  outer_tx = make_outer(config)
-  controller = make_controller(config)
-  h0 = int(config.interval.h)
-  h_ref = int(config.outer.get("h_ref", 0) or h0)
-  peak_reference = config.outer.get("reference", "schedule") == "peak"
+@dataclasses.dataclass(frozen=True)
+class AutoLoCo(DiLoCo):
+  """AutoLoCo's hyperparameters: DiLoCo's, an adaptive ``controller``, and the
+  outer-step correction by the accumulated inner learning rate.
 
-  def init_state(params) -> TrainState:
-    params_K = replicas.stack_workers(params, num_workers)
-    return TrainState(
-        params_K=params_K,
-        anchor_K=params_K,
-        inner_opt_K=jax.vmap(inner_tx.init)(params_K),
-        outer_opt_K=jax.vmap(outer_tx.init)(params_K),
-        acc=inner.RoundAcc.zeros(num_workers),
-        step=scalar(0), round=scalar(0), interval=scalar(h0),
-        controller=controller.init(h0),
-        present_K=jnp.ones((num_workers,), jnp.float32))
+  Attributes:
+    correction: ``none | momentum | lr | both`` (``outer.autoloco``).
+    reference: ``schedule`` (``S_ref,t`` = the schedule summed over ``H_ref``
+      steps from the round's start) or ``peak`` (``H_ref · η_peak``).
+    h_ref: ``H_ref``, the interval ``(α, β)`` were tuned for.
+  """
+  correction: str = "both"
+  reference: str = "schedule"
+  h_ref: int = 0
 
-  def sync_block(state: TrainState):
-    acc = state.acc
-    h = acc.steps
-    start_step = state.step - h
-    # Means over the workers present this round (all of them without faults).
-    mean = lambda tree_K: replicas.worker_weighted_mean(tree_K, state.present_K)
-    delta_K = jax.tree.map(jnp.subtract, state.anchor_K, state.params_K)
-    delta = mean(delta_K)                                  # the all-reduce
-    worker_sq = mean(replicas.sq_norm_K(delta_K))          # a scalar
-    delta_sq = replicas.sq_norm(delta)
+  name = "autoloco"
 
-    lr_sum = acc.lr_sum
-    if peak_reference:
-      ref_sum = outer.peak_reference_lr_sum(config.inner.lr, h_ref)
-    else:
-      ref_sum = outer.reference_lr_sum(lr_schedule, start_step, h_ref)
+  def __post_init__(self):
+    if self.reference not in outer.REFERENCES:
+      raise ValueError(f"autoloco.reference must be one of {outer.REFERENCES}, "
+                       f"got {self.reference!r}")
+    if self.h_ref < 1:
+      raise ValueError(f"autoloco.h_ref must be >= 1, got {self.h_ref}")
 
-    def apply_outer(opt, anchor):
-      updates, opt = outer_tx.update(delta, opt, anchor, inner_lr_sum=lr_sum,
-                                     reference_lr_sum=ref_sum)
-      return optax.apply_updates(anchor, updates), opt
+  @classmethod
+  def from_config(cls, config: Any) -> "AutoLoCo":
+    """DiLoCo's fields, and ``config.autoloco`` (``correction``, ``reference``,
+    ``h_ref``: 0 = ``interval.h``)."""
+    d = DiLoCo.from_config(config)
+    a = config.autoloco
+    return cls(alpha=d.alpha, beta=d.beta, controller=d.controller, h0=d.h0,
+               correction=a.correction, reference=a.reference,
+               h_ref=int(a.h_ref or config.interval.h))
 
-    anchor_K, outer_K = jax.vmap(apply_outer)(state.outer_opt_K, state.anchor_K)
+  def outer_tx(self, setup: Setup) -> optax.GradientTransformationExtraArgs:
+    return outer.autoloco(self.alpha, self.beta, correction=self.correction)
 
-    steps = jnp.maximum(h, 1).astype(jnp.float32)
-    present = jax.lax.psum(jnp.sum(state.present_K), replicas.REPLICA)
-    stats = intervals.SyncStats(
-        round=state.round, step=state.step, interval=h, lr_sum=lr_sum,
-        lr=lr_schedule(state.step),
-        loss_mean=mean(acc.loss_sum_K) / steps,
-        loss_start=mean(acc.loss_first_K),
-        loss_end=mean(acc.loss_last_K),
-        delta_norm=jnp.sqrt(delta_sq), worker_sq_norm=worker_sq,
-        agreement=intervals.agreement_ratio(delta_sq, worker_sq),
-        num_workers=present.astype(jnp.int32))
-    next_h, ctrl = controller.next_interval(state.controller, stats)
-
-    metrics = dict(stats._asdict())
-    metrics.update(
-        grad_norm=mean(acc.grad_norm_sum_K) / steps,
-        param_norm=jnp.sqrt(replicas.worker_mean(replicas.sq_norm_K(anchor_K))),
-        workers_present=present,
-        reference_lr_sum=ref_sum,
-        ratio=replicas.worker_mean(outer_K.ratio),
-        outer_lr=replicas.worker_mean(outer_K.alpha),
-        outer_momentum=replicas.worker_mean(outer_K.beta),
-        next_interval=next_h)
-    new_state = state._replace(
-        params_K=anchor_K, anchor_K=anchor_K, outer_opt_K=outer_K,
-        acc=inner.reset(acc),
-        round=state.round + 1, interval=next_h, controller=ctrl)
-    return new_state, metrics
-
-  h_max = max(h0, int(config.interval.get("h_max", 0) or h0))
-  return Algorithm(
-      name=config.algorithm,
-      init_state=init_state,
-      inner=jit_inner(inner.make_inner_loop(loss_fn, inner_tx, lr_schedule), mesh),
-      sync=jit_sync(sync_block, mesh),
-      allreduces_per_round=lambda h: 1,
-      h_max=h_max)
+  def reference_lr_sum(self, setup: Setup, start_step: jax.Array) -> jax.Array:
+    if self.reference == "peak":
+      return outer.peak_reference_lr_sum(setup.peak_lr, self.h_ref)
+    return outer.reference_lr_sum(setup.lr_schedule, start_step, self.h_ref)

@@ -1,7 +1,7 @@
 """GASLoC: local steps, then one accelerated gossip step on any topology.
 
-Round ``t``: worker ``k`` starts from its own ``θ_{t,k}^{start}`` (the state's
-``anchor_K``), takes ``H_k`` inner steps and drifts by
+Round ``t``: worker ``k`` starts from its own ``θ_{t,k}^{start}``
+(:class:`GASLoCState`), takes ``H_k`` inner steps and drifts by
 ``g_{t,k} = θ_{t,k} − θ_{t,k}^{start}``. Then, with ``Λ`` the Laplacian of the
 round's active edges (``topology.py``: a random matching, ring, torus,
 exponential or complete graph),
@@ -11,7 +11,7 @@ exponential or complete graph),
   y_{t,k} = θ^{start}_{t,k} + η\\, g_{t,k}, \\qquad
   θ_{t+1} = y_t − α Λ y_t + γ (y_t − y_{t−1})
 
-with ``y_{−1} = θ_0``; ``y_{t−1}`` is kept per worker in ``outer_opt_K``. Each
+with ``y_{−1} = θ_0``; ``y_{t−1}`` is kept per worker. Each
 worker sends its ``y_{t,k}`` to its neighbours once: ``Λ y`` needs nothing more.
 The step ``α`` defaults to ``1/(d+1)`` for a ``d``-regular graph, which makes
 ``y − α Λ y`` the uniform average over each worker and its neighbours.
@@ -37,19 +37,17 @@ Reference:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import dataclasses
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh
 
-from autoloco_jax import comm, inner, replicas, topology
+from autoloco_jax import comm, gossip, inner, replicas, topology
 from autoloco_jax import state as state_lib
-from autoloco_jax.algorithms import Algorithm, jit_inner, jit_sync
-from autoloco_jax.noloco import gossip_pattern, make_eval_params, move_stats
-from autoloco_jax.state import TrainState, scalar
+from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
 
 
 def worker_steps(h: int, speed_K: np.ndarray) -> np.ndarray:
@@ -59,78 +57,112 @@ def worker_steps(h: int, speed_K: np.ndarray) -> np.ndarray:
   return np.maximum(1, np.floor(h * speed_K.min() / speed_K + 1e-9)).astype(np.int32)
 
 
-def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
-  """Builds GASLoC from ``config.outer`` (``lr`` = η, ``momentum`` = γ),
-  ``config.gossip`` (``alpha`` = α, 0 for ``1/(d+1)``; ``mix_momentum``;
-  ``topology``, ``group_size``, ``pool_size``), ``config.interval.h`` (``H``)
-  and ``config.network.speed_factors`` (``H_k``)."""
-  num_workers = config.num_workers
-  lr_schedule = inner.schedule(config.inner, config.total_steps)
-  inner_tx = inner.optimizer(config.inner, lr_schedule)
-  topo = topology.from_config(config)
-  g = config.get("gossip", None)
-  get = (lambda key, default: default) if g is None else g.get
-  eta, gamma = float(config.outer.lr), float(config.outer.momentum)
-  alpha = float(get("alpha", 0.0) or 0.0) or 1.0 / (topo.degree + 1)
-  mix_momentum = bool(get("mix_momentum", False))
-  if eta <= 0 or not 0 <= gamma < 1 or alpha < 0:
-    raise ValueError(f"GASLoC needs eta > 0, gamma in [0, 1), alpha >= 0; got "
-                     f"eta={eta}, gamma={gamma}, alpha={alpha}")
-  if config.interval.get("controller", "fixed") != "fixed":
-    raise ValueError("GASLoC runs a fixed interval (interval.controller='fixed')")
-  h = int(config.interval.h)
-  steps_K = worker_steps(h, comm.speed_factors(config.get("network", None), num_workers))
-  heterogeneous = bool(np.any(steps_K != h))
-  inner_run = inner.make_inner_loop(loss_fn, inner_tx, lr_schedule)
+class GASLoCState(NamedTuple):
+  """GASLoC's per-worker state between rounds.
 
-  def init_state(params) -> TrainState:
-    params_K = replicas.stack_workers(params, num_workers)
-    return TrainState(
-        params_K=params_K, anchor_K=params_K,
-        inner_opt_K=jax.vmap(inner_tx.init)(params_K),
-        outer_opt_K=params_K,                       # y_{-1} = θ_0
-        acc=inner.RoundAcc.zeros(num_workers),
-        step=scalar(0), round=scalar(0), interval=scalar(h), controller=scalar(h))
+  Attributes:
+    start_K: ``θ_{t,k}^{start}``, where each worker's round starts.
+    y_prev_K: ``y_{t−1,k}`` (``θ_0`` before the first round).
+  """
+  start_K: Any
+  y_prev_K: Any
 
-  def local_steps(b: int) -> jax.Array:
-    """This device's block of ``H_k``."""
-    if b == num_workers:
-      return jnp.asarray(steps_K)
-    start = lax.axis_index(replicas.REPLICA) * b
-    return lax.dynamic_slice_in_dim(jnp.asarray(steps_K), start, b)
+  def specs(self) -> "GASLoCState":
+    return GASLoCState(replicas.WORKERS, replicas.WORKERS)
 
-  def sync_block(state: TrainState):
-    start_K, theta_K, y_prev_K = state.anchor_K, state.params_K, state.outer_opt_K
-    y_K = jax.tree.map(lambda s, t: s + eta * (t - s), start_K, theta_K)
-    if mix_momentum:
-      z_K = jax.tree.map(lambda y, yp: y + gamma * (y - yp), y_K, y_prev_K)
-      lz_K = topology.laplacian(topo, z_K, state.round)             # the exchange
-      new_K = jax.tree.map(lambda z, lz: z - alpha * lz, z_K, lz_K)
-    else:
-      ly_K = topology.laplacian(topo, y_K, state.round)             # the exchange
-      new_K = jax.tree.map(lambda y, ly, yp: y - alpha * ly + gamma * (y - yp),
-                           y_K, ly_K, y_prev_K)
 
-    b = jax.tree.leaves(theta_K)[0].shape[0]
-    done_K = jnp.minimum(state.acc.steps, local_steps(b)) if heterogeneous else None
-    metrics = state_lib.round_metrics(state, lr_schedule, done_K)
-    metrics.update(move_stats(start_K, theta_K))
-    metrics.update(
-        spread=topology.spread(new_K),
-        pool_index=topology.pool_index(topo.seed, state.round, topo.pool_size),
-        worker_steps_mean=(metrics["interval"].astype(jnp.float32) if done_K is None
-                           else replicas.worker_mean(done_K.astype(jnp.float32))))
-    new_state = state._replace(
-        params_K=new_K, anchor_K=new_K, outer_opt_K=y_K, acc=inner.reset(state.acc),
-        round=state.round + 1)
-    return new_state, metrics
+@dataclasses.dataclass(frozen=True)
+class GASLoC:
+  """GASLoC's hyperparameters (the paper's symbols).
 
-  return Algorithm(
-      name="gasloc",
-      init_state=init_state,
-      inner=jit_inner(inner_run, mesh, local_steps if heterogeneous else None),
-      sync=jit_sync(sync_block, mesh),
-      allreduces_per_round=lambda steps: 1 if topo.complete else 0,
-      h_max=h,
-      eval_params=make_eval_params(mesh),
-      comm_pattern=gossip_pattern(topo, lambda steps: np.minimum(steps_K, steps)))
+  Attributes:
+    eta: ``η``, scale of each worker's drift (> 0).
+    gamma: ``γ``, momentum on ``y_t − y_{t−1}``, in ``[0, 1)``.
+    alpha: ``α``, gossip step on the Laplacian (> 0).
+    mix_momentum: gossip the momentum term too (DiLoCo on the complete graph).
+    h: inner steps per round of the fastest worker.
+    steps_K: ``H_k`` per worker (:func:`worker_steps`).
+    topology: the gossip graph.
+  """
+  eta: float
+  gamma: float
+  alpha: float
+  mix_momentum: bool
+  h: int
+  steps_K: tuple
+  topology: topology.Topology
+
+  name = "gasloc"
+
+  def __post_init__(self):
+    if self.eta <= 0 or not 0 <= self.gamma < 1 or self.alpha < 0:
+      raise ValueError(f"GASLoC needs eta > 0, gamma in [0, 1), alpha >= 0; got "
+                       f"eta={self.eta}, gamma={self.gamma}, alpha={self.alpha}")
+
+  @classmethod
+  def from_config(cls, config: Any) -> "GASLoC":
+    """From ``config.gasloc`` (``eta``, ``gamma``, ``alpha``: 0 = ``1/(d+1)``,
+    ``mix_momentum``), ``config.gossip``, ``config.interval`` (fixed ``h``) and
+    ``config.network.speed_factors`` (``H_k``)."""
+    if config.interval.controller != "fixed":
+      raise ValueError("GASLoC runs a fixed interval (interval.controller='fixed')")
+    g = config.gasloc
+    topo = topology.from_config(config)
+    h = int(config.interval.h)
+    steps_K = worker_steps(h, comm.speed_factors(config.network, config.num_workers))
+    return cls(eta=float(g.eta), gamma=float(g.gamma),
+               alpha=float(g.alpha) or 1.0 / (topo.degree + 1),
+               mix_momentum=bool(g.mix_momentum), h=h,
+               steps_K=tuple(int(s) for s in steps_K), topology=topo)
+
+  def build(self, setup: Setup) -> Algorithm:
+    eta, gamma, alpha, topo = self.eta, self.gamma, self.alpha, self.topology
+    k = setup.num_workers
+    steps_K = np.asarray(self.steps_K, np.int32)
+    heterogeneous = bool(np.any(steps_K != self.h))
+
+    def init_state(params) -> state_lib.TrainState:
+      params_K, inner_opt_K = setup.init_workers(params)
+      own = GASLoCState(start_K=params_K, y_prev_K=params_K)   # y_{-1} = θ_0
+      return state_lib.init(params_K, inner_opt_K, own, k)
+
+    def local_steps(b: int) -> jax.Array:
+      """This device's block of ``H_k``."""
+      if b == k:
+        return jnp.asarray(steps_K)
+      start = lax.axis_index(replicas.REPLICA) * b
+      return lax.dynamic_slice_in_dim(jnp.asarray(steps_K), start, b)
+
+    def sync_block(state: state_lib.TrainState, present_K):
+      del present_K  # GASLoC does not support faults
+      start_K, theta_K, y_prev_K = state.outer.start_K, state.params_K, state.outer.y_prev_K
+      y_K = jax.tree.map(lambda s, t: s + eta * (t - s), start_K, theta_K)
+      if self.mix_momentum:
+        z_K = jax.tree.map(lambda y, yp: y + gamma * (y - yp), y_K, y_prev_K)
+        lz_K = topology.laplacian(topo, z_K, state.round)             # the exchange
+        new_K = jax.tree.map(lambda z, lz: z - alpha * lz, z_K, lz_K)
+      else:
+        ly_K = topology.laplacian(topo, y_K, state.round)             # the exchange
+        new_K = jax.tree.map(lambda y, ly, yp: y - alpha * ly + gamma * (y - yp),
+                             y_K, ly_K, y_prev_K)
+
+      b = jax.tree.leaves(theta_K)[0].shape[0]
+      done_K = jnp.minimum(state.acc.steps, local_steps(b)) if heterogeneous else None
+      metrics = gossip.round_metrics(topo, state, start_K, new_K, setup.lr_schedule,
+                                     self.h, done_K)
+      metrics["worker_steps_mean"] = (
+          metrics["h"].astype(jnp.float32) if done_K is None
+          else replicas.worker_mean(done_K.astype(jnp.float32)))
+      new_state = state._replace(
+          params_K=new_K, outer=GASLoCState(start_K=new_K, y_prev_K=y_K),
+          acc=inner.reset(state.acc), round=state.round + 1)
+      return new_state, metrics
+
+    return Algorithm(
+        name=self.name, init_state=init_state,
+        inner=jit_inner(setup.inner_loop(), setup.mesh,
+                        local_steps if heterogeneous else None),
+        sync=jit_sync(sync_block, setup.mesh),
+        comm_pattern=gossip.comm_pattern(topo, lambda h: np.minimum(steps_K, h)),
+        h_max=self.h, supports_faults=False,
+        eval_params=gossip.make_eval_params(setup.mesh))

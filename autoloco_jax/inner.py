@@ -59,6 +59,32 @@ def reset(acc: RoundAcc) -> RoundAcc:
   return jax.tree.map(jnp.zeros_like, acc)
 
 
+def round_stats(acc: RoundAcc, step: jax.Array, lr_schedule: optax.Schedule,
+                mean: Callable = replicas.worker_mean, steps_done_K=None) -> dict:
+  """Scalar statistics of the round that just ended, from its accumulators.
+
+  Called inside :func:`replicas.map_workers` at a sync. ``mean`` reduces a
+  per-worker array over the workers (the default; DiLoCo passes the mean over
+  the workers present). ``steps_done_K``: per-worker step counts when workers
+  take different numbers of steps (GASLoC's ``H_k``).
+
+  Returns:
+    ``step``, ``h`` (steps the round ran), ``lr_sum`` (``S_t``), ``lr``
+    (``η(s)`` now), ``loss_mean`` (over steps and workers), ``loss_start``,
+    ``loss_end``, ``grad_norm`` (mean pre-clipping norm).
+  """
+  if steps_done_K is None:
+    steps = jnp.maximum(acc.steps, 1).astype(jnp.float32)
+  else:
+    steps = jnp.maximum(replicas.worker_mean(steps_done_K.astype(jnp.float32)), 1.0)
+  return dict(
+      step=step, h=acc.steps, lr_sum=acc.lr_sum, lr=lr_schedule(step),
+      loss_mean=mean(acc.loss_sum_K) / steps,
+      loss_start=mean(acc.loss_first_K),
+      loss_end=mean(acc.loss_last_K),
+      grad_norm=mean(acc.grad_norm_sum_K) / steps)
+
+
 def schedule(cfg: Any, total_steps: int) -> optax.Schedule:
   """Inner learning rate ``η(s)``: linear warmup then cosine decay to ``min_lr``.
 

@@ -8,9 +8,9 @@ Every controller is an :class:`IntervalController`, a ``NamedTuple`` of two pure
 functions in the optax style, plus its bounds:
 
 * ``init(h0=None) -> state``: the state before the first round;
-  ``state.interval`` is the first round's ``H`` (``h0``, or the controller's
+  ``state.h`` is the first round's ``H`` (``h0``, or the controller's
   own default when ``h0`` is None).
-* ``next_interval(state, stats) -> (H, state)``: ``H`` is an int32 scalar.
+* ``next_h(state, stats) -> (H, state)``: ``H`` is an int32 scalar.
 
 Both are deterministic and jittable: ``stats`` may be traced, the controller's
 configuration is static Python, so the trainer can run the controller inside
@@ -46,7 +46,7 @@ class SyncStats(NamedTuple):
   Attributes:
     round: index ``t`` of the round that just ended (int32, from 0).
     step: global inner step ``s`` at the end of the round (int32).
-    interval: ``H_t``, inner steps the round ran (int32).
+    h: ``H_t``, inner steps the round ran (int32).
     lr_sum: ``S_t = Σ_{s in round} η(s)`` (float32).
     lr: the current inner learning rate ``η(s)`` (float32).
     loss_mean: training loss averaged over the round's steps and workers.
@@ -60,7 +60,7 @@ class SyncStats(NamedTuple):
   """
   round: jax.Array
   step: jax.Array
-  interval: jax.Array
+  h: jax.Array
   lr_sum: jax.Array
   lr: jax.Array
   loss_mean: jax.Array
@@ -124,7 +124,7 @@ def normalized_agreement(rho: Any, num_workers: Any) -> jax.Array:
   return jnp.where(many, (rho - inv_k) / (1.0 - inv_k), 1.0)
 
 
-def sync_stats(*, round: Any, step: Any, interval: Any, lr_sum: Any, lr: Any,
+def sync_stats(*, round: Any, step: Any, h: Any, lr_sum: Any, lr: Any,
                loss_mean: Any, loss_start: Any, loss_end: Any,
                delta_sq_norm: Any, worker_sq_norm: Any,
                num_workers: Any) -> SyncStats:
@@ -139,7 +139,7 @@ def sync_stats(*, round: Any, step: Any, interval: Any, lr_sum: Any, lr: Any,
   i32 = lambda x: jnp.asarray(x, jnp.int32)
   f32 = lambda x: jnp.asarray(x, jnp.float32)
   return SyncStats(
-      round=i32(round), step=i32(step), interval=i32(interval),
+      round=i32(round), step=i32(step), h=i32(h),
       lr_sum=f32(lr_sum), lr=f32(lr), loss_mean=f32(loss_mean),
       loss_start=f32(loss_start), loss_end=f32(loss_end),
       delta_norm=jnp.sqrt(f32(delta_sq_norm)),
@@ -152,15 +152,15 @@ class IntervalController(NamedTuple):
   """An interval controller: two pure functions and the bounds they respect.
 
   Attributes:
-    init: ``init(h0=None) -> state``; ``state.interval`` is the first ``H``.
-    next_interval: ``next_interval(state, stats) -> (H, state)``, ``H`` an
+    init: ``init(h0=None) -> state``; ``state.h`` is the first ``H``.
+    next_h: ``next_h(state, stats) -> (H, state)``, ``H`` an
       int32 scalar in ``[h_min, h_max]``.
     h_min: smallest interval the controller returns (Python int).
     h_max: largest interval the controller returns (Python int); a trainer
       can size its buffers by it.
   """
   init: Callable[..., Any]
-  next_interval: Callable[[Any, SyncStats], tuple[jax.Array, Any]]
+  next_h: Callable[[Any, SyncStats], tuple[jax.Array, Any]]
   h_min: int
   h_max: int
 
@@ -249,9 +249,9 @@ class FixedState(NamedTuple):
   """State of :func:`fixed`.
 
   Attributes:
-    interval: the (constant) interval ``H`` (int32 scalar).
+    h: the (constant) ``H`` (int32 scalar).
   """
-  interval: jax.Array
+  h: jax.Array
 
 
 def fixed(h: int) -> IntervalController:
@@ -267,7 +267,7 @@ def fixed(h: int) -> IntervalController:
     >>> from autoloco_jax import intervals
     >>> ctrl = intervals.fixed(50)
     >>> state = ctrl.init()
-    >>> int(state.interval)
+    >>> int(state.h)
     50
 
   References:
@@ -277,12 +277,12 @@ def fixed(h: int) -> IntervalController:
   h = _check_int('h', h)
 
   def init_fn(h0=None):
-    return FixedState(interval=_initial_interval(h0, h, h, h))
+    return FixedState(h=_initial_interval(h0, h, h, h))
 
   def next_fn(state, stats):
     del stats
-    interval = jnp.full((), h, jnp.int32)
-    return interval, FixedState(interval=interval)
+    h_next = jnp.full((), h, jnp.int32)
+    return h_next, FixedState(h=h_next)
 
   return IntervalController(init_fn, next_fn, h, h)
 
@@ -291,9 +291,9 @@ class LrQuadraticState(NamedTuple):
   """State of :func:`lr_quadratic`.
 
   Attributes:
-    interval: the last interval returned (int32 scalar).
+    h: the last ``H`` returned (int32 scalar).
   """
-  interval: jax.Array
+  h: jax.Array
 
 
 def lr_quadratic(c: float, h_min: int, h_max: int) -> IntervalController:
@@ -327,10 +327,10 @@ def lr_quadratic(c: float, h_min: int, h_max: int) -> IntervalController:
     >>> ctrl = intervals.lr_quadratic(c=0.01, h_min=4, h_max=512)
     >>> state = ctrl.init()
     >>> stats = intervals.sync_stats(
-    ...     round=0, step=4, interval=4, lr_sum=4e-3, lr=1e-3, loss_mean=3.0,
+    ...     round=0, step=4, h=4, lr_sum=4e-3, lr=1e-3, loss_mean=3.0,
     ...     loss_start=3.1, loss_end=2.9, delta_sq_norm=1.0,
     ...     worker_sq_norm=2.0, num_workers=4)
-    >>> h, state = ctrl.next_interval(state, stats)
+    >>> h, state = ctrl.next_h(state, stats)
     >>> int(h)  # floor((0.01 / 0.001)²)
     100
 
@@ -342,15 +342,15 @@ def lr_quadratic(c: float, h_min: int, h_max: int) -> IntervalController:
   h_min, h_max = _check_bounds(h_min, h_max)
 
   def init_fn(h0=None):
-    return LrQuadraticState(interval=_initial_interval(h0, h_min, h_min, h_max))
+    return LrQuadraticState(h=_initial_interval(h0, h_min, h_min, h_max))
 
   def next_fn(state, stats):
     lr = jnp.asarray(stats.lr, jnp.float32)
     safe_lr = jnp.where(lr > 0, lr, 1.0)
     h = jnp.where(lr > 0, jnp.square(c / safe_lr), jnp.inf)
     new = _to_interval(h, h_min, h_max, _floor)
-    interval = jnp.where(jnp.isfinite(lr), new, state.interval)
-    return interval, LrQuadraticState(interval=interval)
+    h_next = jnp.where(jnp.isfinite(lr), new, state.h)
+    return h_next, LrQuadraticState(h=h_next)
 
   return IntervalController(init_fn, next_fn, h_min, h_max)
 
@@ -359,11 +359,11 @@ class LossRatioState(NamedTuple):
   """State of :func:`loss_ratio`.
 
   Attributes:
-    interval: the last interval returned (int32 scalar).
+    h: the last ``H`` returned (int32 scalar).
     loss0: ``L_0``, the first round's mean loss (float32; 0 until set).
     has_loss0: whether ``loss0`` has been set (bool scalar).
   """
-  interval: jax.Array
+  h: jax.Array
   loss0: jax.Array
   has_loss0: jax.Array
 
@@ -401,11 +401,11 @@ def loss_ratio(h0: int, h_min: int, h_max: int) -> IntervalController:
     >>> ctrl = intervals.loss_ratio(h0=64, h_min=4, h_max=64)
     >>> state = ctrl.init()
     >>> mk = lambda loss: intervals.sync_stats(
-    ...     round=0, step=0, interval=64, lr_sum=1.0, lr=1e-3, loss_mean=loss,
+    ...     round=0, step=0, h=64, lr_sum=1.0, lr=1e-3, loss_mean=loss,
     ...     loss_start=loss, loss_end=loss, delta_sq_norm=1.0,
     ...     worker_sq_norm=1.0, num_workers=4)
-    >>> h, state = ctrl.next_interval(state, mk(4.0))  # sets L_0 = 4
-    >>> h, state = ctrl.next_interval(state, mk(1.0))
+    >>> h, state = ctrl.next_h(state, mk(4.0))  # sets L_0 = 4
+    >>> h, state = ctrl.next_h(state, mk(1.0))
     >>> int(h)  # ceil(64 · sqrt(1/4))
     32
 
@@ -419,7 +419,7 @@ def loss_ratio(h0: int, h_min: int, h_max: int) -> IntervalController:
 
   def init_fn(h0=None):
     return LossRatioState(
-        interval=_initial_interval(h0, h_ref, h_min, h_max),
+        h=_initial_interval(h0, h_ref, h_min, h_max),
         loss0=jnp.zeros((), jnp.float32),
         has_loss0=jnp.zeros((), bool))
 
@@ -431,8 +431,8 @@ def loss_ratio(h0: int, h_min: int, h_max: int) -> IntervalController:
     has_loss0 = state.has_loss0 | set_now
     ratio = loss / jnp.where(has_loss0, loss0, 1.0)
     new = _to_interval(h_ref * jnp.sqrt(ratio), h_min, h_max, _ceil)
-    interval = jnp.where(valid & has_loss0, new, state.interval)
-    return interval, LossRatioState(interval=interval, loss0=loss0, has_loss0=has_loss0)
+    h_next = jnp.where(valid & has_loss0, new, state.h)
+    return h_next, LossRatioState(h=h_next, loss0=loss0, has_loss0=has_loss0)
 
   return IntervalController(init_fn, next_fn, h_min, h_max)
 
@@ -441,14 +441,14 @@ class AgreementState(NamedTuple):
   """State of :func:`agreement`.
 
   Attributes:
-    interval: the last interval returned, ``round(h)`` (int32 scalar).
-    h: the unrounded interval, kept as a float so small multiplicative steps
+    h: the last ``H`` returned, ``round(h_float)`` (int32 scalar).
+    h_float: the unrounded ``H``, kept as a float so small multiplicative steps
       accumulate (float32 scalar, within ``[h_min, h_max]``).
     smoothed: the EMA of the normalised agreement ``a_t`` (float32 scalar).
     count: rounds observed with a finite agreement (int32 scalar).
   """
-  interval: jax.Array
   h: jax.Array
+  h_float: jax.Array
   smoothed: jax.Array
   count: jax.Array
 
@@ -515,10 +515,10 @@ def agreement(h0: int, h_min: int, h_max: int, *, target: float = 0.5,
     >>> ctrl = intervals.agreement(h0=16, h_min=4, h_max=256)
     >>> state = ctrl.init()
     >>> stats = intervals.sync_stats(
-    ...     round=0, step=16, interval=16, lr_sum=0.01, lr=1e-3,
+    ...     round=0, step=16, h=16, lr_sum=0.01, lr=1e-3,
     ...     loss_mean=3.0, loss_start=3.1, loss_end=2.9,
     ...     delta_sq_norm=0.95, worker_sq_norm=1.0, num_workers=4)
-    >>> h, state = ctrl.next_interval(state, stats)  # workers agree: grow
+    >>> h, state = ctrl.next_h(state, stats)  # workers agree: grow
     >>> int(h)
     20
   """
@@ -536,10 +536,10 @@ def agreement(h0: int, h_min: int, h_max: int, *, target: float = 0.5,
         f'got {hysteresis}.')
 
   def init_fn(h0=None):
-    interval = _initial_interval(h0, h_first, h_min, h_max)
+    h_init = _initial_interval(h0, h_first, h_min, h_max)
     return AgreementState(
-        interval=interval,
-        h=interval.astype(jnp.float32),
+        h=h_init,
+        h_float=h_init.astype(jnp.float32),
         smoothed=jnp.zeros((), jnp.float32),
         count=jnp.zeros((), jnp.int32))
 
@@ -550,13 +550,13 @@ def agreement(h0: int, h_min: int, h_max: int, *, target: float = 0.5,
                          ema * state.smoothed + (1.0 - ema) * a)
     factor = jnp.where(smoothed > target + hysteresis, grow,
                        jnp.where(smoothed < target - hysteresis, shrink, 1.0))
-    h = jnp.clip(state.h * factor, float(h_min), float(h_max))
-    interval = _to_interval(h, h_min, h_max, jnp.round)
+    h = jnp.clip(state.h_float * factor, float(h_min), float(h_max))
+    h_next = _to_interval(h, h_min, h_max, jnp.round)
     new_state = AgreementState(
-        interval=interval, h=h.astype(jnp.float32),
+        h=h_next, h_float=h.astype(jnp.float32),
         smoothed=smoothed.astype(jnp.float32), count=state.count + 1)
     new_state = jax.tree.map(lambda n, o: jnp.where(valid, n, o), new_state, state)
-    return new_state.interval, new_state
+    return new_state.h, new_state
 
   return IntervalController(init_fn, next_fn, h_min, h_max)
 
@@ -593,3 +593,29 @@ def make(name: str, **kwargs: Any) -> IntervalController:
     raise ValueError(
         f'unknown interval controller {name!r}; known: {sorted(CONTROLLERS)}.')
   return CONTROLLERS[name](**kwargs)
+
+
+def from_config(cfg: Any, peak_lr: float) -> IntervalController:
+  """The controller named by an ``interval`` config group.
+
+  Fields: ``controller``, ``h`` (``H`` for ``fixed``, ``H_0`` otherwise),
+  ``h_min``, ``h_max`` (0 = ``h``), ``c`` (``lr_quadratic``; 0 =
+  ``sqrt(h) · η_peak``, so that ``H = h`` at the peak inner lr ``peak_lr`` and
+  grows as ``(η_peak / η)^2 · h`` while the schedule decays) and
+  ``target, grow, shrink, ema, hysteresis`` (``agreement``).
+  """
+  name, h = cfg.controller, int(cfg.h)
+  h_min = int(cfg.get('h_min', 1) or 1)
+  h_max = int(cfg.get('h_max', 0) or h)
+  if name == 'fixed':
+    return make(name, h=h)
+  if name == 'lr_quadratic':
+    c = cfg.get('c', 0.0) or (h ** 0.5) * peak_lr
+    return make(name, c=c, h_min=h_min, h_max=h_max)
+  if name == 'loss_ratio':
+    return make(name, h0=h, h_min=h_min, h_max=h_max)
+  if name == 'agreement':
+    return make(name, h0=h, h_min=h_min, h_max=h_max, target=cfg.target,
+                grow=cfg.grow, shrink=cfg.shrink, ema=cfg.ema,
+                hysteresis=cfg.hysteresis)
+  return make(name)  # raises the registry's error for unknown names

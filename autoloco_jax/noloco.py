@@ -1,10 +1,10 @@
 """NoLoCo: local AdamW steps, then a Nesterov-like outer step with a random peer.
 
-No all-reduce. Each worker ``k`` keeps its own outer weights ``φ_k`` (the
-``anchor_K`` of the state) and outer momentum ``m_k`` (``outer_opt_K``). After
-``H`` inner steps from ``φ_k`` to the fast weights ``θ_k``, the workers are split
-into groups ``G`` (a random perfect matching by default, the same on every
-worker: it derives from the seed and the round index, ``topology.py``), and
+No all-reduce. Each worker ``k`` keeps its own outer weights ``φ_k`` and outer
+momentum ``m_k`` (:class:`NoLoCoState`). After ``H`` inner steps from ``φ_k``
+to the fast weights ``θ_k``, the workers are split into groups ``G`` (a random
+perfect matching by default, the same on every worker: it derives from the seed
+and the round index, ``topology.py``), and
 
 .. math::
 
@@ -22,9 +22,8 @@ neighbours; on the complete graph with ``γ = 0`` the step is DiLoCo with
 heavy-ball momentum, ``m ← β m − α Δ_t``, ``φ ← φ + m``.
 
 Replicas drift apart a little; the sync reports their spread
-``mean_k ‖φ_k − mean_j φ_j‖`` and :func:`make`'s ``eval_params`` gives both the
-replicas' mean and replica 0 for evaluation. Both all-reduce the parameters:
-they are measurements of the simulation, not part of the algorithm.
+``mean_k ‖φ_k − mean_j φ_j‖`` and ``eval_params`` gives both the replicas' mean
+and replica 0 for evaluation (``gossip.py``).
 
 Reference:
   Kolehmainen et al., NoLoCo: No-all-reduce Low Communication Training Method
@@ -34,108 +33,98 @@ Reference:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import dataclasses
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding
 
-from autoloco_jax import comm, inner, intervals, replicas, topology
-from autoloco_jax.algorithms import Algorithm, jit_inner, jit_sync
+from autoloco_jax import gossip, inner, replicas, topology
 from autoloco_jax import state as state_lib
-from autoloco_jax.state import TrainState, scalar
+from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
 
 
-def move_stats(start_K, end_K) -> dict:
-  """``‖mean_k Δ_k‖``, ``mean_k ‖Δ_k‖²`` and their ratio for ``Δ_k = start − end``
-  (monitoring: the mean all-reduces the parameters)."""
-  delta_K = jax.tree.map(jnp.subtract, start_K, end_K)
-  delta = replicas.worker_mean(delta_K)
-  delta_sq = replicas.sq_norm(delta)
-  worker_sq = replicas.worker_mean(replicas.sq_norm_K(delta_K))
-  return dict(delta_norm=jnp.sqrt(delta_sq), worker_sq_norm=worker_sq,
-              agreement=intervals.agreement_ratio(delta_sq, worker_sq))
+class NoLoCoState(NamedTuple):
+  """NoLoCo's per-worker state between rounds.
+
+  Attributes:
+    params_K: each worker's outer weights ``φ_k``.
+    momentum_K: each worker's outer momentum ``m_k``.
+  """
+  params_K: Any
+  momentum_K: Any
+
+  def specs(self) -> "NoLoCoState":
+    return NoLoCoState(replicas.WORKERS, replicas.WORKERS)
 
 
-def mean_and_replica(state: TrainState) -> dict:
-  """The models a decentralized run evaluates: the replicas' mean and replica 0."""
-  return {"mean": jax.tree.map(lambda x: jnp.mean(x, axis=0), state.params_K),
-          "replica": jax.tree.map(lambda x: x[0], state.params_K)}
+@dataclasses.dataclass(frozen=True)
+class NoLoCo:
+  """NoLoCo's hyperparameters (the paper's symbols).
 
+  Attributes:
+    alpha: ``α``, weight of the group's mean pseudo-gradient (> 0).
+    beta: ``β``, outer momentum in ``[0, 1)``.
+    gamma: ``γ``, pull towards the group's mean outer weights (>= 0).
+    h: inner steps per round (fixed).
+    topology: who averages with whom each round.
+  """
+  alpha: float
+  beta: float
+  gamma: float
+  h: int
+  topology: topology.Topology
 
-def make_eval_params(mesh: Mesh) -> Callable[[TrainState], dict]:
-  """:func:`mean_and_replica`, jitted, its models replicated on the mesh so
-  every process can evaluate them (monitoring: the mean all-reduces)."""
-  return jax.jit(mean_and_replica,
-                 out_shardings=NamedSharding(mesh, replicas.REPLICATED))
+  name = "noloco"
 
+  def __post_init__(self):
+    if not 0 <= self.beta < 1:
+      raise ValueError(f"NoLoCo's momentum beta (noloco.beta) must be in [0, 1), got {self.beta}")
+    if self.alpha <= 0 or self.gamma < 0:
+      raise ValueError(f"NoLoCo needs alpha > 0 and gamma >= 0, got "
+                       f"{self.alpha}, {self.gamma}")
 
-def gossip_pattern(topo: topology.Topology, steps_K: Callable[[int], np.ndarray]
-                   ) -> Callable[[int, int], comm.RoundComm]:
-  """``(round_index, h) -> RoundComm`` of a gossip algorithm on ``topo``."""
+  @classmethod
+  def from_config(cls, config: Any) -> "NoLoCo":
+    """From ``config.noloco`` (``alpha``, ``beta``, ``gamma``: ``None`` = α),
+    ``config.gossip`` and ``config.interval`` (fixed ``h``)."""
+    if config.interval.controller != "fixed":
+      raise ValueError("NoLoCo runs a fixed interval (interval.controller='fixed')")
+    n = config.noloco
+    alpha = float(n.alpha)
+    return cls(alpha=alpha, beta=float(n.beta),
+               gamma=alpha if n.gamma is None else float(n.gamma),
+               h=int(config.interval.h), topology=topology.from_config(config))
 
-  def pattern(round_index: int, h: int) -> comm.RoundComm:
-    steps = steps_K(h)
-    if topo.complete:
-      return comm.RoundComm("allreduce", steps)
-    return comm.RoundComm("gossip", steps, topo.neighbors(round_index))
+  def build(self, setup: Setup) -> Algorithm:
+    alpha, beta, gamma, topo = self.alpha, self.beta, self.gamma, self.topology
+    k = setup.num_workers
 
-  return pattern
+    def init_state(params) -> state_lib.TrainState:
+      params_K, inner_opt_K = setup.init_workers(params)
+      own = NoLoCoState(params_K=params_K,
+                        momentum_K=jax.tree.map(jnp.zeros_like, params_K))
+      return state_lib.init(params_K, inner_opt_K, own, k)
 
+    def sync_block(state: state_lib.TrainState, present_K):
+      del present_K  # NoLoCo does not support faults
+      theta_K, phi_K, m_K = state.params_K, state.outer.params_K, state.outer.momentum_K
+      z_K = jax.tree.map(lambda t, p: alpha * t + (gamma - alpha) * p, theta_K, phi_K)
+      zbar_K = topology.neighborhood_mean(topo, z_K, state.round)   # the exchange
+      m_K = jax.tree.map(lambda m, z, p: beta * m + z - gamma * p, m_K, zbar_K, phi_K)
+      new_phi_K = jax.tree.map(jnp.add, phi_K, m_K)
+      metrics = gossip.round_metrics(topo, state, phi_K, new_phi_K, setup.lr_schedule,
+                                     self.h)
+      new_state = state._replace(
+          params_K=new_phi_K, outer=NoLoCoState(new_phi_K, m_K),
+          acc=inner.reset(state.acc), round=state.round + 1)
+      return new_state, metrics
 
-def make(config: Any, loss_fn: Callable, mesh: Mesh) -> Algorithm:
-  """Builds NoLoCo from ``config.outer`` (``lr`` = α, ``momentum`` = β),
-  ``config.gossip`` (``gamma`` = γ, None for α; ``topology``, ``group_size``,
-  ``pool_size``) and ``config.interval.h`` (fixed H)."""
-  num_workers = config.num_workers
-  lr_schedule = inner.schedule(config.inner, config.total_steps)
-  inner_tx = inner.optimizer(config.inner, lr_schedule)
-  g = config.get("gossip", None)
-  gamma = g.get("gamma", None) if g is not None else None
-  alpha, beta = float(config.outer.lr), float(config.outer.momentum)
-  gamma = alpha if gamma is None else float(gamma)
-  if not 0 <= beta < 1:
-    raise ValueError(f"NoLoCo's momentum beta must be in [0, 1), got {beta}")
-  if alpha <= 0 or gamma < 0:
-    raise ValueError(f"NoLoCo needs alpha > 0 and gamma >= 0, got {alpha}, {gamma}")
-  topo = topology.from_config(config)
-  h = int(config.interval.h)
-  if config.interval.get("controller", "fixed") != "fixed":
-    raise ValueError("NoLoCo runs a fixed interval (interval.controller='fixed')")
-
-  def init_state(params) -> TrainState:
-    params_K = replicas.stack_workers(params, num_workers)
-    return TrainState(
-        params_K=params_K, anchor_K=params_K,
-        inner_opt_K=jax.vmap(inner_tx.init)(params_K),
-        outer_opt_K=jax.tree.map(jnp.zeros_like, params_K),
-        acc=inner.RoundAcc.zeros(num_workers),
-        step=scalar(0), round=scalar(0), interval=scalar(h), controller=scalar(h))
-
-  def sync_block(state: TrainState):
-    theta_K, phi_K, m_K = state.params_K, state.anchor_K, state.outer_opt_K
-    z_K = jax.tree.map(lambda t, p: alpha * t + (gamma - alpha) * p, theta_K, phi_K)
-    zbar_K = topology.neighborhood_mean(topo, z_K, state.round)   # the exchange
-    m_K = jax.tree.map(lambda m, z, p: beta * m + z - gamma * p, m_K, zbar_K, phi_K)
-    phi_K = jax.tree.map(jnp.add, phi_K, m_K)
-
-    metrics = state_lib.round_metrics(state, lr_schedule)
-    metrics.update(move_stats(state.anchor_K, theta_K))
-    metrics.update(spread=topology.spread(phi_K),
-                   pool_index=topology.pool_index(topo.seed, state.round, topo.pool_size))
-    new_state = state._replace(
-        params_K=phi_K, anchor_K=phi_K, outer_opt_K=m_K, acc=inner.reset(state.acc),
-        round=state.round + 1)
-    return new_state, metrics
-
-  return Algorithm(
-      name="noloco",
-      init_state=init_state,
-      inner=jit_inner(inner.make_inner_loop(loss_fn, inner_tx, lr_schedule), mesh),
-      sync=jit_sync(sync_block, mesh),
-      allreduces_per_round=lambda steps: 1 if topo.complete else 0,
-      h_max=h,
-      eval_params=make_eval_params(mesh),
-      comm_pattern=gossip_pattern(
-          topo, lambda steps: np.full(num_workers, steps, np.int64)))
+    return Algorithm(
+        name=self.name, init_state=init_state,
+        inner=jit_inner(setup.inner_loop(), setup.mesh),
+        sync=jit_sync(sync_block, setup.mesh),
+        comm_pattern=gossip.comm_pattern(topo, lambda h: np.full(k, h, np.int64)),
+        h_max=self.h, supports_faults=False,
+        eval_params=gossip.make_eval_params(setup.mesh))

@@ -14,43 +14,40 @@ from autoloco_jax.inner import RoundAcc
 class TrainState(NamedTuple):
   """Everything a run carries from one round to the next (all on device).
 
-  Per-worker fields have a leading axis of K workers, split over the mesh's
-  ``replica`` axis; the rest is replicated.
+  Per-worker fields (``_K``) have a leading axis of K workers, split over the
+  mesh's ``replica`` axis; the rest is replicated.
 
   Attributes:
     params_K: fast weights ``θ_{t,k}``, the parameters the inner steps move.
-    anchor_K: each worker's copy of the global parameters ``θ_t`` of the round's
-      start (DiLoCo family); ``None`` for DDP.
     inner_opt_K: inner optimizer state (AdamW moments), local to each worker.
-    outer_opt_K: outer optimizer state, one identical copy per worker, as each
-      worker applies the same outer step; ``None`` for DDP.
+    outer: the algorithm's own state between rounds, a NamedTuple with a
+      ``specs()`` method (``diloco.DiLoCoState``, ``noloco.NoLoCoState``,
+      ``gasloc.GASLoCState``); ``None`` for DDP, which has none.
     acc: statistics of the current round (:class:`RoundAcc`).
     step: global inner step ``s`` (number of inner steps taken so far).
     round: number of completed syncs ``t``.
-    interval: ``H`` the controller chose for the next round.
-    controller: the interval controller's state.
-    present_K: 1.0 for each worker whose round counts, 0.0 for one that dropped
-      out (worker faults); ``None`` for algorithms without that support.
   """
   params_K: Any
-  anchor_K: Any
   inner_opt_K: Any
-  outer_opt_K: Any
+  outer: Any
   acc: RoundAcc
   step: jax.Array
   round: jax.Array
-  interval: jax.Array
-  controller: Any
-  present_K: Any = None
 
   def specs(self) -> "TrainState":
     """Partition specs (a prefix tree) matching this state's layout."""
     w, r = replicas.WORKERS, replicas.REPLICATED
     return TrainState(
-        params_K=w, anchor_K=None if self.anchor_K is None else w,
-        inner_opt_K=w, outer_opt_K=None if self.outer_opt_K is None else w,
-        acc=RoundAcc.specs(), step=r, round=r, interval=r,
-        controller=r, present_K=None if self.present_K is None else w)
+        params_K=w, inner_opt_K=w,
+        outer=None if self.outer is None else self.outer.specs(),
+        acc=RoundAcc.specs(), step=r, round=r)
+
+
+def init(params_K: Any, inner_opt_K: Any, outer: Any, num_workers: int) -> TrainState:
+  """A state before the first round (host or device arrays; place with
+  :func:`place`)."""
+  return TrainState(params_K=params_K, inner_opt_K=inner_opt_K, outer=outer,
+                    acc=RoundAcc.zeros(num_workers), step=scalar(0), round=scalar(0))
 
 
 def place(state: TrainState, mesh) -> TrainState:
@@ -67,25 +64,6 @@ def place(state: TrainState, mesh) -> TrainState:
                            state.specs(),
                            is_leaf=lambda x: isinstance(x, PartitionSpec))
   return replicas.put(state, shardings, may_alias=False)
-
-
-def round_metrics(state: TrainState, lr_schedule, steps_done_K=None) -> dict:
-  """Scalar statistics of the round that just ended, from its accumulators
-  (inside ``replicas.map_workers``); ``steps_done_K``: per-worker step counts
-  when workers take different numbers of steps (GASLoC's ``H_k``)."""
-  acc = state.acc
-  if steps_done_K is None:
-    steps = jnp.maximum(acc.steps, 1).astype(jnp.float32)
-  else:
-    steps = jnp.maximum(replicas.worker_mean(steps_done_K.astype(jnp.float32)), 1.0)
-  return dict(
-      round=state.round, step=state.step, interval=acc.steps,
-      lr_sum=acc.lr_sum, lr=lr_schedule(state.step),
-      loss_mean=replicas.worker_mean(acc.loss_sum_K) / steps,
-      loss_start=replicas.worker_mean(acc.loss_first_K),
-      loss_end=replicas.worker_mean(acc.loss_last_K),
-      grad_norm=replicas.worker_mean(acc.grad_norm_sum_K) / steps,
-      next_interval=state.interval)
 
 
 def scalar(value: int) -> jax.Array:

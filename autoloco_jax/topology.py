@@ -263,11 +263,11 @@ def make(name: str, num_workers: int, *, seed: int = 0, group_size: int = 2,
 
 
 def from_config(config: Any) -> Topology:
-  """The topology of ``config.gossip`` (fields read with defaults)."""
-  g = config.get("gossip", None)
-  get = (lambda key, default: default) if g is None else g.get
-  return make(get("topology", "matching"), config.num_workers, seed=int(config.seed),
-              group_size=int(get("group_size", 2)), pool_size=int(get("pool_size", 16)))
+  """The topology of ``config.gossip`` (``topology``, ``group_size``,
+  ``pool_size``) over ``config.num_workers`` workers, seeded by ``config.seed``."""
+  g = config.gossip
+  return make(g.topology, config.num_workers, seed=int(config.seed),
+              group_size=int(g.group_size), pool_size=int(g.pool_size))
 
 
 # ----------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """The trainer: rounds of inner steps and syncs until the inner-step budget ``T``.
 
-``train_and_evaluate(config, workdir)`` is the whole run: data, model, mesh and
-algorithm are built from the config; each round stages its batches in chunks,
-runs the jitted inner loop and the jitted sync, then logs one record per round
-to ``workdir/metrics.jsonl`` (and TensorBoard). The last round is truncated so
-that every method takes exactly ``T`` inner steps on the same tokens.
+``train_and_evaluate(config, workdir)`` is the whole run: data, model, mesh,
+algorithm and simulated clocks are built from the config (:func:`setup`); each
+round runs through the round driver (``rounds.run_round``), then one record per
+round goes to ``workdir/metrics.jsonl`` (and TensorBoard). The last round is
+truncated so that every method takes exactly ``T`` inner steps on the same
+tokens.
 
 Nothing is lost on a crash: the run state is checkpointed every
 ``checkpoint.every_rounds`` rounds and at the end; running the same command on
@@ -16,6 +17,7 @@ Inf stops the run without overwriting the last good checkpoint.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -31,7 +33,7 @@ from absl import logging
 
 from autoloco_jax import algorithms, checkpoint, comm, config_check, distributed
 from autoloco_jax import data as data_lib, faults, metrics as metrics_lib
-from autoloco_jax import model as model_lib, replicas, state as state_lib
+from autoloco_jax import model as model_lib, replicas, rounds, state as state_lib
 
 LN2 = math.log(2.0)
 
@@ -40,20 +42,98 @@ class Preempted(Exception):
   """Raised inside the loop when SIGTERM or SIGINT arrived; the run is saved."""
 
 
+@dataclasses.dataclass
+class HostState:
+  """What the Python loop carries between rounds, checkpointed with the device
+  state as one JSON item (``checkpoint.Checkpointer``).
+
+  Attributes:
+    positions: each worker's reading position in its data shard.
+    step: inner steps taken.
+    rounds: rounds (syncs) completed.
+    next_h: inner steps of the next round, as the last sync chose.
+    next_eval: inner step at or after which the next evaluation runs.
+    eval_loss: the last evaluation's loss (nats per token).
+    clock: the simulated clock's state (``comm.SimClock.state_dict``).
+    also_clocks: the states of the clocks of ``config.network.also``.
+  """
+  positions: list
+  next_h: int
+  next_eval: int
+  step: int = 0
+  rounds: int = 0
+  eval_loss: float = float("nan")
+  clock: dict = dataclasses.field(default_factory=dict)
+  also_clocks: dict = dataclasses.field(default_factory=dict)
+
+  def to_json(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_json(cls, saved: dict) -> "HostState":
+    names = {f.name for f in dataclasses.fields(cls)}
+    if set(saved) != names:
+      raise checkpoint.CheckpointError(
+          f"the checkpoint's host state has fields {sorted(saved)}, expected "
+          f"{sorted(names)}: it was written by another version of autoloco_jax")
+    return cls(**saved)
+
+
+class Run(NamedTuple):
+  """Everything built from a config before the first round."""
+  data: data_lib.WorkerData
+  mesh: Any
+  model_cfg: Any
+  apply: Any
+  loss_fn: Any
+  algo: algorithms.Algorithm
+  state: state_lib.TrainState
+  num_params: int
+  flops_per_token: float
+  chunk: int
+
+
+def setup(config: Any) -> Run:
+  """Builds data, mesh, model, algorithm and the initial state (on the mesh)."""
+  K = config.num_workers
+  data = data_lib.build(config.data, K, config.seed)
+  mesh = replicas.make_mesh(K, config.num_devices)
+  model_cfg = config.model.copy_and_resolve_references()
+  with model_cfg.unlocked():
+    model_cfg.vocab_size = data.vocab_size
+    model_cfg.seq_len = config.data.seq_len
+  init, apply = model_lib.make(model_cfg)
+  loss_fn = functools.partial(model_lib.loss_fn, apply)
+  algo = algorithms.make(config, loss_fn, mesh)
+  params = init(jax.random.key(config.seed))
+  num_params = model_lib.param_count(params)
+  state = state_lib.place(algo.init_state(params), mesh)
+  return Run(data, mesh, model_cfg, apply, loss_fn, algo, state, num_params,
+             model_lib.flops_per_token(model_cfg, num_params),
+             rounds.chunk_size(config.chunk_steps, algo.h_max))
+
+
+def load_run(config: Any, workdir: str) -> tuple[Run, state_lib.TrainState, HostState]:
+  """The newest checkpoint of a run as ``(run, state, host)``."""
+  run = setup(config)
+  _, state, host = checkpoint.load_state(workdir, run.state)
+  return run, state, HostState.from_json(host)
+
+
 def make_evaluate(loss_fn, mesh, algo):
   """``state -> {name: mean loss}`` over fixed validation batches: worker 0's
   parameters (the global model after a sync) under the name ``''`` or, for
   decentralized algorithms, each model of ``algo.eval_params`` (``mean``, the
   replicas' mean, and ``replica``, replica 0). Losses are replicated so every
   process can read them."""
+  replicated = jax.sharding.NamedSharding(mesh, replicas.REPLICATED)
 
-  @functools.partial(jax.jit, out_shardings=jax.sharding.NamedSharding(
-      mesh, replicas.REPLICATED))
+  @functools.partial(jax.jit, out_shardings=replicated)
   def loss(params, tokens_NxBxL1):
     return jnp.mean(jax.lax.map(functools.partial(loss_fn, params), tokens_NxBxL1))
 
   worker0 = jax.jit(lambda params_K: jax.tree.map(lambda x: x[0], params_K),
-                    out_shardings=jax.sharding.NamedSharding(mesh, replicas.REPLICATED))
+                    out_shardings=replicated)
 
   def evaluate(state, tokens_NxBxL1):
     models = ({"": worker0(state.params_K)} if algo.eval_params is None
@@ -107,44 +187,119 @@ def _truncate_metrics(path: str, step: int) -> None:
     f.writelines(json.dumps(r) + "\n" for r in kept)
 
 
-class Run(NamedTuple):
-  """Everything built from a config before the first round."""
-  data: data_lib.WorkerData
-  mesh: Any
-  model_cfg: Any
-  apply: Any
-  loss_fn: Any
-  algo: algorithms.Algorithm
-  state: state_lib.TrainState
-  num_params: int
-  flops_per_token: float
+class _Loop(NamedTuple):
+  """What the loop's steps read: the run, its config and the helpers built
+  once in setup."""
+  config: Any
+  run: Run
+  ckpt: checkpoint.Checkpointer
+  clock: comm.SimClock
+  also: dict
+  evaluate: Any
+  eval_tokens: Any
+  writer: metrics_lib.Writer | None
+  t_start: float
 
 
-def setup(config: Any) -> Run:
-  """Builds data, mesh, model, algorithm and the initial state (on the mesh)."""
+def _resume(config: Any, workdir: str, run: Run, ckpt: checkpoint.Checkpointer
+            ) -> tuple[state_lib.TrainState, HostState]:
+  """The newest checkpoint's state, or a fresh one; trims metrics.jsonl to it."""
+  metrics_path = os.path.join(workdir, "metrics.jsonl")
+  restored = ckpt.restore(run.state)
+  leader = distributed.is_leader()
+  if restored is None:
+    if leader:
+      _truncate_metrics(metrics_path, -1)
+    return run.state, HostState(positions=run.data.init_positions().tolist(),
+                                next_h=int(config.interval.h),
+                                next_eval=config.eval.every_steps)
+  _, state, saved = restored
+  host = HostState.from_json(saved)
+  if leader:
+    _truncate_metrics(metrics_path, host.step)
+    print(f"Resumed from the checkpoint at inner step {host.step} in {workdir}",
+          flush=True)
+  return state, host
+
+
+def _clocks(config: Any, run: Run, state: state_lib.TrainState,
+            host: HostState) -> tuple[comm.SimClock, dict]:
+  """The simulated clock and those of ``network.also``: from the checkpoint on
+  resume; else with ``network.step_time``, or one measured now on a copy of the
+  state."""
+  if host.clock:
+    step_time = host.clock["step_time"]
+  elif config.network.step_time:
+    step_time = config.network.step_time
+  else:
+    B, L = config.data.batch_size, config.data.seq_len
+    probe_tokens = rounds.stage(
+        np.zeros((config.num_workers, run.chunk, B, L + 1), np.int32), run.chunk, run.mesh)
+    step_time = rounds.measure_step_time(run.algo.inner, state, probe_tokens,
+                                         config.num_workers, min(2, run.chunk))
+  clock = comm.clock_from_config(config, run.num_params, step_time)
+  also = comm.also_clocks(config, run.num_params, step_time)
+  if host.clock:
+    clock.load_state_dict(host.clock)
+    for name, other in also.items():
+      other.load_state_dict(host.also_clocks[name])
+  return clock, also
+
+
+def _run_round(loop: _Loop, state: state_lib.TrainState, host: HostState
+               ) -> tuple[state_lib.TrainState, dict]:
+  """One round through the round driver; returns the round's record (device
+  metrics, simulated clocks, counters) and advances ``host``."""
+  config, run = loop.config, loop.run
   K = config.num_workers
-  data = data_lib.build(config.data, K, config.seed)
-  mesh = replicas.make_mesh(K, config.num_devices)
-  model_cfg = config.model.copy_and_resolve_references()
-  with model_cfg.unlocked():
-    model_cfg.vocab_size = data.vocab_size
-    model_cfg.seq_len = config.data.seq_len
-  init, apply = model_lib.make(model_cfg)
-  loss_fn = functools.partial(model_lib.loss_fn, apply)
-  algo = algorithms.make(config, loss_fn, mesh)
-  params = init(jax.random.key(config.seed))
-  num_params = model_lib.param_count(params)
-  state = state_lib.place(algo.init_state(params), mesh)
-  return Run(data, mesh, model_cfg, apply, loss_fn, algo, state, num_params,
-             model_lib.flops_per_token(model_cfg, num_params))
+  rnd, h = host.rounds, min(host.next_h, config.total_steps - host.step)
+  if rnd == config.faults.nan_at_round:
+    state = state._replace(params_K=_poison(state.params_K))
+  present = (faults.present_workers(config.faults, K, rnd, config.seed)
+             if faults.enabled(config.faults) else None)
+  positions = np.asarray(host.positions, np.int64)
+
+  def read(n: int) -> np.ndarray:
+    nonlocal positions
+    batch_KxnxBxL1, positions = run.data.train_batches(positions, n, config.data.batch_size)
+    return batch_KxnxBxL1
+
+  state, device_metrics = rounds.run_round(run.algo, state, read, h, run.chunk, run.mesh,
+                                           present)
+  record = {k: metrics_lib.to_python(v) for k, v in jax.device_get(device_metrics).items()}
+  # Syncs, bytes, messages and simulated time of this round, every algorithm.
+  record.update(loop.clock.advance_round(run.algo, rnd, h, present_K=present))
+  for name, other in loop.also.items():
+    record[f"sim_time_{name}"] = other.advance_round(run.algo, rnd, h,
+                                                     present_K=present)["sim_time"]
+  host.step += h
+  host.rounds = rnd + 1
+  host.next_h = int(record["next_h"])
+  host.positions = positions.tolist()
+  host.clock = loop.clock.state_dict()
+  host.also_clocks = {name: c.state_dict() for name, c in loop.also.items()}
+  tokens_per_step = K * config.data.batch_size * config.data.seq_len
+  record.update(round=host.rounds, step=host.step, h=h,
+                tokens=host.step * tokens_per_step, wall_time=time.time() - loop.t_start)
+  _check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
+  return state, record
 
 
-def load_run(config: Any, workdir: str) -> tuple[Run, state_lib.TrainState, dict]:
-  """The newest checkpoint of a run as ``(run, state, host)``; the global
-  parameters are ``jax.tree.map(lambda x: x[0], state.params_K)``."""
-  run = setup(config)
-  _, state, host = checkpoint.load_state(workdir, run.state)
-  return run, state, host
+def _maybe_evaluate(loop: _Loop, state: state_lib.TrainState, host: HostState,
+                    record: dict) -> None:
+  """Evaluates every ``eval.every_steps`` inner steps and at the end: the global
+  model or, for decentralized algorithms, the replicas' mean (``eval_loss``)
+  and each model by name."""
+  config = loop.config
+  if host.step < host.next_eval and host.step < config.total_steps:
+    return
+  losses = loop.evaluate(state, loop.eval_tokens)
+  host.eval_loss = losses.get("", losses.get("mean"))
+  every = config.eval.every_steps
+  host.next_eval = (host.step // every + 1) * every
+  record.update(eval_loss=host.eval_loss, eval_bpb=host.eval_loss / LN2)
+  record.update({f"eval_loss_{name}": v for name, v in losses.items() if name})
+  _check_finite(record, ("eval_loss",))
 
 
 def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = False) -> dict:
@@ -163,124 +318,44 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
 
   t_start = time.time()
   run = setup(config)
-  data, mesh, algo, state = run.data, run.mesh, run.algo, run.state
-  K, T = config.num_workers, config.total_steps
-  B, L = config.data.batch_size, config.data.seq_len
-  num_params, flops_per_token, loss_fn = run.num_params, run.flops_per_token, run.loss_fn
-  inject_faults = faults.enabled(config.faults)
-  if inject_faults and state.present_K is None:
-    raise ValueError(f"config.faults: worker faults are not supported by {algo.name}")
-
-  host = dict(positions=data.init_positions().tolist(), step=0, syncs=0,
-              bytes=0.0, messages=0, next_eval=config.eval.every_steps,
-              next_h=int(config.interval.h), eval_loss=float("nan"), rounds=0)
+  if faults.enabled(config.faults) and not run.algo.supports_faults:
+    raise ValueError(f"config.faults: worker faults are not supported by {run.algo.name}")
   ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep)
-  restored = ckpt.restore(state)
-  metrics_path = os.path.join(workdir, "metrics.jsonl")
+  state, host = _resume(config, workdir, run, ckpt)
+  clock, also = _clocks(config, run, state, host)
   leader = distributed.is_leader()
-  if restored is not None:
-    _, state, host = restored
-    if leader:
-      _truncate_metrics(metrics_path, host["step"])
-      print(f"Resumed from the checkpoint at inner step {host['step']} in {workdir}",
-            flush=True)
-  elif leader:
-    _truncate_metrics(metrics_path, -1)
   logging.info("%s: %d workers on %d devices, %.2fM params, %d inner steps",
-               algo.name, K, mesh.devices.size, num_params / 1e6, T)
-
-  evaluate = make_evaluate(loss_fn, mesh, algo)
-  # The simulated clock (comm.SimClock): built at the first inner call, once the
-  # step time is measured (or read from config.network.step_time); restored
-  # from the checkpoint's host state on resume.
-  clock = None
+               run.algo.name, config.num_workers, run.mesh.devices.size,
+               run.num_params / 1e6, config.total_steps)
   eval_tokens = replicas.put_replicated(
-      data.eval_batches(config.eval.batch_size, config.eval.num_batches), mesh)
-  chunk = min(config.chunk_steps or 64, algo.h_max)
-  tokens_per_step = K * B * L
-  positions = np.asarray(host["positions"], np.int64)
-  step = host["step"]
-  rounds_since_save = 0
-
+      run.data.eval_batches(config.eval.batch_size, config.eval.num_batches), run.mesh)
   # Metrics, TensorBoard and progress come from process 0 only.
   writer = (metrics_lib.Writer(workdir, tensorboard=config.log.tensorboard)
             if leader else None)
-  progress = _progress(T, step, config.log.progress and leader)
+  loop = _Loop(config, run, ckpt, clock, also, make_evaluate(run.loss_fn, run.mesh, run.algo),
+               eval_tokens, writer, t_start)
+  progress = _progress(config.total_steps, host.step, config.log.progress and leader)
   # Throughput is timed from the end of the first round, which includes compilation.
-  t_steady, steady_step = None, step
-  preempted = False
+  t_steady, steady_step = None, host.step
+  rounds_since_save, preempted = 0, False
   try:
     with _stop_signals() as stop:
-      while step < T:
-        rnd = host["rounds"]
-        h = min(host["next_h"], T - step)
-        if rnd == config.faults.nan_at_round:
-          state = state._replace(params_K=_poison(state.params_K))
-        present = (faults.present_workers(config.faults, K, rnd, config.seed)
-                   if inject_faults else None)
-        if present is not None:
-          state = state._replace(present_K=replicas.put_workers(present, mesh))
-        done = 0
-        while done < h:
-          n = min(chunk, h - done)
-          batch_KxnxBxL1, positions = data.train_batches(positions, n, B)
-          # A fresh padded array per call: the device may still read the last one.
-          tokens_KxCxBxL1 = np.zeros((K, chunk) + batch_KxnxBxL1.shape[2:], np.int32)
-          tokens_KxCxBxL1[:, :n] = batch_KxnxBxL1
-          tokens_dev = replicas.put_workers(tokens_KxCxBxL1, mesh)
-          if clock is None:
-            step_time = (host["clock"]["step_time"] if "clock" in host else
-                         config.network.step_time or comm.measure_step_time(
-                             algo.inner, state, tokens_dev, K, num_steps=min(2, n)))
-            clock = comm.clock_from_config(config, num_params, step_time)
-            also = comm.also_clocks(config, num_params, step_time)
-            if "clock" in host:
-              clock.load_state_dict(host["clock"])
-              for name, other in also.items():
-                other.load_state_dict(host["also_clocks"][name])
-          state = algo.inner(state, tokens_dev, np.int32(n))
-          done += n
-        state, round_metrics = algo.sync(state)
-        record = {k: metrics_lib.to_python(v)
-                  for k, v in jax.device_get(round_metrics).items()}
-        step += h
-        # Syncs, bytes, messages and simulated time of this round, every algorithm.
-        clock_metrics = clock.advance_round(algo, rnd, h, present_K=present)
-        host.update(step=step, syncs=clock_metrics["syncs"],
-                    bytes=clock_metrics["bytes_per_worker"],
-                    messages=clock_metrics["messages_per_worker"],
-                    sim_time=clock_metrics["sim_time"], clock=clock.state_dict(),
-                    positions=positions.tolist(), next_h=int(record["next_interval"]),
-                    rounds=rnd + 1)
-        record.update(clock_metrics)
-        for name, other in also.items():
-          record[f"sim_time_{name}"] = other.advance_round(
-              algo, rnd, h, present_K=present)["sim_time"]
-        host["also_clocks"] = {name: c.state_dict() for name, c in also.items()}
-        record.update(round=rnd + 1, step=step, interval=h,
-                      tokens=step * tokens_per_step, wall_time=time.time() - t_start)
-        _check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
-        if step >= host["next_eval"] or step >= T:
-          losses = evaluate(state, eval_tokens)
-          # The global model; for decentralized algorithms the replicas' mean.
-          host["eval_loss"] = losses.get("", losses.get("mean"))
-          every = config.eval.every_steps
-          host["next_eval"] = (step // every + 1) * every
-          record.update(eval_loss=host["eval_loss"], eval_bpb=host["eval_loss"] / LN2)
-          record.update({f"eval_loss_{name}": v for name, v in losses.items() if name})
-          _check_finite(record, ("eval_loss",))
+      while host.step < config.total_steps:
+        state, record = _run_round(loop, state, host)
+        _maybe_evaluate(loop, state, host, record)
         if writer:
-          writer.write(step, record)
+          writer.write(host.step, record)
         rounds_since_save += 1
-        if stop or step >= T or rounds_since_save >= config.checkpoint.every_rounds:
-          ckpt.save(step, state, host)
+        if (stop or host.step >= config.total_steps
+            or rounds_since_save >= config.checkpoint.every_rounds):
+          ckpt.save(host.step, state, host.to_json())
           rounds_since_save = 0
         if t_steady is None:
-          t_steady, steady_step = time.time(), step
-        progress.update(h)
+          t_steady, steady_step = time.time(), host.step
+        progress.update(record["h"])
         progress.set_postfix(loss=f"{record['loss_mean']:.3f}",
-                             eval=f"{host['eval_loss']:.3f}", H=h)
-        if stop and step < T:
+                             eval=f"{host.eval_loss:.3f}", H=record["h"])
+        if stop and host.step < config.total_steps:
           raise Preempted()
   except Preempted:
     preempted = True
@@ -292,33 +367,41 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
 
   if preempted:
     if leader:
-      print(f"Stopped by a signal at inner step {step} of {T}; a checkpoint was saved. "
-            f"Resume by running the same command with --workdir {workdir}", flush=True)
-    return dict(preempted=True, step=step)
-
-  steady_tokens = (step - steady_step) * tokens_per_step
-  steady_time = time.time() - t_steady if t_steady is not None else 0.0
-  tokens_per_sec = steady_tokens / steady_time if steady_tokens else float("nan")
-  summary = dict(
-      summary=True, algorithm=algo.name, final_eval_loss=host["eval_loss"],
-      final_eval_bpb=host["eval_loss"] / LN2, syncs=host["syncs"],
-      bytes_per_worker=host["bytes"], sim_time=host.get("sim_time", 0.0),
-      network=config.network.name, tokens=T * tokens_per_step,
-      **{f"sim_time_{name}": max(saved["time_K"])
-         for name, saved in host.get("also_clocks", {}).items()},
-      tokens_per_sec=tokens_per_sec,
-      model_flops_per_sec=tokens_per_sec * flops_per_token,
-      num_params=num_params, wall_time=time.time() - t_start,
-      # Compilations of the round functions in this process: 1 each when H
-      # changes never recompile.
-      inner_compilations=algo.inner._cache_size(),
-      sync_compilations=algo.sync._cache_size(),
-      unigram_entropy=data.unigram_entropy())
+      print(f"Stopped by a signal at inner step {host.step} of {config.total_steps}; a "
+            f"checkpoint was saved. Resume by running the same command with --workdir "
+            f"{workdir}", flush=True)
+    return dict(preempted=True, step=host.step)
+  summary = _summary(loop, host, steady_step, t_steady)
   if leader:
-    with open(metrics_path, "a") as f:
+    with open(os.path.join(workdir, "metrics.jsonl"), "a") as f:
       f.write(json.dumps({k: metrics_lib.to_python(v) for k, v in summary.items()}) + "\n")
     print(_summary_line(summary), flush=True)
   return summary
+
+
+def _summary(loop: _Loop, host: HostState, steady_step: int, t_steady: float | None) -> dict:
+  """The run's final record."""
+  config, run = loop.config, loop.run
+  tokens_per_step = config.num_workers * config.data.batch_size * config.data.seq_len
+  steady_tokens = (host.step - steady_step) * tokens_per_step
+  steady_time = time.time() - t_steady if t_steady is not None else 0.0
+  tokens_per_sec = steady_tokens / steady_time if steady_tokens else float("nan")
+  clock = loop.clock.metrics()
+  return dict(
+      summary=True, algorithm=run.algo.name, final_eval_loss=host.eval_loss,
+      final_eval_bpb=host.eval_loss / LN2, syncs=clock["syncs"],
+      bytes_per_worker=clock["bytes_per_worker"], sim_time=clock["sim_time"],
+      network=config.network.name, tokens=config.total_steps * tokens_per_step,
+      **{f"sim_time_{name}": other.metrics()["sim_time"]
+         for name, other in loop.also.items()},
+      tokens_per_sec=tokens_per_sec,
+      model_flops_per_sec=tokens_per_sec * run.flops_per_token,
+      num_params=run.num_params, wall_time=time.time() - loop.t_start,
+      # Compilations of the round functions in this process: 1 each when H
+      # changes never recompile.
+      inner_compilations=run.algo.inner._cache_size(),
+      sync_compilations=run.algo.sync._cache_size(),
+      unigram_entropy=run.data.unigram_entropy())
 
 
 def _summary_line(s: dict) -> str:

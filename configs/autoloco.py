@@ -26,10 +26,10 @@ from configs import common
 def get_config(size: str = "cpu"):
   c = common.base(size)
   c.algorithm = "autoloco"
-  c.outer.correction = "momentum"
-  c.outer.reference = "schedule"
+  c.autoloco.correction = "momentum"
+  c.autoloco.reference = "schedule"
   h = c.interval.h
-  c.outer.h_ref = h                 # DiLoCo's H, for which (0.7, 0.9) are tuned
+  c.autoloco.h_ref = h              # DiLoCo's H, for which (0.7, 0.9) are tuned
   c.interval.controller = "loss_ratio"
   c.interval.h = 2 * h              # H_0
   c.interval.h_min = max(h // 2, 1)

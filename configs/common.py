@@ -22,7 +22,7 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   d, layers, heads, mlp, seq, batch, steps, h, every = SIZES[size]
   c = ml_collections.ConfigDict()
   c.seed = 0
-  c.algorithm = "diloco"          # ddp | diloco | autoloco | noloco | gasloc
+  c.algorithm = "diloco"          # ddp | diloco | autoloco | noloco | gasloc (own groups below)
   c.num_workers = 4               # K simulated workers on the replica axis
   c.num_devices = 0               # devices on the mesh; 0 = all JAX sees
   c.total_steps = steps           # T: inner-step budget, the same for every method
@@ -51,12 +51,31 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
       lr=3e-3 if size != "gpu" else 4e-4, warmup_steps=max(steps // 20, 1),
       min_lr_ratio=0.1, weight_decay=0.1, b1=0.9, b2=0.95, eps=1e-8, clip_norm=1.0))
 
-  # DiLoCo paper defaults: outer Nesterov SGD with lr 0.7, momentum 0.9.
-  c.outer = ml_collections.ConfigDict(dict(
-      lr=0.7, momentum=0.9,
-      correction="none",          # autoloco: none | momentum | lr | both
-      reference="schedule",       # autoloco: schedule | peak
-      h_ref=0))                   # reference interval H_ref; 0 = interval.h
+  # Each algorithm's own hyperparameters, named with its paper's symbols.
+  # DiLoCo (and AutoLoCo's reference): outer Nesterov SGD, paper defaults.
+  c.diloco = ml_collections.ConfigDict(dict(
+      alpha=0.7,                  # outer learning rate
+      beta=0.9))                  # outer momentum
+  c.autoloco = ml_collections.ConfigDict(dict(
+      correction="none",          # none | momentum | lr | both
+      reference="schedule",       # S_ref: schedule (H_ref steps from the round's
+                                  # start) | peak (H_ref * peak lr)
+      h_ref=0))                   # H_ref, the interval (alpha, beta) are tuned for; 0 = interval.h
+  # NoLoCo (public-code defaults): m <- beta m + alpha mean_G(theta - phi) + gamma (mean_G phi - phi)
+  c.noloco = ml_collections.ConfigDict(dict(
+      alpha=0.7, beta=0.5,
+      gamma=ml_collections.FieldReference(None, field_type=float)))  # None = alpha
+  # GASLoC: y = start + eta (theta - start); theta' = y - alpha Lap(y) + gamma (y - y_prev)
+  c.gasloc = ml_collections.ConfigDict(dict(
+      eta=0.7,                    # scale of each worker's drift
+      gamma=0.5,                  # momentum on y_t - y_{t-1}
+      alpha=0.0,                  # gossip step on the Laplacian; 0 = 1/(degree+1)
+      mix_momentum=False))        # True: gossip the momentum term too (DiLoCo on complete)
+  # Who talks to whom in the gossip algorithms (autoloco_jax/topology.py).
+  c.gossip = ml_collections.ConfigDict(dict(
+      topology="matching",        # matching | groups | ring | torus | exponential | complete
+      group_size=2,               # groups: workers per group (matching = 2)
+      pool_size=16))              # random partitions drawn from the seed; one per round
 
   c.interval = ml_collections.ConfigDict(dict(
       controller="fixed",         # fixed | lr_quadratic | loss_ratio | agreement

@@ -8,9 +8,9 @@ fewer local steps: --config.network.speed_factors="(1.,1.,2.,2.)". Sizes:
 ``:tiny``, ``:cpu`` (default), ``:gpu`` (TPU/GPU VM, not run here).
 
 Parameters, with the mapping under which the complete graph is DiLoCo
-(docs/algorithms.md §5): eta = outer.lr (DiLoCo's outer lr, 0.7), gamma =
-outer.momentum (DiLoCo's momentum), alpha = gossip.alpha (0 = 1/(degree+1): the
-pair average on a matching, 1/K on the complete graph). gossip.mix_momentum=True
+(docs/algorithms.md §5): gasloc.eta = DiLoCo's alpha (0.7), gasloc.gamma =
+DiLoCo's beta, gasloc.alpha (0 = 1/(degree+1): the pair average on a matching,
+1/K on the complete graph). gasloc.mix_momentum=True
 gossips the momentum term too; with topology=complete it is then DiLoCo exactly.
 Expected (cpu, measured with network.name=hetero): eval loss of the replicas'
 mean 1.97 nats/byte and of replica 0 1.98 (DiLoCo: 1.98), replica spread 1.1,
@@ -19,20 +19,12 @@ per worker against DiLoCo's 118 MB; simulated 46.5 s against DiLoCo's 53 s at a
 fixed step time of 75 ms).
 """
 
-import ml_collections
-
 from configs import common
 
 
 def get_config(size: str = "cpu"):
   c = common.base(size)
   c.algorithm = "gasloc"
-  c.outer.lr = 0.7                  # eta: scale of each worker's drift
-  c.outer.momentum = 0.5            # gamma: momentum on y_t - y_{t-1}
-  c.gossip = ml_collections.ConfigDict(dict(
-      topology="matching",          # matching | groups | ring | torus | exponential | complete
-      group_size=2,                 # groups: workers per group
-      pool_size=16,                 # random matchings drawn from the seed; one per round
-      alpha=0.0,                    # gossip step on the Laplacian; 0 = 1/(degree+1)
-      mix_momentum=False))          # True: gossip the momentum term too (DiLoCo on complete)
+  # config.gasloc (eta 0.7, gamma 0.5, alpha = 1/(degree+1)) and config.gossip
+  # (random pairs from a pool of 16) keep common.base's defaults.
   return c

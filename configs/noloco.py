@@ -18,8 +18,6 @@ per worker against DiLoCo's 118 MB; simulated 52 s against DiLoCo's 53 s at a
 fixed step time of 75 ms).
 """
 
-import ml_collections
-
 from configs import common
 
 H = {"tiny": 2, "cpu": 5, "study": 4, "gpu": 50}
@@ -29,11 +27,6 @@ def get_config(size: str = "cpu"):
   c = common.base(size)
   c.algorithm = "noloco"
   c.interval.h = H[size]
-  c.outer.lr = 0.7                  # alpha
-  c.outer.momentum = 0.5            # beta
-  c.gossip = ml_collections.ConfigDict(dict(
-      topology="matching",          # matching | groups | ring | torus | exponential | complete
-      group_size=2,                 # groups: workers per group (matching = 2)
-      pool_size=16,                 # random partitions drawn from the seed; one per round
-      gamma=c.outer.get_ref("lr"))) # gamma: pull towards the group's outer weights; = alpha
+  # config.noloco (alpha 0.7, beta 0.5, gamma = alpha) and config.gossip (random
+  # pairs from a pool of 16) keep common.base's public-code defaults.
   return c

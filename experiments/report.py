@@ -23,7 +23,7 @@ from autoloco_jax import metrics as metrics_lib
 
 #: Per-eval columns kept for curves, and per-round columns for adaptive runs.
 EVAL_KEYS = ("step", "tokens", "syncs", "bytes_per_worker", "sim_time", "eval_loss")
-ROUND_KEYS = ("step", "interval", "outer_lr", "outer_momentum", "ratio")
+ROUND_KEYS = ("step", "h", "outer_lr", "outer_momentum", "ratio")
 #: Final numbers kept from a run's summary line.
 SUMMARY_KEYS = ("algorithm", "final_eval_loss", "syncs", "bytes_per_worker", "sim_time",
                 "network", "tokens", "tokens_per_sec", "wall_time", "num_params")
@@ -190,7 +190,7 @@ def _describe(config: Any) -> str:
   if a == "autoloco":
     i = config.interval
     parts += [f"{i.controller} H0={i.h} [{i.h_min}..{i.h_max}]",
-              f"correction {config.outer.correction}"]
+              f"correction {config.autoloco.correction}"]
   elif a != "ddp":
     parts.append(f"H={config.interval.h}")
   if config.data.partition != "iid":
@@ -329,7 +329,7 @@ def _with_sim_column(runs: dict[str, list[dict]], network: str) -> dict:
 
 def plot_rounds(runs: dict[str, list[dict]], keys: Sequence[str], ylabels: Sequence[str],
                 title: str = ""):
-  """Per-round values (``interval``, ``outer_lr``, ...) against the inner step
+  """Per-round values (``h``, ``outer_lr``, ...) against the inner step
   for adaptive runs: seed 0 solid, other seeds faint."""
   import matplotlib.pyplot as plt
   fig, axes = plt.subplots(len(keys), 1, figsize=(7, 3 * len(keys)), squeeze=False)
@@ -407,7 +407,7 @@ def write_plots(result: dict, report_dir: str) -> list[str]:
   save(plot_frontier(result), "final_loss_vs_syncs.png")
   adaptive = {label: rs for label, rs in runs.items() if rs and rs[0]["rounds"]}
   if adaptive:
-    save(plot_rounds(adaptive, ("interval",), ("H (inner steps)",),
+    save(plot_rounds(adaptive, ("h",), ("H (inner steps)",),
                      f"{title}: H over training"), "interval.png")
     save(plot_rounds(adaptive, ("outer_lr", "outer_momentum"),
                      ("outer lr α_t", "outer momentum β_t"),

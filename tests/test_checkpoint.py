@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import chex
 import jax
 import numpy as np
 import pytest
@@ -14,8 +15,7 @@ import pytest
 from autoloco_jax import checkpoint, faults, metrics, replicas, train
 from autoloco_jax import algorithms, state as state_lib
 from configs import diloco as diloco_config
-from tests.test_rounds import B, L, config as toy_config, tokens, toy_loss, toy_params
-from tests.test_train import ROOT, rounds, tiny
+from tests.helpers import ROOT, config as toy_config, rounds, tiny, tokens, toy_loss, toy_params
 
 # A run long enough to be interrupted (about 40 rounds of a tiny model). The
 # simulated clock's step time is fixed: a measured one differs between processes.
@@ -63,7 +63,7 @@ def comparable(workdir):
 
 def final_params(workdir):
   _, state, host = train.load_run(tiny(**LONG), str(workdir))
-  assert host["step"] == 200
+  assert host.step == 200
   return jax.device_get(state.params_K)
 
 
@@ -74,6 +74,7 @@ def uninterrupted(tmp_path_factory):
   return workdir, summary
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path, uninterrupted):
   reference, ref_summary = uninterrupted
   proc = start(tmp_path)
@@ -91,10 +92,10 @@ def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path, uninterrupted):
   assert "Resumed from the checkpoint" in result.stdout
   # Bitwise on CPU: the same compiled programs on the same restored arrays.
   assert comparable(tmp_path) == comparable(reference)
-  jax.tree.map(np.testing.assert_array_equal, final_params(tmp_path),
-               final_params(reference))
+  chex.assert_trees_all_equal(final_params(tmp_path), final_params(reference))
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_resumable_checkpoint(tmp_path, uninterrupted):
   reference, _ = uninterrupted
   proc = start(tmp_path)
@@ -113,6 +114,7 @@ def test_sigterm_saves_a_resumable_checkpoint(tmp_path, uninterrupted):
   assert comparable(tmp_path) == comparable(reference)
 
 
+@pytest.mark.slow
 def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
   cfg = tiny(**LONG)
   cfg.faults.nan_at_round = 3
@@ -121,7 +123,7 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
   steps = checkpoint.Checkpointer(str(tmp_path)).steps()
   assert max(steps) == 15  # saved after round 3, never after the poisoned round
   _, state, host = train.load_run(cfg, str(tmp_path))
-  assert host["step"] == 15
+  assert host.step == 15
   assert all(np.isfinite(x).all() for x in jax.tree.leaves(jax.device_get(state.params_K)))
 
 
@@ -133,6 +135,7 @@ def _corrupt(ckpt_dir, step):
         f.truncate(max(os.path.getsize(f.name) // 3, 1))
 
 
+@pytest.mark.slow
 def test_corrupted_latest_checkpoint_falls_back_to_the_previous(tmp_path):
   cfg = tiny(**LONG)
   cfg.total_steps = 100  # checkpoints kept at steps 95 and 100
@@ -148,6 +151,7 @@ def test_corrupted_latest_checkpoint_falls_back_to_the_previous(tmp_path):
     train.train_and_evaluate(cfg, str(tmp_path))
 
 
+@pytest.mark.slow
 def test_config_change_on_resume_is_refused(tmp_path):
   cfg = tiny(total_steps=10, **{"interval.h": 5, "eval.every_steps": 10})
   train.train_and_evaluate(cfg, str(tmp_path))
@@ -165,21 +169,21 @@ def test_dropping_one_of_four_workers_averages_over_three():
   mesh = replicas.make_mesh(4, 2)
   algo = algorithms.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  theta = jax.tree.map(lambda x: np.asarray(x[0]), jax.device_get(state.anchor_K))
+  theta = jax.device_get(state.outer.params)
   state = algo.inner(state, replicas.put_workers(tokens(4, 3), mesh), np.int32(3))
   fast_K = jax.device_get(state.params_K)
   present = np.array([1, 0, 1, 1], np.float32)
-  state = state._replace(present_K=replicas.put_workers(present, mesh))
-  state, m = algo.sync(state)
+  state, m = algo.sync(state, replicas.put_workers(present, mesh))
   # θ_{t+1} = θ_t − mean over workers 0, 2, 3 of (θ_t − θ_{t,k}).
   expected = jax.tree.map(
       lambda t, f: t - np.mean([t - f[k] for k in (0, 2, 3)], axis=0), theta, fast_K)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6),
-               jax.tree.map(lambda x: np.asarray(x[1]), jax.device_get(state.anchor_K)),
-               expected)
+  chex.assert_trees_all_close(
+      jax.tree.map(lambda x: np.asarray(x[1]), jax.device_get(state.params_K)), expected,
+      rtol=1e-7, atol=1e-6)
   assert m["workers_present"] == 3
 
 
+@pytest.mark.slow
 def test_worker_drops_are_seeded_and_logged(tmp_path):
   cfg = tiny(total_steps=40, **{"interval.h": 5, "eval.every_steps": 40})
   cfg.num_workers = 4
@@ -205,7 +209,7 @@ def test_bad_drop_schedule(schedule, message):
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("outer.momentum", 1.0, r"config.outer.momentum must be in \[0.0, 1.0\)"),
+    ("diloco.beta", 1.0, r"config.diloco.beta must be in \[0.0, 1.0\)"),
     ("faults.drop_prob", 1.5, r"config.faults.drop_prob must be in"),
     ("checkpoint.every_rounds", 0, r"config.checkpoint.every_rounds must be >= 1"),
     ("model.d_model", 0, r"config.model.d_model must be >= 1"),

@@ -7,7 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from autoloco_jax import comm
+from autoloco_jax import comm, network
 
 P, B = 1_000_000, 4                     # parameters, bytes per parameter
 MB = P * B                              # 4e6 bytes per model
@@ -21,7 +21,7 @@ def test_traffic_hand_values():
 
 
 def test_network_links_from_scalars_lists_and_matrices():
-  net = comm.make_network(4, [10, 10, 1, 1], [1, 1, 1, 50])
+  net = network.make_network(4, [10, 10, 1, 1], [1, 1, 1, 50])
   assert net.bandwidth_KxK[0, 1] == 10 * GBPS
   assert net.bandwidth_KxK[0, 2] == 1 * GBPS           # the slower end
   assert net.latency_KxK[0, 3] == 0.050                 # the slower end
@@ -29,63 +29,67 @@ def test_network_links_from_scalars_lists_and_matrices():
   assert np.isinf(net.bandwidth_KxK[2, 2]) and net.latency_KxK[3, 3] == 0
   matrix = np.full((3, 3), 2.0)
   matrix[0, 2] = matrix[2, 0] = 0.5
-  net = comm.make_network(3, matrix, 0.0)
+  net = network.make_network(3, matrix, 0.0)
   assert net.bandwidth_KxK[2, 0] == 0.5 * GBPS
   with pytest.raises(ValueError, match="symmetric"):
-    comm.make_network(2, [[1.0, 2.0], [3.0, 1.0]], 0.0)
+    network.make_network(2, [[1.0, 2.0], [3.0, 1.0]], 0.0)
   with pytest.raises(ValueError, match="per-worker values"):
-    comm.make_network(4, [1.0, 2.0], 0.0)
+    network.make_network(4, [1.0, 2.0], 0.0)
   with pytest.raises(ValueError, match="bandwidths must be > 0"):
-    comm.make_network(2, 0.0, 0.0)
+    network.make_network(2, 0.0, 0.0)
   with pytest.raises(ValueError, match="latencies"):
-    comm.make_network(2, 1.0, -1.0)
+    network.make_network(2, 1.0, -1.0)
 
 
 def test_allreduce_and_exchange_times_by_hand():
-  net = comm.make_network(4, 1.0, 1.0)
+  net = network.make_network(4, 1.0, 1.0)
   # 2(K−1) = 6 stages of (1 ms + (4e6/4 bytes) / 125e6 B/s = 8 ms).
-  assert comm.allreduce_time(net, MB) == pytest.approx(6 * (0.001 + 0.008))
+  assert network.allreduce_time(net, MB) == pytest.approx(6 * (0.001 + 0.008))
   # One swap over a pair's link: 1 ms + 4e6 / 125e6 s.
-  assert comm.exchange_time(net, 0, [1], MB) == pytest.approx(0.001 + 0.032)
+  assert network.exchange_time(net, 0, [1], MB) == pytest.approx(0.001 + 0.032)
   # Two peers share the worker's link: latencies overlap, transfers add.
-  assert comm.exchange_time(net, 0, [1, 3], MB) == pytest.approx(0.001 + 2 * 0.032)
+  assert network.exchange_time(net, 0, [1, 3], MB) == pytest.approx(0.001 + 2 * 0.032)
   # The ring runs at its slowest link.
-  slow = comm.make_network(4, [1, 1, 1, 0.5], 1.0)
-  assert comm.allreduce_time(slow, MB) == pytest.approx(6 * (0.001 + 0.016))
-  assert comm.allreduce_time(comm.make_network(1, 1.0, 1.0), MB) == 0.0
+  slow = network.make_network(4, [1, 1, 1, 0.5], 1.0)
+  assert network.allreduce_time(slow, MB) == pytest.approx(6 * (0.001 + 0.016))
+  assert network.allreduce_time(network.make_network(1, 1.0, 1.0), MB) == 0.0
+
+
+def allreduce_round(h, k=4):
+  """A DiLoCo round: ``h`` local steps, then one all-reduce."""
+  return comm.RoundComm("allreduce", np.full(k, h))
 
 
 def test_diloco_and_ddp_rounds_by_hand():
-  net = comm.make_network(4, 1.0, 1.0)
+  net = network.make_network(4, 1.0, 1.0)
   ar = 6 * 0.009
   clock = comm.SimClock(net, P, B, step_time=0.1)
-  m = clock.advance(comm.default_pattern("diloco", 4, 10))
+  m = clock.advance(allreduce_round(10))
   assert m["sim_time"] == pytest.approx(1.0 + ar)
   assert m["bytes_per_worker"] == 6e6 and m["messages_per_worker"] == 6
   assert m["syncs"] == 1 and m["sim_wait_time"] == pytest.approx(0.0)
-  m = clock.advance(comm.default_pattern("diloco", 4, 5))
+  m = clock.advance(allreduce_round(5))
   assert m["sim_round_time"] == pytest.approx(0.5 + ar)
   assert m["round_bytes_per_worker"] == 6e6
 
   ddp = comm.SimClock(net, P, B, step_time=0.1)
-  m = ddp.advance(comm.default_pattern("ddp", 4, 10))
+  m = ddp.advance(comm.RoundComm("allreduce_every_step", np.full(4, 10)))
   assert m["sim_time"] == pytest.approx(10 * (0.1 + ar))
   assert m["syncs"] == 10 and m["bytes_per_worker"] == 10 * 6e6
-  with pytest.raises(ValueError, match="no default communication pattern"):
-    comm.default_pattern("noloco", 4, 10)
 
 
 def test_bytes_match_the_trainer_accounting_for_ddp_and_diloco():
-  class Algo:  # the two fields the clock reads, as on algorithms.Algorithm
-    def __init__(self, name):
-      self.name, self.comm_pattern = name, None
+  from autoloco_jax import algorithms, replicas
+  from tests.helpers import config, toy_loss
 
+  mesh = replicas.make_mesh(4, 1)
   for name, per_round in (("ddp", lambda h: h), ("diloco", lambda h: 1),
                           ("autoloco", lambda h: 1)):
-    clock = comm.SimClock(comm.NETWORKS["hetero"](4), P, B, step_time=0.01)
+    algo = algorithms.make(config(name, K=4), toy_loss, mesh)
+    clock = comm.SimClock(network.NETWORKS["hetero"](4), P, B, step_time=0.01)
     traffic = comm.Traffic(0.0, 0)
     for r, h in enumerate([5, 7, 3]):
-      m = clock.advance_round(Algo(name), r, h)
+      m = clock.advance_round(algo, r, h)
       traffic = traffic + comm.ring_allreduce(P, 4, B) * per_round(h)
     assert m["bytes_per_worker"] == traffic.bytes
     assert m["messages_per_worker"] == traffic.messages
@@ -99,15 +103,15 @@ def gossip_round(net, matching, speeds=None, h=10):
 
 def diloco_round(net, speeds=None, h=10):
   clock = comm.SimClock(net, P, B, step_time=0.1, speed_K=speeds)
-  clock.advance(comm.default_pattern("diloco", 4, h))
+  clock.advance(allreduce_round(h))
   return clock
 
 
 def test_one_slow_link_delays_diloco_but_not_the_unaffected_pairs():
-  fast = comm.make_network(4, 10.0, 1.0)
+  fast = network.make_network(4, 10.0, 1.0)
   bw = np.full((4, 4), 10.0)
   bw[3, 0] = bw[0, 3] = 0.1                 # one slow link, on the ring 0-1-2-3-0
-  slow = comm.make_network(4, bw, 1.0)
+  slow = network.make_network(4, bw, 1.0)
   assert diloco_round(slow).time_K.max() > diloco_round(fast).time_K.max() + 0.1
 
   pairs_apart = [1, 0, 3, 2]                 # {0,1}, {2,3}: the slow link unused
@@ -122,11 +126,11 @@ def test_one_slow_link_delays_diloco_but_not_the_unaffected_pairs():
 
 
 def test_one_slow_worker_stalls_diloco_but_only_its_partner_in_a_gossip_round():
-  net = comm.make_network(4, 10.0, 1.0)
+  net = network.make_network(4, 10.0, 1.0)
   speeds = np.array([1.0, 1.0, 1.0, 2.0])
   ex = 0.001 + MB / (10 * GBPS)
   d = diloco_round(net, speeds)
-  np.testing.assert_allclose(d.time_K, 2.0 + comm.allreduce_time(net, MB))
+  np.testing.assert_allclose(d.time_K, 2.0 + network.allreduce_time(net, MB))
   g = gossip_round(net, [1, 0, 3, 2], speeds)
   np.testing.assert_allclose(g.time_K, [1.0 + ex, 1.0 + ex, 2.0 + ex, 2.0 + ex])
   m = g.metrics()
@@ -136,7 +140,7 @@ def test_one_slow_worker_stalls_diloco_but_only_its_partner_in_a_gossip_round():
 
 
 def test_gossip_on_a_ring_waits_for_neighbours_only():
-  net = comm.make_network(4, 1.0, 1.0)
+  net = network.make_network(4, 1.0, 1.0)
   clock = comm.SimClock(net, P, B, step_time=0.1, speed_K=[1, 1, 1, 3])
   ring = np.array([[1, 2, 3, 0], [3, 0, 1, 2]])
   clock.advance(comm.RoundComm("gossip", np.full(4, 10), ring))
@@ -147,38 +151,39 @@ def test_gossip_on_a_ring_waits_for_neighbours_only():
 
 
 def test_named_networks_and_config():
-  het = comm.NETWORKS["hetero"](4)
+  het = network.NETWORKS["hetero"](4)
   assert het.bandwidth_KxK[0, 1] == 10 * GBPS and het.bandwidth_KxK[2, 3] == 1 * GBPS
   assert het.bandwidth_KxK[0, 2] == 1 * GBPS
   assert het.latency_KxK[0, 1] == 0.001 and het.latency_KxK[1, 2] == 0.050
-  assert np.isinf(comm.NETWORKS["ideal"](4).bandwidth_KxK).all()
+  assert np.isinf(network.NETWORKS["ideal"](4).bandwidth_KxK).all()
   cfg = ml_collections.ConfigDict(dict(name="hetero", bandwidth_gbps=(), latency_ms=5.0,
                                        speed_factors=(1.0, 1.0, 1.0, 2.0), step_time=0.0))
-  net = comm.network_from_config(cfg, 4)
+  net = network.network_from_config(cfg, 4)
   assert net.latency_KxK[0, 3] == 0.005 and net.bandwidth_KxK[2, 3] == 1 * GBPS
-  np.testing.assert_array_equal(comm.speed_factors(cfg, 4), [1, 1, 1, 2])
+  np.testing.assert_array_equal(network.speed_factors(cfg, 4), [1, 1, 1, 2])
   with pytest.raises(ValueError, match="unknown network 'lan'"):
-    comm.network_from_config(ml_collections.ConfigDict(dict(name="lan")), 4)
+    network.network_from_config(ml_collections.ConfigDict(dict(name="lan")), 4)
   with pytest.raises(ValueError, match="speed_factors must be 4"):
-    comm.speed_factors(ml_collections.ConfigDict(dict(speed_factors=(1.0, 0.0, 1.0, 1.0))), 4)
+    network.speed_factors(ml_collections.ConfigDict(dict(speed_factors=(1.0, 0.0, 1.0, 1.0))), 4)
   with pytest.raises(ValueError, match="unknown round pattern"):
     comm.SimClock(het, P).advance(comm.RoundComm("broadcast", np.ones(4)))
 
 
 def test_measure_step_time_leaves_the_state_alone():
+  import chex
   import jax
-  from autoloco_jax import algorithms, replicas, state as state_lib
-  from test_rounds import config, tokens, toy_loss, toy_params
+  from autoloco_jax import algorithms, replicas, rounds, state as state_lib
+  from tests.helpers import config, tokens, toy_loss, toy_params
 
   mesh = replicas.make_mesh(2, 1)
   algo = algorithms.make(config("diloco", K=2), toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   before = jax.device_get(state.params_K)
-  t = comm.measure_step_time(algo.inner, state, replicas.put_workers(tokens(2, 3), mesh),
+  t = rounds.measure_step_time(algo.inner, state, replicas.put_workers(tokens(2, 3), mesh),
                              num_workers=2, num_steps=2)
   assert 0 < t < 10
   assert int(state.step) == 0
-  jax.tree.map(np.testing.assert_array_equal, jax.device_get(state.params_K), before)
+  chex.assert_trees_all_equal(jax.device_get(state.params_K), before)
   # The probe compiled the same function the run then uses: no extra compilation.
   algo.inner(state, replicas.put_workers(tokens(2, 3), mesh), np.int32(3))
   assert algo.inner._cache_size() == 1
@@ -187,11 +192,11 @@ def test_measure_step_time_leaves_the_state_alone():
 def test_absent_workers_leave_the_ring_and_rejoin_at_its_end():
   # Worker faults: only present workers compute and all-reduce; the ring of
   # the 3 present workers runs 2·2 stages of P b / 3 bytes.
-  net = comm.make_network(4, 1.0, 1.0)
+  net = network.make_network(4, 1.0, 1.0)
   clock = comm.SimClock(net, P, B, step_time=0.1)
-  m = clock.advance(comm.default_pattern("diloco", 4, 10), present_K=[1, 1, 0, 1])
+  m = clock.advance(allreduce_round(10), present_K=[1, 1, 0, 1])
   ar3 = 4 * (0.001 + MB / 3 / GBPS)
-  assert comm.allreduce_time(net, MB, ring=[0, 1, 3]) == pytest.approx(ar3)
+  assert network.allreduce_time(net, MB, ring=[0, 1, 3]) == pytest.approx(ar3)
   np.testing.assert_allclose(clock.time_K, 1.0 + ar3)
   np.testing.assert_allclose(clock.bytes_K, [4 / 3 * MB, 4 / 3 * MB, 0, 4 / 3 * MB])
   assert m["syncs"] == 1
@@ -202,12 +207,12 @@ def test_absent_workers_leave_the_ring_and_rejoin_at_its_end():
 
 def test_clock_state_round_trips_for_checkpoints():
   import json
-  net = comm.NETWORKS["hetero"](4)
+  net = network.NETWORKS["hetero"](4)
   clock = comm.SimClock(net, P, B, step_time=0.05, speed_K=[1, 1, 1, 2])
   clock.advance(comm.RoundComm("gossip", np.full(4, 5), np.array([[2, 3, 0, 1]])))
   saved = json.loads(json.dumps(clock.state_dict()))
   fresh = comm.SimClock(net, P, B, step_time=0.0, speed_K=[1, 1, 1, 2])
   fresh.load_state_dict(saved)
   assert fresh.step_time == 0.05
-  pattern = comm.default_pattern("diloco", 4, 5)
+  pattern = allreduce_round(5)
   assert fresh.advance(pattern) == clock.advance(pattern)

@@ -3,21 +3,20 @@ under which the complete graph is DiLoCo, and per-worker step counts H_k.
 """
 
 import jax
-import ml_collections
 import numpy as np
 import pytest
 
 from autoloco_jax import algorithms, gasloc, replicas, state as state_lib, topology
-from test_rounds import (config, get, run_rounds, tokens, toy_loss, toy_params,
-                         tree_close)
+from tests.helpers import (assert_trees_close, config, everyone, get, run_rounds, tokens, toy_loss,
+                           toy_params)
 
 
 def gasloc_config(K=4, h=2, eta=0.7, gamma=0.9, topo="matching", alpha=0.0,
                   mix_momentum=False, speeds=(), total=40):
   c = config("gasloc", K=K, h=h, lr=eta, momentum=gamma, total=total)
-  c.gossip = ml_collections.ConfigDict(dict(
-      topology=topo, group_size=2, pool_size=16, alpha=alpha, mix_momentum=mix_momentum))
-  c.network = ml_collections.ConfigDict(dict(name="homogeneous", speed_factors=speeds))
+  c.gossip.topology = topo
+  c.gasloc.alpha, c.gasloc.mix_momentum = alpha, mix_momentum
+  c.network.speed_factors = speeds
   return c
 
 
@@ -28,24 +27,24 @@ def test_gossip_step_equals_hand_formulas():
   algo = algorithms.make(cfg, toy_loss, mesh)
   topo = topology.from_config(cfg)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  start = get(state.anchor_K)
+  start = get(state.outer.start_K)
   y_prev = start                                       # y_{-1} = θ_0
   data = tokens(K, 2 * h)
   for r in range(2):
     state = algo.inner(state, replicas.put_workers(data[:, r * h:(r + 1) * h], mesh),
                        np.int32(h))
     theta = get(state.params_K)
-    state, metrics = algo.sync(state)
+    state, metrics = algo.sync(state, everyone(K, mesh))
     # Spec §5 with Λ the matching's Laplacian, (Λy)_k = y_k − y_partner, α = 1/2.
     partner = topo.neighbors(r)[0]
     y = jax.tree.map(lambda s, t: s + eta * (t - s), start, theta)
     new = jax.tree.map(lambda y_, yp: y_ - 0.5 * (y_ - y_[partner]) + gamma * (y_ - yp),
                        y, y_prev)
-    tree_close(get(state.params_K), new)
-    tree_close(get(state.outer_opt_K), y)
+    assert_trees_close(get(state.params_K), new)
+    assert_trees_close(get(state.outer.y_prev_K), y)
     start, y_prev = new, y
   assert algo.sync._cache_size() == 1
-  assert algo.allreduces_per_round(h) == 0
+  assert algo.comm_pattern(0, h).kind == "gossip"
 
 
 def diloco_config(K, h, lr, momentum):
@@ -66,7 +65,7 @@ def test_complete_graph_is_diloco(gamma, mix_momentum):
   mesh = replicas.make_mesh(K, 2)
   _, g_state, g_metrics = run_rounds(g_cfg, mesh, hs)
   _, d_state, d_metrics = run_rounds(d_cfg, mesh, hs)
-  tree_close(get(g_state.params_K), get(d_state.params_K), atol=2e-6)
+  assert_trees_close(get(g_state.params_K), get(d_state.params_K), atol=2e-6)
   for gm, dm in zip(g_metrics, d_metrics):
     np.testing.assert_allclose(gm["loss_mean"], dm["loss_mean"], rtol=1e-5)
     np.testing.assert_allclose(gm["delta_norm"], dm["delta_norm"], rtol=1e-4)
@@ -85,12 +84,12 @@ def test_complete_graph_spec_form_mean_follows_diloco_but_replicas_differ():
   theta0 = get(s.params_K)
   s = algo.inner(s, replicas.put_workers(tokens(K, h), mesh), np.int32(h))
   g = jax.tree.map(lambda t, t0: t - t0, get(s.params_K), theta0)
-  s, metrics = algo.sync(s)
+  s, metrics = algo.sync(s, everyone(K, mesh))
   new = get(s.params_K)
   diloco_step = jax.tree.map(lambda t0, gk: t0[0] + lr * (1 + beta) * gk.mean(0), theta0, g)
-  tree_close(jax.tree.map(lambda x: x.mean(0), new), diloco_step)
+  assert_trees_close(jax.tree.map(lambda x: x.mean(0), new), diloco_step)
   expected = jax.tree.map(lambda t0, gk: t0 + lr * gk.mean(0) + beta * lr * gk, theta0, g)
-  tree_close(new, expected)
+  assert_trees_close(new, expected)
   assert float(metrics["spread"]) > 1e-4
 
 
@@ -112,7 +111,7 @@ def test_slow_workers_take_fewer_steps():
   s = hetero.inner(s, replicas.put_workers(data, mesh), np.int32(h))
   hetero_params, hetero_opt = get(s.params_K), get(s.inner_opt_K)
   acc = get(s.acc)
-  _, metrics = hetero.sync(s)
+  _, metrics = hetero.sync(s, everyone(K, mesh))
 
   homo = algorithms.make(gasloc_config(K=K, h=h), toy_loss, mesh)
   s = state_lib.place(homo.init_state(toy_params()), mesh)
@@ -121,9 +120,9 @@ def test_slow_workers_take_fewer_steps():
   s = homo.inner(s, replicas.put_workers(data[:, 2:], mesh), np.int32(2))
   four = get(s.params_K), get(s.inner_opt_K)
   pick = lambda tree, ks: jax.tree.map(lambda x: x[np.asarray(ks)], tree)
-  tree_close(pick(hetero_params, [2, 3]), pick(two[0], [2, 3]))
-  tree_close(pick(hetero_opt, [2, 3]), pick(two[1], [2, 3]))
-  tree_close(pick(hetero_params, [0, 1]), pick(four[0], [0, 1]))
+  assert_trees_close(pick(hetero_params, [2, 3]), pick(two[0], [2, 3]))
+  assert_trees_close(pick(hetero_opt, [2, 3]), pick(two[1], [2, 3]))
+  assert_trees_close(pick(hetero_params, [0, 1]), pick(four[0], [0, 1]))
   # Statistics count each worker's own steps.
   assert int(acc.steps) == 4
   np.testing.assert_allclose(metrics["worker_steps_mean"], 3.0)

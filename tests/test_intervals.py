@@ -6,6 +6,7 @@ controller gets all of it by adding one entry (a test checks none is missing).
 import doctest
 import functools
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,9 +24,9 @@ CONTROLLERS = {
 NAMES = sorted(CONTROLLERS)
 
 
-def stats(*, rnd=0, step=0, interval=16, lr=1e-3, loss=3.0, rho=0.5, k=4):
+def stats(*, rnd=0, step=0, h=16, lr=1e-3, loss=3.0, rho=0.5, k=4):
   return intervals.sync_stats(
-      round=rnd, step=step, interval=interval, lr_sum=lr * interval, lr=lr,
+      round=rnd, step=step, h=h, lr_sum=lr * h, lr=lr,
       loss_mean=loss, loss_start=loss * 1.02, loss_end=loss * 0.98,
       delta_sq_norm=rho, worker_sq_norm=1.0, num_workers=k)
 
@@ -57,20 +58,20 @@ def random_stats(seed, n=60):
 
 @functools.lru_cache(maxsize=None)
 def cached(name):
-  """``(controller, jit(next_interval), jit(scan over rounds))``, compiled once."""
+  """``(controller, jit(next_h), jit(scan over rounds))``, compiled once."""
   ctrl = CONTROLLERS[name]()
 
   def scan(state, stats_T):
-    return jax.lax.scan(lambda s, x: ctrl.next_interval(s, x)[::-1], state, stats_T)
+    return jax.lax.scan(lambda s, x: ctrl.next_h(s, x)[::-1], state, stats_T)
 
-  return ctrl, jax.jit(ctrl.next_interval), jax.jit(scan)
+  return ctrl, jax.jit(ctrl.next_h), jax.jit(scan)
 
 
 def run_eager(ctrl, seq, h0=None):
   state = ctrl.init(h0)
   hs = []
   for s in seq:
-    h, state = ctrl.next_interval(state, s)
+    h, state = ctrl.next_h(state, s)
     hs.append(int(h))
   return hs, state
 
@@ -92,7 +93,7 @@ def test_respects_bounds_under_random_stats(name):
   ctrl = CONTROLLERS[name]()
   assert isinstance(ctrl, intervals.IntervalController)
   state = ctrl.init()
-  assert ctrl.h_min <= int(state.interval) <= ctrl.h_max
+  assert ctrl.h_min <= int(state.h) <= ctrl.h_max
   for seed in range(3):
     hs, _ = run_jit(name, random_stats(seed))
     assert all(ctrl.h_min <= h <= ctrl.h_max for h in hs), hs
@@ -103,7 +104,7 @@ def test_returns_an_int32_scalar(name):
   ctrl, step, _ = cached(name)
   h, state = step(ctrl.init(), stats())
   assert h.shape == () and h.dtype == jnp.int32
-  assert state.interval.dtype == jnp.int32
+  assert state.h.dtype == jnp.int32
   h2, state2 = step(state, stats(rnd=1))  # the state round-trips through jit
   assert jax.tree.structure(state2) == jax.tree.structure(state)
 
@@ -121,14 +122,14 @@ def test_deterministic_and_jit_matches_eager(name):
     h, state = step(state, s)
     stepped.append(int(h))
   assert stepped == eager
-  jax.tree.map(np.testing.assert_array_equal, scan_state, eager_state)
+  chex.assert_trees_all_equal(scan_state, eager_state)
 
 
 @pytest.mark.parametrize('name', NAMES)
 def test_init_accepts_an_interval_within_bounds(name):
   ctrl = CONTROLLERS[name]()
-  assert int(ctrl.init(ctrl.h_max).interval) == ctrl.h_max
-  assert int(jax.jit(ctrl.init)(jnp.int32(ctrl.h_max + 100)).interval) == ctrl.h_max
+  assert int(ctrl.init(ctrl.h_max).h) == ctrl.h_max
+  assert int(jax.jit(ctrl.init)(jnp.int32(ctrl.h_max + 100)).h) == ctrl.h_max
   with pytest.raises(ValueError, match='h0'):
     ctrl.init(ctrl.h_max + 1)
   with pytest.raises(ValueError, match='h0'):
@@ -169,7 +170,7 @@ def test_make_builds_each(name):
       'loss_ratio': dict(h0=8, h_min=2, h_max=64), 'agreement': dict(h0=8, h_min=2, h_max=64),
   }[name]
   ctrl = intervals.make(name, **kwargs)
-  assert ctrl.h_min <= int(ctrl.init().interval) <= ctrl.h_max
+  assert ctrl.h_min <= int(ctrl.init().h) <= ctrl.h_max
 
 
 # --- each controller's rule -----------------------------------------------------
@@ -181,10 +182,10 @@ def test_fixed_is_constant():
 
 def test_lr_quadratic_formula_and_growth_as_lr_decays():
   ctrl = CONTROLLERS['lr_quadratic']()
-  assert int(ctrl.init().interval) == 2  # H_base
+  assert int(ctrl.init().h) == 2  # H_base
   # floor((0.01 / 0.002)²) = 25; lr 0 -> h_max; huge lr -> h_min.
   for lr, want in [(2e-3, 25), (1e-3, 100), (0.0, 200), (10.0, 2), (7e-4, 200), (1.5e-3, 44)]:
-    h, _ = ctrl.next_interval(ctrl.init(), stats(lr=lr))
+    h, _ = ctrl.next_h(ctrl.init(), stats(lr=lr))
     assert int(h) == want, (lr, int(h))
   # A cosine schedule from 4e-3 down to 4e-4: H never shrinks and ends longer.
   lrs = 4e-4 + 0.5 * (4e-3 - 4e-4) * (1 + np.cos(np.pi * np.arange(40) / 39))
@@ -196,12 +197,12 @@ def test_lr_quadratic_formula_and_growth_as_lr_decays():
 def test_loss_ratio_formula_and_shrink_as_loss_falls():
   ctrl = CONTROLLERS['loss_ratio']()
   state = ctrl.init()
-  assert int(state.interval) == 32
-  h, state = ctrl.next_interval(state, stats(loss=4.0))  # sets L_0 = 4
+  assert int(state.h) == 32
+  h, state = ctrl.next_h(state, stats(loss=4.0))  # sets L_0 = 4
   assert int(h) == 32 and float(state.loss0) == 4.0
-  h, state = ctrl.next_interval(state, stats(loss=1.0))
+  h, state = ctrl.next_h(state, stats(loss=1.0))
   assert int(h) == 16  # ceil(32 · sqrt(1/4))
-  h, state = ctrl.next_interval(state, stats(loss=float('nan')))
+  h, state = ctrl.next_h(state, stats(loss=float('nan')))
   assert int(h) == 16  # a bad round holds H
   losses = 4.0 * np.exp(-np.arange(40) / 10.0)
   hs, _ = run_jit('loss_ratio', [stats(rnd=t, loss=float(x)) for t, x in enumerate(losses)])
@@ -212,9 +213,9 @@ def test_loss_ratio_formula_and_shrink_as_loss_falls():
 
 def test_loss_ratio_first_valid_loss_is_the_reference():
   ctrl = CONTROLLERS['loss_ratio']()
-  h, state = ctrl.next_interval(ctrl.init(), stats(loss=float('nan')))
+  h, state = ctrl.next_h(ctrl.init(), stats(loss=float('nan')))
   assert int(h) == 32 and not bool(state.has_loss0)
-  h, state = ctrl.next_interval(state, stats(loss=2.0))
+  h, state = ctrl.next_h(state, stats(loss=2.0))
   assert float(state.loss0) == 2.0 and int(h) == 32
 
 
@@ -237,7 +238,7 @@ def test_normalized_agreement():
 
 
 def test_sync_stats_derives_norm_and_agreement():
-  s = intervals.sync_stats(round=3, step=96, interval=32, lr_sum=0.01, lr=3e-4,
+  s = intervals.sync_stats(round=3, step=96, h=32, lr_sum=0.01, lr=3e-4,
                            loss_mean=2.5, loss_start=2.6, loss_end=2.4,
                            delta_sq_norm=4.0, worker_sq_norm=8.0, num_workers=4)
   assert float(s.delta_norm) == 2.0 and float(s.agreement) == 0.5
@@ -290,9 +291,9 @@ def test_agreement_settles_in_closed_loop(h_star):
   k = 4
   state, hs = ctrl.init(), []
   for t in range(80):
-    h = int(state.interval)
+    h = int(state.h)
     a = 1.0 / (1.0 + h / h_star) + 0.05 * rng.normal()
-    h_next, state = step(state, stats(rnd=t, interval=h, rho=a * (1 - 1 / k) + 1 / k, k=k))
+    h_next, state = step(state, stats(rnd=t, h=h, rho=a * (1 - 1 / k) + 1 / k, k=k))
     hs.append(int(h_next))
   assert flips(hs[40:]) == 0, hs
   assert h_star / 2.5 <= hs[-1] <= h_star * 2.5, hs
@@ -302,8 +303,8 @@ def test_agreement_ignores_a_non_finite_round():
   ctrl, step, _ = cached('agreement')
   _, state = step(ctrl.init(), stats(rho=0.99))
   h, state2 = step(state, stats(rho=float('nan')))
-  assert int(h) == int(state.interval)
-  jax.tree.map(np.testing.assert_array_equal, state2, state)
+  assert int(h) == int(state.h)
+  chex.assert_trees_all_equal(state2, state)
 
 
 def test_docstring_examples_run():

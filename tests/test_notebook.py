@@ -3,9 +3,12 @@
 import os
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytestmark = pytest.mark.slow
 
 
 def test_quickstart_notebook_executes(tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ transform gets all of it by adding one entry.
 import doctest
 import functools
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,12 +39,6 @@ def random_tree(key, scale=1.0):
       'b': scale * jax.random.normal(k2, (3,)),
       'nested': (scale * jax.random.normal(k3, (2, 2, 2)), jnp.zeros(())),
   }
-
-
-def assert_trees_equal(a, b):
-  assert jax.tree.structure(a) == jax.tree.structure(b)
-  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,7 +92,7 @@ def test_ratio_one_is_nesterov_sgd_bit_for_bit(name, sums):
   for momentum in ((0.0, BETA) if sums == 'omitted' else (BETA,)):
     tx, update = cached(name, ALPHA, momentum)
     got, state = run(tx, DELTAS, PARAMS, update, **SUMS_AT_RATIO_ONE[sums])
-    assert_trees_equal(got, sgd_reference(momentum, True))
+    chex.assert_trees_all_equal(got, sgd_reference(momentum, True))
     assert float(state.ratio) == 1.0
     assert float(state.alpha) == np.float32(ALPHA)
     assert float(state.beta) == np.float32(momentum)
@@ -109,7 +104,7 @@ def test_ratio_one_is_nesterov_sgd_bit_for_bit_eagerly(name):
   tx = TRANSFORMS[name](ALPHA, 0.5)
   got, _ = run(tx, DELTAS[:20], PARAMS, inner_lr_sum=0.0123, reference_lr_sum=0.0123)
   want, _ = run(optax.sgd(ALPHA, 0.5, nesterov=True), DELTAS[:20], PARAMS)
-  assert_trees_equal(got, want)
+  chex.assert_trees_all_equal(got, want)
 
 
 SCHEDULED_LR = optax.cosine_decay_schedule(ALPHA, decay_steps=20, alpha=0.1)
@@ -125,7 +120,7 @@ def scheduled_sgd_reference():
 def test_schedule_learning_rate_is_nesterov_sgd_bit_for_bit(name):
   tx = TRANSFORMS[name](SCHEDULED_LR, BETA)
   got, state = run(tx, DELTAS[:22], PARAMS, jax.jit(tx.update))
-  assert_trees_equal(got, scheduled_sgd_reference())
+  chex.assert_trees_all_equal(got, scheduled_sgd_reference())
   assert int(state.count) == 22
   np.testing.assert_allclose(state.alpha, SCHEDULED_LR(21), rtol=1e-6)
 
@@ -246,7 +241,7 @@ def test_bad_traced_sums_apply_the_uncorrected_step(name):
   for inner, ref in [(0.0, 1.0), (-1.0, 1.0), (1.0, 0.0), (np.nan, 1.0), (1.0, np.inf)]:
     got, state = update(delta, tx.init(PARAMS), PARAMS,
                         inner_lr_sum=jnp.float32(inner), reference_lr_sum=jnp.float32(ref))
-    assert_trees_equal(got, want)
+    chex.assert_trees_all_equal(got, want)
     assert float(state.ratio) == 1.0
 
 
@@ -265,7 +260,7 @@ def test_peak_reference_is_the_same_transform():
   peak = outer.autoloco(ALPHA, BETA, reference='peak')
   got, s1 = peak.update(delta, peak.init(params), params, **sums)
   want, s2 = cached('both')[0].update(delta, peak.init(params), params, **sums)
-  assert_trees_equal((got, s1), (want, s2))
+  chex.assert_trees_all_equal((got, s1), (want, s2))
   np.testing.assert_allclose(s1.ratio, 0.75, rtol=1e-6)
 
 
@@ -347,7 +342,7 @@ def test_inject_hyperparams_forwards_the_sums():
   want, _ = outer.autoloco(0.7, 0.9).update(
       delta, outer.autoloco(0.7, 0.9).init(params), params,
       inner_lr_sum=0.5, reference_lr_sum=1.0)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), got, want)
+  chex.assert_trees_all_close(got, want, rtol=1e-6, atol=0)
   np.testing.assert_allclose(state.inner_state.ratio, 0.5)
   np.testing.assert_allclose(state.inner_state.alpha, HAND[0.5][1], rtol=1e-6)
   # The hyperparameters are state: change them without rebuilding anything.
@@ -365,7 +360,7 @@ def test_inject_hyperparams_at_ratio_one_is_injected_nesterov_sgd():
   ref = optax.inject_hyperparams(optax.sgd)(learning_rate=0.7, momentum=0.9, nesterov=True)
   got, _ = run(tx, deltas, params, jax.jit(tx.update))
   want, _ = run(ref, deltas, params, jax.jit(ref.update))
-  assert_trees_equal(got, want)
+  chex.assert_trees_all_equal(got, want)
 
 
 # --- the invariant behind the lr correction --------------------------------------

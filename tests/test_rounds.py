@@ -6,6 +6,7 @@ changes never recompile) and hand-checked arithmetic (the averaged
 pseudo-gradient).
 """
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,69 +14,8 @@ import optax
 import pytest
 
 from autoloco_jax import algorithms, inner, replicas, state as state_lib
-from configs import common
-
-V, L, B = 16, 8, 4
-
-
-def toy_loss(params, tokens_BxL1):
-  """Bigram model: logits = E[x] @ W."""
-  x = params["embed"][tokens_BxL1[:, :-1]]
-  logits = x @ params["out"]
-  return optax.softmax_cross_entropy_with_integer_labels(
-      logits, tokens_BxL1[:, 1:]).mean()
-
-
-def toy_params(seed=0):
-  k1, k2 = jax.random.split(jax.random.key(seed))
-  return {"embed": jax.random.normal(k1, (V, 8)) * 0.5,
-          "out": jax.random.normal(k2, (8, V)) * 0.5}
-
-
-def tokens(K, H, seed=1):
-  rng = np.random.default_rng(seed)
-  return rng.integers(0, V, size=(K, H, B, L + 1)).astype(np.int32)
-
-
-def config(algorithm="diloco", K=4, h=3, lr=1.0, momentum=0.9, total=12):
-  c = common.base("tiny")
-  c.algorithm = algorithm
-  c.num_workers = K
-  c.total_steps = total
-  c.interval.h = h
-  c.outer.lr = lr
-  c.outer.momentum = momentum
-  c.inner.lr = 0.05
-  c.inner.warmup_steps = 2
-  return c
-
-
-def run_rounds(cfg, mesh, hs, params=None, seed=1):
-  """Runs one round per entry of ``hs``; returns (state, list of metrics)."""
-  algo = algorithms.make(cfg, toy_loss, mesh)
-  state = state_lib.place(algo.init_state(params or toy_params()), mesh)
-  data = tokens(cfg.num_workers, sum(hs), seed)
-  out, start = [], 0
-  for h in hs:
-    chunk = np.zeros((cfg.num_workers, max(hs), B, L + 1), np.int32)
-    chunk[:, :h] = data[:, start:start + h]
-    state = algo.inner(state, replicas.put_workers(chunk, mesh), np.int32(h))
-    state, m = algo.sync(state)
-    out.append(jax.device_get(m))
-    start += h
-  return algo, state, out
-
-
-def get(tree):
-  return jax.tree.map(np.asarray, jax.device_get(tree))
-
-
-def tree_close(a, b, atol=1e-6):
-  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=atol), a, b)
-
-
-def worker0(tree_K):
-  return jax.tree.map(lambda x: np.asarray(x[0]), tree_K)
+from tests.helpers import (B, L, assert_trees_close, config, everyone, get, run_rounds,
+                           tokens, toy_loss, toy_params, worker0)
 
 
 def test_diloco_k1_h1_no_momentum_is_adamw():
@@ -94,8 +34,7 @@ def test_diloco_k1_h1_no_momentum_is_adamw():
     updates, opt = tx.update(grads, opt, params)
     params = optax.apply_updates(params, updates)
   # θ − (θ − θ') is θ' up to one float rounding per round, hence the tolerance.
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6),
-               worker0(state.anchor_K), params)
+  chex.assert_trees_all_close(get(state.outer.params), params, rtol=1e-7, atol=1e-6)
 
 
 def test_sharded_equals_vmapped():
@@ -106,8 +45,7 @@ def test_sharded_equals_vmapped():
   for a, b in zip(m4, m1):
     np.testing.assert_allclose(a["loss_mean"], b["loss_mean"], rtol=1e-6)
     np.testing.assert_allclose(a["delta_norm"], b["delta_norm"], rtol=1e-5)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
-               jax.device_get(s4.params_K), jax.device_get(s1.params_K))
+  assert_trees_close(jax.device_get(s4.params_K), jax.device_get(s1.params_K))
 
 
 def test_changing_h_does_not_recompile():
@@ -115,7 +53,7 @@ def test_changing_h_does_not_recompile():
   algo, state, metrics = run_rounds(cfg, replicas.make_mesh(4, 2), [3, 1, 2, 3, 1])
   assert algo.inner._cache_size() == 1
   assert algo.sync._cache_size() == 1
-  assert [m["interval"] for m in metrics] == [3, 1, 2, 3, 1]
+  assert [m["h"] for m in metrics] == [3, 1, 2, 3, 1]
   assert int(state.step) == 10
 
 
@@ -125,16 +63,15 @@ def test_averaged_pseudo_gradient_is_the_mean_of_worker_moves():
   mesh = replicas.make_mesh(4, 2)
   algo = algorithms.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  theta = worker0(state.anchor_K)
+  theta = get(state.outer.params)
   state = algo.inner(state, replicas.put_workers(tokens(4, 3), mesh), np.int32(3))
   fast_K = jax.device_get(state.params_K)
-  state, m = algo.sync(state)
+  state, m = algo.sync(state, everyone(4, mesh))
 
   delta_K = jax.tree.map(lambda t, f: t[None] - f, theta, fast_K)
   delta = jax.tree.map(lambda d: d.mean(0), delta_K)
   expected = jax.tree.map(lambda t, d: t - d, theta, delta)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6),
-               worker0(state.anchor_K), expected)
+  chex.assert_trees_all_close(get(state.outer.params), expected, rtol=1e-7, atol=1e-6)
   sq = lambda t: sum(float(np.sum(x.astype(np.float64) ** 2)) for x in jax.tree.leaves(t))
   np.testing.assert_allclose(m["delta_norm"], np.sqrt(sq(delta)), rtol=1e-5)
   worker_sq = np.mean([sq(jax.tree.map(lambda d: d[k], delta_K)) for k in range(4)])
@@ -142,8 +79,8 @@ def test_averaged_pseudo_gradient_is_the_mean_of_worker_moves():
   np.testing.assert_allclose(m["agreement"], sq(delta) / worker_sq, rtol=1e-5)
   # After the sync every worker starts the next round from θ_{t+1}.
   for k in range(4):
-    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a[k], b[0]),
-                 jax.device_get(state.params_K), jax.device_get(state.anchor_K))
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a[k], b),
+                 jax.device_get(state.params_K), jax.device_get(state.outer.params))
 
 
 def test_lr_sum_is_the_sum_of_applied_learning_rates():
@@ -169,8 +106,7 @@ def test_ddp_equals_adamw_on_the_global_batch():
     grads = jax.grad(toy_loss)(params, global_batch)
     updates, opt = tx.update(grads, opt, params)
     params = optax.apply_updates(params, updates)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
-               worker0(state.params_K), params)
+  assert_trees_close(worker0(state.params_K), params)
   # All workers hold the same model.
   p = jax.device_get(state.params_K)
   jax.tree.map(lambda x: np.testing.assert_array_equal(x[0], x[1]), p)

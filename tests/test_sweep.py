@@ -29,6 +29,7 @@ def quick(tmp_path_factory):
   return root, reports, results
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", STUDIES, ids=lambda m: m.__name__.split(".")[-1])
 def test_quick_study_writes_table_plots_and_summary(quick, module):
   root, reports, results = quick
@@ -61,6 +62,7 @@ def test_quick_study_writes_table_plots_and_summary(quick, module):
     assert f"Claim `{name}`" in text
 
 
+@pytest.mark.slow
 def test_studies_share_identical_runs(quick):
   root, _, _ = quick
   dirs = {sweep.run_dir(root, config) for module in STUDIES
@@ -72,6 +74,7 @@ def test_studies_share_identical_runs(quick):
   assert (labelled, len(dirs)) == (25, 20)
 
 
+@pytest.mark.slow
 def test_finished_runs_are_skipped(quick, monkeypatch, tmp_path):
   root, _, _ = quick
 
@@ -84,6 +87,7 @@ def test_finished_runs_are_skipped(quick, monkeypatch, tmp_path):
   assert set(result["stats"]) == set(study.labels)
 
 
+@pytest.mark.slow
 def test_report_only_names_missing_runs(quick, tmp_path):
   root, _, _ = quick
   study = heterogeneity.get_config("quick")
@@ -92,6 +96,7 @@ def test_report_only_names_missing_runs(quick, tmp_path):
     sweep.run_study(study, root, str(tmp_path), progress=False, report_only=True)
 
 
+@pytest.mark.slow
 def test_command_line_quick_mode_reports_finished_runs(quick, tmp_path):
   """``--quick`` loads the study's quick mode; ``--report_only`` trains nothing."""
   import subprocess
@@ -111,6 +116,7 @@ def test_command_line_quick_mode_reports_finished_runs(quick, tmp_path):
       results["heterogeneity"]["stats"]))
 
 
+@pytest.mark.slow
 def test_stale_finished_run_is_refused(quick, tmp_path):
   """A finished run whose stored config differs from the study's is an error,
   not silently reused."""
@@ -138,6 +144,7 @@ def test_interrupted_run_stops_the_study(monkeypatch, tmp_path):
     sweep.run_study(study, str(tmp_path), str(tmp_path / "r"), progress=False)
 
 
+@pytest.mark.slow
 def test_also_network_times_match_a_run_on_that_network(quick, tmp_path):
   """network.also adds clocks without changing training: the hetero time a
   homogeneous run logs equals that of the same run on the hetero network."""

@@ -7,6 +7,7 @@ ppermute mixing on 4 (or 2) devices equals the same mixing on one device and a
 numpy reference, without any all-gather.
 """
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -131,7 +132,7 @@ def test_sharded_mixing_equals_single_device_and_numpy(topo, op):
   for devices in sorted({2, 4} & {d for d in (2, 4) if k % d == 0}):
     many = mixed(topo, tree, devices, rounds, op)
     for a, b in zip(one, many):
-      jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6), a, b)
+      chex.assert_trees_all_close(a, b, rtol=1e-6, atol=1e-6)
   for r, out in zip(rounds, one):
     for key in tree:
       np.testing.assert_allclose(out[key], reference(topo, tree[key], r, op),

@@ -7,34 +7,12 @@ import sys
 import numpy as np
 import pytest
 
-from autoloco_jax import comm, metrics, train
+from autoloco_jax import comm, train
 from configs import autoloco as autoloco_config
-from configs import diloco as diloco_config
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.helpers import ROOT, rounds, tiny
 
 
-def tiny(config_module=diloco_config, **overrides):
-  c = config_module.get_config("tiny")
-  c.num_devices = 1
-  c.num_workers = 2
-  c.data.batch_size = 8
-  c.log.progress = False
-  c.log.tensorboard = False
-  for key, value in overrides.items():
-    node = c
-    *path, last = key.split(".")
-    for part in path:
-      node = node[part]
-    node[last] = value
-  return c
-
-
-def rounds(workdir):
-  return [r for r in metrics.read(os.path.join(workdir, "metrics.jsonl"))
-          if not r.get("summary")]
-
-
+@pytest.mark.slow
 def test_tiny_diloco_learns_and_logs(tmp_path):
   cfg = tiny(total_steps=150, **{"eval.every_steps": 50})
   summary = train.train_and_evaluate(cfg, str(tmp_path))
@@ -45,7 +23,7 @@ def test_tiny_diloco_learns_and_logs(tmp_path):
   np.testing.assert_allclose(summary["final_eval_bpb"],
                              summary["final_eval_loss"] / np.log(2))
   # One record per round, the budget hit exactly, one all-reduce per round.
-  assert [r["interval"] for r in records] == [10] * 15
+  assert [r["h"] for r in records] == [10] * 15
   assert records[-1]["step"] == 150
   assert summary["tokens"] == 150 * 2 * 8 * 64
   assert summary["syncs"] == len(records) == 15
@@ -59,12 +37,13 @@ def test_tiny_diloco_learns_and_logs(tmp_path):
   assert summary["inner_compilations"] == summary["sync_compilations"] == 1
 
 
+@pytest.mark.slow
 def test_autoloco_fixed_at_h_ref_equals_diloco(tmp_path):
   base = dict(total_steps=30, **{"eval.every_steps": 30})
   d = train.train_and_evaluate(tiny(**base), str(tmp_path / "d"))
   a_cfg = tiny(autoloco_config, **base)
   a_cfg.interval.controller = "fixed"
-  a_cfg.interval.h = a_cfg.outer.h_ref  # DiLoCo's H (the config's H_0 is 2 H_ref)
+  a_cfg.interval.h = a_cfg.autoloco.h_ref  # DiLoCo's H (the config's H_0 is 2 H_ref)
   a = train.train_and_evaluate(a_cfg, str(tmp_path / "a"))
   for rd, ra in zip(rounds(tmp_path / "d"), rounds(tmp_path / "a")):
     assert ra["ratio"] == 1.0
@@ -74,14 +53,15 @@ def test_autoloco_fixed_at_h_ref_equals_diloco(tmp_path):
   assert d["syncs"] == a["syncs"]
 
 
+@pytest.mark.slow
 def test_adaptive_interval_hits_budget_and_compiles_once(tmp_path):
   cfg = tiny(autoloco_config, total_steps=97, **{"eval.every_steps": 97,
                                                  "inner.warmup_steps": 4})
   cfg.interval.controller = "lr_quadratic"  # H grows 4 -> 30 as the lr decays
   cfg.interval.h, cfg.interval.h_min, cfg.interval.h_max = 4, 2, 30
-  cfg.outer.h_ref = 4
+  cfg.autoloco.h_ref = 4
   summary = train.train_and_evaluate(cfg, str(tmp_path))
-  intervals = [r["interval"] for r in rounds(tmp_path)]
+  intervals = [r["h"] for r in rounds(tmp_path)]
   assert sum(intervals) == 97
   assert len(set(intervals)) >= 3, intervals
   assert summary["inner_compilations"] == summary["sync_compilations"] == 1
@@ -90,6 +70,7 @@ def test_adaptive_interval_hits_budget_and_compiles_once(tmp_path):
   assert max(ratios) > 1.5
 
 
+@pytest.mark.slow
 def test_sharded_run_on_two_devices(tmp_path):
   cfg = tiny(total_steps=20, num_devices=2, **{"eval.every_steps": 20})
   summary = train.train_and_evaluate(cfg, str(tmp_path))
@@ -111,6 +92,7 @@ def test_bad_config_is_a_clear_error(tmp_path, overrides, message):
     train.train_and_evaluate(tiny(**overrides), str(tmp_path))
 
 
+@pytest.mark.slow
 def test_cli_rejects_unknown_config_key(tmp_path):
   result = subprocess.run(
       [sys.executable, "-m", "experiments.run", "--config", "configs/diloco.py:tiny",

@@ -1,0 +1,149 @@
+"""Helpers shared by the test modules (import as ``from tests import helpers``
+or ``from tests.helpers import ...``).
+
+* A toy bigram model and the driver of its rounds (``V, L, B``, ``toy_loss``,
+  ``toy_params``, ``tokens``, ``config``, ``run_rounds``, ``get``, ``worker0``).
+* The trainer end to end on a tiny config (``ROOT``, ``tiny``, ``rounds``).
+* Host-drawn model parameters (``host_params``).
+* ``assert_trees_close``: ``chex.assert_trees_all_close`` at the tolerance the
+  suite's tree comparisons share (rtol 1e-5, atol 1e-6).
+"""
+
+import os
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from autoloco_jax import algorithms, metrics, replicas, rounds as rounds_lib
+from autoloco_jax import state as state_lib
+from configs import common
+from configs import diloco as diloco_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ----------------------------------------------------------------------------
+# Tree comparisons.
+
+
+def assert_trees_close(a, b, rtol=1e-5, atol=1e-6):
+  """Same structure, and every leaf pair within ``atol + rtol * |b|``."""
+  chex.assert_trees_all_close(a, b, rtol=rtol, atol=atol)
+
+
+# ----------------------------------------------------------------------------
+# The toy model: a bigram model, its data and its rounds.
+
+V, L, B = 16, 8, 4
+
+
+def toy_loss(params, tokens_BxL1):
+  """Bigram model: logits = E[x] @ W."""
+  x = params["embed"][tokens_BxL1[:, :-1]]
+  logits = x @ params["out"]
+  return optax.softmax_cross_entropy_with_integer_labels(
+      logits, tokens_BxL1[:, 1:]).mean()
+
+
+def toy_params(seed=0):
+  k1, k2 = jax.random.split(jax.random.key(seed))
+  return {"embed": jax.random.normal(k1, (V, 8)) * 0.5,
+          "out": jax.random.normal(k2, (8, V)) * 0.5}
+
+
+def tokens(K, H, seed=1):
+  rng = np.random.default_rng(seed)
+  return rng.integers(0, V, size=(K, H, B, L + 1)).astype(np.int32)
+
+
+#: Where each algorithm reads its outer learning rate and momentum.
+OUTER_FIELDS = {"diloco": ("diloco.alpha", "diloco.beta"),
+                "autoloco": ("diloco.alpha", "diloco.beta"),
+                "noloco": ("noloco.alpha", "noloco.beta"),
+                "gasloc": ("gasloc.eta", "gasloc.gamma")}
+
+
+def config(algorithm="diloco", K=4, h=3, lr=1.0, momentum=0.9, total=12):
+  """A toy run's config; ``lr`` and ``momentum`` are the algorithm's outer
+  step size and momentum (DiLoCo's α, β; GASLoC's η, γ)."""
+  c = common.base("tiny")
+  c.algorithm = algorithm
+  c.num_workers = K
+  c.total_steps = total
+  c.interval.h = h
+  if algorithm in OUTER_FIELDS:
+    lr_field, momentum_field = OUTER_FIELDS[algorithm]
+    common.set_field(c, lr_field, lr)
+    common.set_field(c, momentum_field, momentum)
+  c.inner.lr = 0.05
+  c.inner.warmup_steps = 2
+  return c
+
+
+def run_rounds(cfg, mesh, hs, params=None, seed=1):
+  """Runs one round per entry of ``hs`` through the round driver; returns
+  (algo, state, list of metrics)."""
+  algo = algorithms.make(cfg, toy_loss, mesh)
+  state = state_lib.place(algo.init_state(params or toy_params()), mesh)
+  data = tokens(cfg.num_workers, sum(hs), seed)
+  out, start = [], 0
+
+  def read(n):
+    nonlocal start
+    start += n
+    return data[:, start - n:start]
+
+  for h in hs:
+    state, m = rounds_lib.run_round(algo, state, read, h, max(hs), mesh)
+    out.append(jax.device_get(m))
+  return algo, state, out
+
+
+def everyone(num_workers, mesh):
+  """``present_K`` of a round without faults: every worker counts."""
+  return replicas.put_workers(np.ones(num_workers, np.float32), mesh)
+
+
+def get(tree):
+  return jax.tree.map(np.asarray, jax.device_get(tree))
+
+
+def worker0(tree_K):
+  return jax.tree.map(lambda x: np.asarray(x[0]), tree_K)
+
+
+# ----------------------------------------------------------------------------
+# The trainer on a tiny config.
+
+
+def tiny(config_module=diloco_config, **overrides):
+  c = config_module.get_config("tiny")
+  c.num_devices = 1
+  c.num_workers = 2
+  c.data.batch_size = 8
+  c.log.progress = False
+  c.log.tensorboard = False
+  for key, value in overrides.items():
+    common.set_field(c, key, value)
+  return c
+
+
+def rounds(workdir):
+  return [r for r in metrics.read(os.path.join(workdir, "metrics.jsonl"))
+          if not r.get("summary")]
+
+
+# ----------------------------------------------------------------------------
+# Model parameters.
+
+
+def host_params(init, seed=0):
+  """Random params of the model's layout, drawn with numpy: no RNG compilation."""
+  rng = np.random.default_rng(seed)
+  shapes = jax.eval_shape(init, jax.random.key(0))
+  return jax.tree_util.tree_map_with_path(
+      lambda path, s: jnp.ones(s.shape) if path[-1].key == "scale"
+      else jnp.asarray(0.05 * rng.standard_normal(s.shape), jnp.float32), shapes)
