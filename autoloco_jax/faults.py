@@ -31,15 +31,15 @@ def parse_schedule(text: str, num_workers: int) -> dict[int, set[int]]:
     try:
       round_text, workers_text = entry.split(":")
       workers = {int(w) for w in workers_text.split(",") if w.strip()}
-      rnd = int(round_text)
+      round_index = int(round_text)
     except ValueError:
       raise ValueError(f"config.faults.drop_schedule: cannot parse {entry!r}; "
                        "expected ROUND:W[,W...] entries separated by ';'") from None
     bad = [w for w in workers if not 0 <= w < num_workers]
-    if rnd < 0 or bad:
+    if round_index < 0 or bad:
       raise ValueError(f"config.faults.drop_schedule: entry {entry!r} names a round "
                        f"< 0 or workers outside [0, {num_workers})")
-    schedule.setdefault(rnd, set()).update(workers)
+    schedule.setdefault(round_index, set()).update(workers)
   return schedule
 
 
@@ -47,14 +47,14 @@ def enabled(cfg: Any) -> bool:
   return bool(cfg.drop_prob > 0 or cfg.drop_schedule)
 
 
-def present_workers(cfg: Any, num_workers: int, rnd: int, seed: int) -> np.ndarray:
-  """float32 [K]: 1 for the workers whose round ``rnd`` counts, 0 for dropped."""
+def present_workers(cfg: Any, num_workers: int, round_index: int, seed: int) -> np.ndarray:
+  """float32 [K]: 1 for the workers whose round ``round_index`` counts, 0 for dropped."""
   present = np.ones(num_workers, bool)
   if cfg.drop_prob > 0:
-    rng = np.random.default_rng([seed, rnd, 0xD0])
+    rng = np.random.default_rng([seed, round_index, 0xD0])
     present &= rng.random(num_workers) >= cfg.drop_prob
-  for w in parse_schedule(cfg.drop_schedule, num_workers).get(rnd, ()):
+  for w in parse_schedule(cfg.drop_schedule, num_workers).get(round_index, ()):
     present[w] = False
   if not present.any():
-    present[rnd % num_workers] = True
+    present[round_index % num_workers] = True
   return present.astype(np.float32)

@@ -43,6 +43,8 @@ import optax
 from jax import lax
 
 CORRECTIONS = ('none', 'momentum', 'lr', 'both')
+#: How a caller computes ``reference_lr_sum``: :func:`reference_lr_sum` over the
+#: schedule, or :func:`peak_reference_lr_sum` (the transform reads only the sum).
 REFERENCES = ('schedule', 'peak')
 
 # Ratios this close to 1 are applied as exactly 1. ``S_t`` (summed step by step in
@@ -81,7 +83,6 @@ class AutoLoCoConfig:
   learning_rate: Any
   momentum: Any
   correction: str
-  reference: str
   snap_tol: Any
 
 
@@ -90,8 +91,7 @@ class AutoLoCoTransformation(optax.GradientTransformationExtraArgs):
 
   To optax it is the usual ``(init, update)`` pair; ``config`` (an
   :class:`AutoLoCoConfig`) is there for logging and introspection, e.g.
-  ``tx.config.reference`` says how the caller is expected to compute
-  ``reference_lr_sum``.
+  ``tx.config.correction``.
   """
 
   @property
@@ -110,13 +110,10 @@ def _is_concrete_number(x: Any) -> bool:
 
 
 def _check_hyperparams(learning_rate: Any, momentum: Any, correction: str,
-                       reference: str, snap_tol: Any) -> None:
+                       snap_tol: Any) -> None:
   if correction not in CORRECTIONS:
     raise ValueError(
         f'correction must be one of {CORRECTIONS}, got {correction!r}.')
-  if reference not in REFERENCES:
-    raise ValueError(
-        f'reference must be one of {REFERENCES}, got {reference!r}.')
   if isinstance(learning_rate, bool) or not (
       callable(learning_rate) or _is_concrete_number(learning_rate)
       or isinstance(learning_rate, jax.Array)):
@@ -225,7 +222,6 @@ def autoloco(
     learning_rate: Union[float, jax.Array, optax.Schedule],
     momentum: Union[float, jax.Array],
     correction: str = 'both',
-    reference: str = 'schedule',
     *,
     snap_tol: Union[float, jax.Array] = DEFAULT_SNAP_TOL,
 ) -> AutoLoCoTransformation:
@@ -273,10 +269,6 @@ def autoloco(
     momentum: outer momentum ``β`` in ``[0, 1)``. With ``β = 0`` the corrected
       ``α_t`` is ``α`` for every ``r_t > 0`` (the limit of the formula).
     correction: ``'none' | 'momentum' | 'lr' | 'both'``.
-    reference: ``'schedule' | 'peak'``; how the caller computes ``S_ref,t``
-      (:func:`reference_lr_sum` or :func:`peak_reference_lr_sum`). The transform
-      only reads ``reference_lr_sum``; the choice is validated and kept in
-      ``tx.config`` for introspection.
     snap_tol: ratios with ``|r_t − 1| ≤ snap_tol`` are applied as exactly 1.
 
   Returns:
@@ -288,7 +280,7 @@ def autoloco(
 
   Raises:
     ValueError: for a bad ``learning_rate``, ``momentum``, ``correction``,
-      ``reference`` or ``snap_tol``; at ``update``, for concrete sums that are
+      or ``snap_tol``; at ``update``, for concrete sums that are
       not > 0 or for only one of the two sums.
 
   Examples:
@@ -317,7 +309,7 @@ def autoloco(
     Sutskever et al., `On the importance of initialization and momentum in deep
     learning <http://proceedings.mlr.press/v28/sutskever13.pdf>`_, 2013.
   """
-  _check_hyperparams(learning_rate, momentum, correction, reference, snap_tol)
+  _check_hyperparams(learning_rate, momentum, correction, snap_tol)
 
   def current_lr(count):
     if callable(learning_rate):
@@ -356,7 +348,7 @@ def autoloco(
   tx = AutoLoCoTransformation(init_fn, update_fn)
   tx.__dict__['config'] = AutoLoCoConfig(
       learning_rate=learning_rate, momentum=momentum, correction=correction,
-      reference=reference, snap_tol=snap_tol)
+      snap_tol=snap_tol)
   return tx
 
 

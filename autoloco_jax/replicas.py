@@ -65,10 +65,6 @@ def make_mesh(num_workers: int, num_devices: int = 0,
   return Mesh(np.asarray(devices), (REPLICA,))
 
 
-def workers_per_device(mesh: Mesh, num_workers: int) -> int:
-  return num_workers // mesh.devices.size
-
-
 def put(tree: Any, shardings: Any, may_alias: bool | None = None) -> Any:
   """Places host (or single-device) values with the given shardings.
 

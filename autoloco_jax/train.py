@@ -252,10 +252,10 @@ def _run_round(loop: _Loop, state: state_lib.TrainState, host: HostState
   metrics, simulated clocks, counters) and advances ``host``."""
   config, run = loop.config, loop.run
   K = config.num_workers
-  rnd, h = host.rounds, min(host.next_h, config.total_steps - host.step)
-  if rnd == config.faults.nan_at_round:
+  round_index, h = host.rounds, min(host.next_h, config.total_steps - host.step)
+  if round_index == config.faults.nan_at_round:
     state = state._replace(params_K=_poison(state.params_K))
-  present = (faults.present_workers(config.faults, K, rnd, config.seed)
+  present = (faults.present_workers(config.faults, K, round_index, config.seed)
              if faults.enabled(config.faults) else None)
   positions = np.asarray(host.positions, np.int64)
 
@@ -268,12 +268,12 @@ def _run_round(loop: _Loop, state: state_lib.TrainState, host: HostState
                                            present)
   record = {k: metrics_lib.to_python(v) for k, v in jax.device_get(device_metrics).items()}
   # Syncs, bytes, messages and simulated time of this round, every algorithm.
-  record.update(loop.clock.advance_round(run.algo, rnd, h, present_K=present))
+  record.update(loop.clock.advance_round(run.algo, round_index, h, present_K=present))
   for name, other in loop.also.items():
-    record[f"sim_time_{name}"] = other.advance_round(run.algo, rnd, h,
+    record[f"sim_time_{name}"] = other.advance_round(run.algo, round_index, h,
                                                      present_K=present)["sim_time"]
   host.step += h
-  host.rounds = rnd + 1
+  host.rounds = round_index + 1
   host.next_h = int(record["next_h"])
   host.positions = positions.tolist()
   host.clock = loop.clock.state_dict()

@@ -248,8 +248,6 @@ def test_bad_traced_sums_apply_the_uncorrected_step(name):
 def test_bad_mode_names_raise():
   with pytest.raises(ValueError, match='correction'):
     outer.autoloco(ALPHA, BETA, correction='everything')
-  with pytest.raises(ValueError, match='reference'):
-    outer.autoloco(ALPHA, BETA, reference='mean')
   with pytest.raises(ValueError, match='snap_tol'):
     outer.autoloco(ALPHA, BETA, snap_tol=-1.0)
 
@@ -257,7 +255,7 @@ def test_bad_mode_names_raise():
 def test_peak_reference_is_the_same_transform():
   params, delta = PARAMS, DELTAS[0]
   sums = dict(inner_lr_sum=0.3, reference_lr_sum=outer.peak_reference_lr_sum(4e-4, 1000))
-  peak = outer.autoloco(ALPHA, BETA, reference='peak')
+  peak = outer.autoloco(ALPHA, BETA)
   got, s1 = peak.update(delta, peak.init(params), params, **sums)
   want, s2 = cached('both')[0].update(delta, peak.init(params), params, **sums)
   chex.assert_trees_all_equal((got, s1), (want, s2))
@@ -265,8 +263,8 @@ def test_peak_reference_is_the_same_transform():
 
 
 def test_config_is_kept_for_introspection():
-  tx = outer.autoloco(ALPHA, BETA, correction='lr', reference='peak')
-  assert tx.config.correction == 'lr' and tx.config.reference == 'peak'
+  tx = outer.autoloco(ALPHA, BETA, correction='lr')
+  assert tx.config.correction == 'lr'
   assert tx.config.learning_rate == ALPHA and tx.config.momentum == BETA
   assert outer.diloco(ALPHA, BETA).config.correction == 'none'
 

@@ -126,3 +126,24 @@ def test_unknown_algorithm():
   cfg.algorithm = "fedavg"
   with pytest.raises(ValueError, match="unknown algorithm 'fedavg'"):
     algorithms.make(cfg, toy_loss, replicas.make_mesh(4, 1))
+
+
+@pytest.mark.parametrize("name", ["diloco", "autoloco"])
+def test_global_state_is_one_copy_per_device(name):
+  # θ_t, the outer momentum and the controller exist once per device, not K times.
+  K, D = 8, 2
+  mesh = replicas.make_mesh(K, D)
+  algo = algorithms.make(config(name, K=K), toy_loss, mesh)
+  state = state_lib.place(algo.init_state(toy_params()), mesh)
+  state, _ = algo.sync(algo.inner(state, replicas.put_workers(tokens(K, 3), mesh),
+                                  np.int32(3)), everyone(K, mesh))
+  params = toy_params()
+  chex.assert_trees_all_equal_shapes(state.outer.params, params)
+  chex.assert_trees_all_equal_shapes(state.outer.opt.momentum, params)
+  device = mesh.devices.flat[0]
+  on_device = lambda tree: sum(s.data.nbytes for x in jax.tree.leaves(tree)
+                               for s in x.addressable_shards if s.device == device)
+  param_bytes = sum(x.nbytes for x in jax.tree.leaves(params))
+  assert on_device(state.outer.params) == param_bytes
+  assert on_device(state.outer.opt.momentum) == param_bytes
+  assert on_device(state.params_K) == K // D * param_bytes
