@@ -32,7 +32,9 @@ from absl import app, flags
 from flax import traverse_util
 from ml_collections import config_flags
 
-from autoloco_jax import data as data_lib, inner, lora, model as model_lib, plora, replicas
+from autoloco_jax import data as data_lib, inner, model as model_lib, replicas, rounds
+from autoloco_jax.projects import plora
+from autoloco_jax.projects.plora import lora
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to configs/plora.py (with an optional :size).", lock_config=True)
@@ -70,26 +72,35 @@ def _base_key(cfg) -> str:
 
 
 def pretrain(cfg, init, apply, data) -> tuple[dict, dict]:
-  """AdamW on the training plays with the project's inner loop (one worker)."""
+  """AdamW on the training plays with the project's inner loop (one worker),
+  staged through the round driver (``rounds.run_steps``)."""
   steps, batch = cfg.pretrain.steps, cfg.pretrain.batch_size
   schedule = inner.schedule(cfg.inner, steps)
   tx = inner.optimizer(cfg.inner, schedule)
   run = inner.make_inner_loop(functools.partial(model_lib.loss_fn, apply), tx, schedule)
   loop = jax.jit(run, donate_argnums=(0, 1, 2))
+  mesh = replicas.make_mesh(1, 1)
+  chunk = rounds.chunk_size(cfg.pretrain.chunk_steps, steps)
   params_K = replicas.stack_workers(init(jax.random.key(cfg.seed)), 1)
-  opt_K = jax.vmap(tx.init)(params_K)
-  acc = inner.RoundAcc.zeros(1)
-  positions, done, chunk = data.init_positions(), 0, cfg.pretrain.chunk_steps
-  t0 = time.perf_counter()
-  while done < steps:
-    n = min(chunk, steps - done)
-    tokens, positions = data.train_batches(positions, n, batch)
-    buf = np.zeros((1, chunk) + tokens.shape[2:], np.int32)
-    buf[:, :n] = tokens
-    params_K, opt_K, acc = loop(params_K, opt_K, inner.reset(acc), buf, np.int32(n),
+  positions = data.init_positions()
+
+  def read(n):
+    nonlocal positions
+    tokens_1xnxBxL1, positions = data.train_batches(positions, n, batch)
+    return tokens_1xnxBxL1
+
+  def step(state, tokens_1xCxBxL1, n):
+    """One chunk: ``state = (params_K, opt_K, acc, done)``; the loss is the chunk's."""
+    params_K, opt_K, acc, done = state
+    params_K, opt_K, acc = loop(params_K, opt_K, inner.reset(acc), tokens_1xCxBxL1, n,
                                 np.int32(done))
-    done += n
+    done += int(n)
     log(f"pretrain step {done}/{steps}: train loss {float(acc.loss_last_K[0]):.3f}")
+    return params_K, opt_K, acc, done
+
+  t0 = time.perf_counter()
+  state = (params_K, jax.vmap(tx.init)(params_K), inner.RoundAcc.zeros(1), 0)
+  params_K, _, acc, _ = rounds.run_steps(step, state, read, steps, chunk, mesh)
   params = jax.tree.map(lambda x: np.asarray(x[0]), params_K)
   return params, dict(steps=steps, batch_size=batch, seconds=time.perf_counter() - t0,
                       final_train_loss=float(acc.loss_last_K[0]))
@@ -117,7 +128,7 @@ def load_or_pretrain(cfg, init, apply, data, workdir: str) -> tuple[dict, dict]:
 def timed_run(name, plan, apply, base, streams, cfg, eval_tokens):
   # Every run pays for its own compilations, as separate jobs would.
   jax.clear_caches()
-  plora._programs.cache_clear()
+  plora.packed._programs.cache_clear()
   load0 = os.getloadavg()
   log(f"{name}: {len(plan.groups)} group(s)")
   res = plora.run_plan(plan, apply, base, streams, opt_cfg=cfg.lora,

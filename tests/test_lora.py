@@ -9,27 +9,21 @@ exactly zero; bad input is a clear error.
 
 import types
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
-from autoloco_jax import inner, lora, model
+from autoloco_jax import inner, model
+from autoloco_jax.projects.plora import lora
+from tests.helpers import assert_trees_close, host_params
 
 MODEL = dict(vocab_size=32, d_model=32, num_layers=1, num_heads=2, mlp_dim=64,
              seq_len=8, tie_embeddings=False, dtype="float32")
 OPT = dict(lr=0.05, warmup_steps=1, min_lr_ratio=0.1, weight_decay=0.1, b1=0.9,
            b2=0.95, eps=1e-8, clip_norm=1.0)
-
-
-def host_params(init, seed=0):
-  """Random params of the model's layout, drawn with numpy: no RNG compilation."""
-  rng = np.random.default_rng(seed)
-  shapes = jax.eval_shape(init, jax.random.key(0))
-  return jax.tree_util.tree_map_with_path(
-      lambda path, s: jnp.ones(s.shape) if path[-1].key == "scale"
-      else jnp.asarray(0.05 * rng.standard_normal(s.shape), jnp.float32), shapes)
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +42,6 @@ def perturbed(adapter, seed=3):
   return adapter._replace(factors=jax.tree.map(
       lambda x: jnp.asarray(0.1 * rng.standard_normal(x.shape), jnp.float32),
       adapter.factors))
-
-
-def close(a, b, **kw):
-  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, **kw), a, b)
 
 
 def test_targets_resolve_aliases_in_canonical_order():
@@ -115,14 +105,13 @@ def test_padded_init_is_the_lone_adapter(base):
   assert padded.factors["block_0/attn/qkv"]["a"].shape == (32, 16)
   assert set(padded.factors) == set(lora.dense_layers(params, "all"))
   compact = lora.compact(padded)
-  jax.tree.map(np.testing.assert_array_equal, compact, lone)
+  chex.assert_trees_all_equal(compact, lone)
   # Padding is zero (A's extra columns, every untargeted layer).
   np.testing.assert_array_equal(padded.factors["block_0/attn/qkv"]["a"][:, 4:], 0)
   np.testing.assert_array_equal(padded.factors["block_0/mlp/up"]["a"], 0)
   assert lora.rank_of(padded) == 4
   # pad() of the lone adapter is the padded init.
-  jax.tree.map(np.testing.assert_array_equal,
-               lora.pad(lone, 16, lora.dense_layers(params, "all")), padded)
+  chex.assert_trees_all_equal(lora.pad(lone, 16, lora.dense_layers(params, "all")), padded)
 
 
 def _adamw_step(apply, params, tx):
@@ -173,7 +162,7 @@ def test_padding_masks_make_a_rank4_adapter_in_a_rank16_group_the_lone_one(base)
     np.testing.assert_array_equal(np.asarray(final.factors[path]["a"])[:, m == 0], 0)
     np.testing.assert_array_equal(np.asarray(final.factors[path]["b"])[m == 0, :], 0)
   trained_lone = lora.Adapter(states["lone"][0], lone.mask, lone.scale)
-  close(lora.compact(final), trained_lone, rtol=1e-5, atol=1e-6)
+  assert_trees_close(lora.compact(final), trained_lone)
   # The trained adapter is no longer the identity: B moved away from zero.
   assert np.abs(np.asarray(trained_lone.factors["block_0/attn/qkv"]["b"])).max() > 1e-3
 

@@ -21,8 +21,10 @@ import numpy as np
 import optax
 import pytest
 
-from autoloco_jax import data as data_lib, inner, lora, model, plora
-from test_lora import host_params
+from autoloco_jax import data as data_lib, inner, model
+from autoloco_jax.projects import plora
+from autoloco_jax.projects.plora import lora
+from tests.helpers import assert_trees_close, host_params
 
 MODEL = dict(vocab_size=32, d_model=32, num_layers=1, num_heads=2, mlp_dim=64,
              seq_len=8, tie_embeddings=True, dtype="float32")
@@ -58,17 +60,13 @@ def setup():
                                eval_tokens=eval_tokens, packed=packed, lone=lone)
 
 
-def close(a, b, rtol=1e-5, atol=1e-6):
-  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=rtol, atol=atol), a, b)
-
-
 def test_packed_run_of_n_adapters_equals_n_separate_runs(setup):
   for c in CONFIGS:
     alone = setup.lone[c.name]
     for field in ("final_loss", "mean_loss"):
       np.testing.assert_allclose(getattr(setup.packed, field)[c.name],
                                  getattr(alone, field)[c.name], rtol=1e-5)
-    close(setup.packed.adapters[c.name], alone.adapters[c.name])
+    assert_trees_close(setup.packed.adapters[c.name], alone.adapters[c.name])
   # The jobs did train, and differently.
   finals = [setup.packed.final_loss[c.name] for c in CONFIGS]
   assert len(set(np.round(finals, 4))) == len(CONFIGS)
@@ -80,7 +78,7 @@ def test_rank4_adapter_in_a_rank16_group_is_the_lone_rank4_adapter(setup):
   assert lora.rank_of(packed) == 4
   assert set(packed.factors) == {"block_0/attn/qkv", "block_0/attn/out"}
   assert packed.factors["block_0/attn/qkv"]["a"].shape == (32, 4)
-  close(packed, setup.lone["r4-attn"].adapters["r4-attn"])
+  assert_trees_close(packed, setup.lone["r4-attn"].adapters["r4-attn"])
 
 
 def test_a_lone_job_is_adamw_at_its_own_learning_rate(setup):
@@ -103,7 +101,7 @@ def test_a_lone_job_is_adamw_at_its_own_learning_rate(setup):
   for i in range(STEPS):
     factors, opt, value = step(factors, opt, tokens_1xHxBxL1[0, i])
   np.testing.assert_allclose(setup.lone[c.name].final_loss[c.name], value, rtol=1e-5)
-  close(setup.lone[c.name].adapters[c.name].factors, factors)
+  assert_trees_close(setup.lone[c.name].adapters[c.name].factors, factors)
 
 
 def test_evaluating_exported_adapters_together_matches_the_groups_evaluation(setup):
@@ -121,7 +119,7 @@ def test_adapter_axis_split_over_devices_with_a_filler_changes_nothing(setup):
   for c in CONFIGS:
     np.testing.assert_allclose(sharded.final_loss[c.name],
                                setup.packed.final_loss[c.name], rtol=1e-5)
-    close(sharded.adapters[c.name], setup.packed.adapters[c.name])
+    assert_trees_close(sharded.adapters[c.name], setup.packed.adapters[c.name])
 
 
 def test_groups_of_one_shape_share_one_compiled_program(setup):

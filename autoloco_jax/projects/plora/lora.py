@@ -12,7 +12,7 @@ with ``A`` random and ``B = 0`` at init, so a fresh adapter leaves the model
 unchanged; only ``A`` and ``B`` are trained.
 
 **Padding and masks.** To train adapters of different ranks and target layers
-as one array program (``plora``), an adapter is stored padded to a group rank
+as one array program (:mod:`packed`), an adapter is stored padded to a group rank
 ``R >= r`` and to a group's union of target layers, with a 0/1 mask ``m`` of
 length ``R`` per layer. The forward uses ``A diag(m)`` and ``diag(m) B``, so
 
