@@ -336,25 +336,16 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
                eval_tokens, writer, t_start)
   progress = _progress(config.total_steps, host.step, config.log.progress and leader)
   # Throughput is timed from the end of the first round, which includes compilation.
-  t_steady, steady_step = None, host.step
+  steady = None
   rounds_since_save, preempted = 0, False
   try:
     with _stop_signals() as stop:
       while host.step < config.total_steps:
         state, record = _run_round(loop, state, host)
         _maybe_evaluate(loop, state, host, record)
-        if writer:
-          writer.write(host.step, record)
-        rounds_since_save += 1
-        if (stop or host.step >= config.total_steps
-            or rounds_since_save >= config.checkpoint.every_rounds):
-          ckpt.save(host.step, state, host.to_json())
-          rounds_since_save = 0
-        if t_steady is None:
-          t_steady, steady_step = time.time(), host.step
-        progress.update(record["h"])
-        progress.set_postfix(loss=f"{record['loss_mean']:.3f}",
-                             eval=f"{host.eval_loss:.3f}", H=record["h"])
+        _log(loop, host, record, progress)
+        rounds_since_save = _maybe_save(loop, state, host, rounds_since_save, stop)
+        steady = steady or (time.time(), host.step)
         if stop and host.step < config.total_steps:
           raise Preempted()
   except Preempted:
@@ -371,7 +362,7 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
             f"checkpoint was saved. Resume by running the same command with --workdir "
             f"{workdir}", flush=True)
     return dict(preempted=True, step=host.step)
-  summary = _summary(loop, host, steady_step, t_steady)
+  summary = _summary(loop, host, steady)
   if leader:
     with open(os.path.join(workdir, "metrics.jsonl"), "a") as f:
       f.write(json.dumps({k: metrics_lib.to_python(v) for k, v in summary.items()}) + "\n")
@@ -379,12 +370,35 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
   return summary
 
 
-def _summary(loop: _Loop, host: HostState, steady_step: int, t_steady: float | None) -> dict:
-  """The run's final record."""
+def _log(loop: _Loop, host: HostState, record: dict, progress) -> None:
+  """The round's record to metrics.jsonl and TensorBoard, and the progress bar."""
+  if loop.writer:
+    loop.writer.write(host.step, record)
+  progress.update(record["h"])
+  progress.set_postfix(loss=f"{record['loss_mean']:.3f}", eval=f"{host.eval_loss:.3f}",
+                       H=record["h"])
+
+
+def _maybe_save(loop: _Loop, state: state_lib.TrainState, host: HostState,
+                rounds_since_save: int, stop: list) -> int:
+  """Checkpoints every ``checkpoint.every_rounds`` rounds, at the end, and when a
+  stop signal arrived; returns the rounds since the last save."""
+  rounds_since_save += 1
+  if (stop or host.step >= loop.config.total_steps
+      or rounds_since_save >= loop.config.checkpoint.every_rounds):
+    loop.ckpt.save(host.step, state, host.to_json())
+    return 0
+  return rounds_since_save
+
+
+def _summary(loop: _Loop, host: HostState, steady: tuple[float, int] | None) -> dict:
+  """The run's final record; throughput counts from ``steady``, the (time,
+  step) at the end of the first round this process ran."""
   config, run = loop.config, loop.run
   tokens_per_step = config.num_workers * config.data.batch_size * config.data.seq_len
+  t_steady, steady_step = steady if steady else (time.time(), host.step)
   steady_tokens = (host.step - steady_step) * tokens_per_step
-  steady_time = time.time() - t_steady if t_steady is not None else 0.0
+  steady_time = time.time() - t_steady
   tokens_per_sec = steady_tokens / steady_time if steady_tokens else float("nan")
   clock = loop.clock.metrics()
   return dict(
