@@ -53,8 +53,11 @@ def init(params_K: Any, inner_opt_K: Any, outer: Any, num_workers: int) -> Train
 def place(state: TrainState, mesh) -> TrainState:
   """Puts every field of ``state`` on the mesh with the sharding its spec names.
 
-  Every leaf gets buffers of its own (``may_alias=False``): the jitted rounds
-  donate the state, and two fields sharing a buffer could not both be donated.
+  Every leaf gets buffers of its own: the jitted rounds donate the state, and two
+  fields sharing a buffer (or a field sharing the caller's ``params``) could not
+  both be donated. ``may_alias=False`` alone is not enough: JAX 0.10 still reuses
+  the source buffer on its own device when it replicates over several devices,
+  so device arrays are copied first.
   """
   from jax.sharding import NamedSharding, PartitionSpec
   # On a one-device mesh JAX returns P('replica') outputs as P(); lay inputs out
@@ -63,6 +66,7 @@ def place(state: TrainState, mesh) -> TrainState:
   shardings = jax.tree.map(lambda spec: NamedSharding(mesh, canonical(spec)),
                            state.specs(),
                            is_leaf=lambda x: isinstance(x, PartitionSpec))
+  state = jax.tree.map(lambda x: x.copy() if isinstance(x, jax.Array) else x, state)
   return replicas.put(state, shardings, may_alias=False)
 
 

@@ -2,8 +2,10 @@
 
   python -m benchmarks.checkpoint_cost --config configs/default.py
 
-Measured on the state after one round of real training. Prints the checkpoint's size on disk, the time of a blocking save and of a
-restore (median of --repeats), and writes them to docs/checkpoint_cost.json.
+Measured on the state after one round of real training (``rounds.run_round``,
+the trainer's round driver). Prints the checkpoint's size on disk, the time of a
+blocking save and of a restore (median of --repeats), and writes them to
+docs/checkpoint_cost.json (``--out``).
 """
 
 import json
@@ -14,10 +16,11 @@ import tempfile
 import time
 
 import jax
+import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-from autoloco_jax import checkpoint, train
+from autoloco_jax import checkpoint, rounds, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Config file.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Saves and restores to time.")
@@ -29,19 +32,28 @@ def _du(path: str) -> int:
              for root, _, files in os.walk(path) for f in files)
 
 
+class _Reader:
+  """``read(n)``: the next ``n`` batches of every worker, as ``train.py`` reads them."""
+
+  def __init__(self, data, batch_size: int):
+    self.data, self.batch_size = data, batch_size
+    self.positions_K = data.init_positions()
+
+  def __call__(self, n: int) -> np.ndarray:
+    batch_KxnxBxL1, self.positions_K = self.data.train_batches(self.positions_K, n,
+                                                               self.batch_size)
+    return batch_KxnxBxL1
+
+
 def main(_):
   config = _CONFIG.value
   run = train.setup(config)
   # One real round first: an initial state (zero Adam moments) compresses far
   # better than a trained one and would flatter the size.
-  import numpy as np
-  from autoloco_jax import replicas
-  h = int(config.interval.h)
-  positions = run.data.init_positions()
-  tokens, positions = run.data.train_batches(positions, h, config.data.batch_size)
-  state = run.algo.inner(run.state, replicas.put_workers(tokens, run.mesh), np.int32(h))
-  state, _ = run.algo.sync(state)
-  host = dict(positions=run.data.init_positions().tolist(), step=0)
+  reader = _Reader(run.data, config.data.batch_size)
+  state, _ = rounds.run_round(run.algo, run.state, reader, int(config.interval.h),
+                              run.chunk, run.mesh)
+  host = dict(positions=reader.positions_K.tolist(), step=int(config.interval.h))
   workdir = tempfile.mkdtemp(prefix="ckpt_cost_")
   saves, restores = [], []
   try:

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from benchmarks import throughput
+from benchmarks.throughput import timing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALGORITHMS = ("ddp", "diloco", "autoloco")
@@ -39,6 +39,7 @@ def _positive(x) -> bool:
   return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+@pytest.mark.slow
 def test_every_row_present(quick):
   result, _ = quick
   main = result["main"]
@@ -57,6 +58,7 @@ def test_every_row_present(quick):
   assert [r["name"] for r in sharded["rows"]] == ["reference"] + [f"{a}@2" for a in ALGORITHMS]
 
 
+@pytest.mark.slow
 def test_ratios_finite_and_positive(quick):
   result, _ = quick
   for block in (result["main"], result["sharded"]):
@@ -76,6 +78,7 @@ def test_ratios_finite_and_positive(quick):
       result["machine"]["flop_per_cycle_per_core"] == 0)
 
 
+@pytest.mark.slow
 def test_compilations_counted_once(quick):
   result, _ = quick
   for block in (result["main"], result["sharded"]):
@@ -90,6 +93,7 @@ def test_compilations_counted_once(quick):
   assert result["targets"]["compilations of each round function"]["met"]
 
 
+@pytest.mark.slow
 def test_scaling_and_hot_path_present(quick):
   result, _ = quick
   scaling, plan = result["scaling"], result["plan"]
@@ -104,6 +108,7 @@ def test_scaling_and_hot_path_present(quick):
   assert hot["staging"]["seconds"]["int32"] > 0
 
 
+@pytest.mark.slow
 def test_markdown_has_every_row_and_the_command(quick):
   result, md = quick
   assert "python -m benchmarks.throughput" in md
@@ -136,8 +141,8 @@ def test_bracketed_pairs_each_row_with_its_neighbouring_reference_units(monkeypa
     clock.append(runner.name)
     return runner.seconds
 
-  monkeypatch.setattr(throughput, "_timed", fake_timed)
-  out = throughput.bracketed(reference, [fast, slow], steps=5, repeats=2)
+  monkeypatch.setattr(timing, "timed", fake_timed)
+  out = timing.bracketed(reference, [fast, slow], steps=5, repeats=2)
   # ref, fast, ref, slow, ref | ref, slow, ref, fast, ref
   assert clock == ["reference", "fast", "reference", "slow", "reference"] * 1 + [
       "reference", "slow", "reference", "fast", "reference"]

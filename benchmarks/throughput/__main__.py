@@ -1,0 +1,153 @@
+"""``python -m benchmarks.throughput``: the command-line flags and the run.
+
+The flags are defined here only (not on import of the package), so another
+program that imports the benchmark (``experiments/plora_sweep.py`` has its own
+``--render_only``) defines no clashing flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+
+import jax
+from absl import app, flags
+
+from benchmarks.throughput.child import start_child
+from benchmarks.throughput.measure import hot_path, measure_rows, scaling
+from benchmarks.throughput.peak import machine, shape_matmul
+from benchmarks.throughput.plan import Plan, make_plan
+from benchmarks.throughput.report import markdown, targets
+
+_QUICK = flags.DEFINE_bool("quick", False, "CI mode: a one-layer toy model, one repeat, "
+                           "fast XLA compile settings; structure, not speed.")
+_OUT = flags.DEFINE_string("out", "docs/benchmarks.json", "Where to write the raw numbers.")
+_MD = flags.DEFINE_string("md", "docs/benchmarks.md", "Where to write the report ('' = none).")
+_REPEATS = flags.DEFINE_integer("repeats", 0, "Timed units per row of the throughput table "
+                                "(0: 3, quick 1).")
+_SWEEP_REPEATS = flags.DEFINE_integer("sweep_repeats", 0, "Timed units per point of the "
+                                      "sweeps and the scan check (0: 2, quick 1).")
+_WORKERS = flags.DEFINE_integer("num_workers", 4, "K simulated workers.")
+_H = flags.DEFINE_integer("h", 10, "Inner steps per timed unit and the H of its rounds; a row "
+                          "whose config has a smaller H keeps it (0: DiLoCo's configured H; "
+                          "quick: 3).")
+_SIM_DEVICES = flags.DEFINE_integer("sim_devices", 2, "N devices of the shard_map rows "
+                                    "(0 = skip them).")
+_SCALE_WORKERS = flags.DEFINE_list("scale_workers", ["1", "2", "4", "8", "16"],
+                                   "K of the scaling sweep (quick: 1,4).")
+_SCALE_WIDTHS = flags.DEFINE_list("scale_widths", ["64", "128", "256"],
+                                  "d_model of the width sweep (quick: 16,32).")
+_SCALE_STEPS = flags.DEFINE_integer("scale_steps", 2, "Inner steps per timed unit (one "
+                                    "round) in the sweeps.")
+_CHILD = flags.DEFINE_integer("child_devices", 0, "Internal: measure the shard_map rows "
+                              "on this many devices and write JSON to --child_out.")
+_CHILD_OUT = flags.DEFINE_string("child_out", "", "Internal: the child's JSON file.")
+_RENDER = flags.DEFINE_bool("render_only", False, "Only rewrite --md from the numbers "
+                            "already in --out (no measurement).")
+
+_FAST_COMPILE = ["--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true"]
+
+
+def _plan() -> Plan:
+  return make_plan(quick=_QUICK.value, num_workers=_WORKERS.value, h=_H.value,
+                   repeats=_REPEATS.value, sweep_repeats=_SWEEP_REPEATS.value,
+                   scale_workers=_SCALE_WORKERS.value, scale_widths=_SCALE_WIDTHS.value,
+                   scale_steps=_SCALE_STEPS.value)
+
+
+def _start_child():
+  """The shard_map rows' child process, with this run's plan flags."""
+  return start_child(_SIM_DEVICES.value, [
+      f"--num_workers={_WORKERS.value}", f"--repeats={_REPEATS.value}", f"--h={_H.value}",
+      "--quick" if _QUICK.value else "--noquick"])
+
+
+def _write(result: dict) -> None:
+  os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
+  with open(_OUT.value, "w") as f:
+    json.dump(result, f, indent=1, default=float)
+  if _MD.value:
+    os.makedirs(os.path.dirname(_MD.value) or ".", exist_ok=True)
+    with open(_MD.value, "w") as f:
+      f.write(markdown(result))
+
+
+def _render_only() -> None:
+  with open(_OUT.value) as f:
+    result = json.load(f)
+  result["targets"] = targets(result)
+  with open(_MD.value, "w") as f:
+    f.write(markdown(result))
+
+
+def _child(plan: Plan, t0: float) -> None:
+  """The child process: the shard_map rows on ``--child_devices`` devices."""
+  if jax.device_count() < _CHILD.value:
+    raise SystemExit(f"--child_devices={_CHILD.value} but JAX sees {jax.device_count()}")
+  result, _ = measure_rows(plan, _CHILD.value, with_naive=False)
+  result.update(machine=machine(), wall_seconds=time.perf_counter() - t0)
+  with open(_CHILD_OUT.value, "w") as f:
+    json.dump(result, f, default=float)
+
+
+def _sharded(plan: Plan, child, result: dict, t0: float) -> None:
+  """The shard_map rows: a child process on CPU, this process on several devices."""
+  if _SIM_DEVICES.value <= 1:
+    return
+  if jax.default_backend() == "cpu":
+    # Timed alone: two processes on the same cores would slow each other.
+    child = child or _start_child()
+    result["sharded"] = dict(child(), process="child process, simulated CPU devices")
+    print(f"[throughput] child done ({time.perf_counter() - t0:.0f} s)", flush=True)
+  elif jax.device_count() > 1:
+    result["sharded"], _ = measure_rows(plan, jax.device_count(), with_naive=False)
+    result["sharded"]["process"] = "same process"
+
+
+def _run(plan: Plan, t0: float) -> None:
+  """The main process: every measurement, then the JSON and the report."""
+  result = dict(mode="quick" if _QUICK.value else "full", plan=dataclasses.asdict(plan),
+                command=" ".join(["python -m benchmarks.throughput"] + sys.argv[1:]),
+                machine=machine())
+  print(f"[throughput] {result['machine']['cpu']}, {result['machine']['cores']} cores, "
+        f"{result['machine']['uptime']}", flush=True)
+  child = None
+  if _SIM_DEVICES.value > 1 and jax.default_backend() == "cpu" and _QUICK.value:
+    # Structure only: let the child compile while this process does.
+    child = _start_child()
+  result["main"], runners = measure_rows(plan, 1, with_naive=True)
+  print(f"[throughput] main rows done ({time.perf_counter() - t0:.0f} s)", flush=True)
+  if "diloco" in runners:
+    result["hot_path"] = hot_path(plan, runners, result["main"])
+  del runners
+  print(f"[throughput] hot path done ({time.perf_counter() - t0:.0f} s)", flush=True)
+  result["shape_matmul"] = shape_matmul(plan)
+  result["scaling"] = scaling(plan)
+  print(f"[throughput] scaling done ({time.perf_counter() - t0:.0f} s)", flush=True)
+  _sharded(plan, child, result, t0)
+  result.update(load_avg_end=list(os.getloadavg()), wall_seconds=time.perf_counter() - t0)
+  result["targets"] = targets(result)
+  _write(result)
+  print(f"[throughput] wrote {_OUT.value} in {result['wall_seconds']:.0f} s", flush=True)
+
+
+def main(argv):
+  del argv
+  if _RENDER.value:
+    _render_only()
+    return
+  if _QUICK.value and "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    # Structure, not speed: cheaper XLA compiles (set before the backend starts).
+    os.environ["XLA_FLAGS"] = " ".join(os.environ.get("XLA_FLAGS", "").split() + _FAST_COMPILE)
+  plan, t0 = _plan(), time.perf_counter()
+  if _CHILD.value:
+    _child(plan, t0)
+  else:
+    _run(plan, t0)
+
+
+if __name__ == "__main__":
+  app.run(main)
