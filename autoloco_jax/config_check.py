@@ -61,7 +61,7 @@ _RANGES = {
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.
-RESUME_FREE = ("log.", "eval.", "checkpoint.", "num_devices", "chunk_steps")
+RESUME_FREE = ("provenance", "log.", "eval.", "checkpoint.", "num_devices", "chunk_steps")
 
 
 def _lookup(config: Any, dotted: str) -> tuple[bool, Any]:
@@ -81,20 +81,29 @@ def validate(config: Any) -> None:
       continue
     if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
       raise ValueError(f"config.{name} must be an integer, got {value!r}")
-    if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))
-                          or not math.isfinite(value)):
+    if kind is float and (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+    ):
       raise ValueError(f"config.{name} must be a finite number, got {value!r}")
     too_low = low is not None and (value < low if low_in else value <= low)
     too_high = high is not None and (value > high if high_in else value >= high)
     if too_low or too_high:
-      interval = (("[" if low_in else "(") + f"{low}, " +
-                  (f"{high}" if high is not None else "inf") + ("]" if high_in else ")"))
+      interval = (
+          ("[" if low_in else "(")
+          + f"{low}, "
+          + (f"{high}" if high is not None else "inf")
+          + ("]" if high_in else ")")
+      )
       what = f">= {low}" if high is None and low_in else f"in {interval}"
       raise ValueError(f"config.{name} must be {what}, got {value!r}")
   h_max = config.interval.get("h_max", 0)
   if h_max and h_max < config.interval.get("h_min", 1):
-    raise ValueError(f"config.interval.h_max ({h_max}) must be >= config.interval.h_min "
-                     f"({config.interval.h_min}) or 0")
+    raise ValueError(
+        f"config.interval.h_max ({h_max}) must be >= config.interval.h_min "
+        f"({config.interval.h_min}) or 0"
+    )
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict:
@@ -110,7 +119,8 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
 def check_resume(config: Any, workdir: str, allow_change: bool = False) -> None:
   """Refuses to resume a run under a config that changes its trajectory.
 
-  The config is stored as ``workdir/config.json``. If the workdir already holds
+  The config is stored as ``workdir/config.json``, with what produced the run
+  under ``provenance`` (``provenance.collect``). If the workdir already holds
   checkpoints, every field outside :data:`RESUME_FREE` must match the stored
   config, else ``ValueError`` names the fields (``allow_change`` overrides).
   Then the current config is stored.
@@ -119,18 +129,23 @@ def check_resume(config: Any, workdir: str, allow_change: bool = False) -> None:
   new = json.loads(config.to_json_best_effort())
   ckpt_dir = os.path.join(workdir, "checkpoints")
   has_checkpoints = os.path.isdir(ckpt_dir) and any(
-      name.isdigit() for name in os.listdir(ckpt_dir))
+      name.isdigit() for name in os.listdir(ckpt_dir)
+  )
   if has_checkpoints and not allow_change:
     changed = changed_fields(config, workdir)
     if changed:
       raise ValueError(
           f"{workdir} holds a run with another config ({', '.join(changed)}); resuming "
           "would change its trajectory. Use a new --workdir, or pass "
-          "--allow_config_change.")
+          "--allow_config_change."
+      )
   import jax
+
   if jax.process_index() == 0:
+    from autoloco_jax import provenance
+
     with open(path, "w") as f:
-      json.dump(new, f, indent=2)
+      json.dump(dict(new, provenance=provenance.collect()), f, indent=2)
 
 
 def trajectory_fields(config: Any) -> dict:
@@ -149,9 +164,14 @@ def changed_fields(config: Any, workdir: str) -> list[str]:
   if not os.path.exists(path):
     return []
   with open(path) as f:
-    old = {k: v for k, v in _flatten(json.load(f)).items() if not k.startswith(RESUME_FREE)}
+    old = {
+        k: v for k, v in _flatten(json.load(f)).items() if not k.startswith(RESUME_FREE)
+    }
   new = trajectory_fields(config)
   # A field added to the configs after the run was stored, left empty, is no change.
   added_empty = {k for k in set(new) - set(old) if new[k] in ([], (), "", None)}
-  return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}"
-          for k in sorted(set(old) | set(new) - added_empty) if old.get(k) != new.get(k)]
+  return [
+      f"{k}: {old.get(k)!r} -> {new.get(k)!r}"
+      for k in sorted(set(old) | set(new) - added_empty)
+      if old.get(k) != new.get(k)
+  ]

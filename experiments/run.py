@@ -17,28 +17,45 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from autoloco_jax import distributed, train
+from experiments import cli
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Path to a config file (with an optional :size argument).",
-    lock_config=True)
+    "config",
+    None,
+    "Path to a config file (with an optional :size argument).",
+    lock_config=True,
+)
 _WORKDIR = flags.DEFINE_string(
-    "workdir", None, "Where metrics.jsonl, TensorBoard events and the config go.")
+    "workdir", None, "Where metrics.jsonl, TensorBoard events and the config go."
+)
 _ALLOW_CHANGE = flags.DEFINE_bool(
-    "allow_config_change", False,
-    "Resume a workdir even if the config changes fields that alter the trajectory.")
+    "allow_config_change",
+    False,
+    "Resume a workdir even if the config changes fields that alter the trajectory.",
+)
 _COORDINATOR = flags.DEFINE_string(
-    "coordinator_address", "", "Multi-process: host:port of process 0 "
-    "(or env JAX_COORDINATOR_ADDRESS).")
+    "coordinator_address",
+    "",
+    "Multi-process: host:port of process 0 " "(or env JAX_COORDINATOR_ADDRESS).",
+)
 _NUM_PROCESSES = flags.DEFINE_integer(
-    "num_processes", 0, "Multi-process: number of processes (or env JAX_NUM_PROCESSES).")
+    "num_processes", 0, "Multi-process: number of processes (or env JAX_NUM_PROCESSES)."
+)
 _PROCESS_ID = flags.DEFINE_integer(
-    "process_id", -1, "Multi-process: this process's index (or env JAX_PROCESS_ID).")
+    "process_id", -1, "Multi-process: this process's index (or env JAX_PROCESS_ID)."
+)
 _DISTRIBUTED_AUTO = flags.DEFINE_bool(
-    "distributed_auto", False, "Call jax.distributed.initialize() with no arguments "
-    "(TPU pod slices, SLURM / Open MPI GPU clusters detect their settings).")
+    "distributed_auto",
+    False,
+    "Call jax.distributed.initialize() with no arguments "
+    "(TPU pod slices, SLURM / Open MPI GPU clusters detect their settings).",
+)
 _HEARTBEAT = flags.DEFINE_integer(
-    "heartbeat_timeout", 60, "Seconds after which a silent process is declared dead "
-    "and the run stops with an error instead of hanging.")
+    "heartbeat_timeout",
+    60,
+    "Seconds after which a silent process is declared dead "
+    "and the run stops with an error instead of hanging.",
+)
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -54,12 +71,17 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   logging.get_absl_handler().addFilter(_QuietLibraries())
-  distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
-                         auto=_DISTRIBUTED_AUTO.value,
-                         heartbeat_timeout_seconds=_HEARTBEAT.value)
-  train.train_and_evaluate(_CONFIG.value, _WORKDIR.value,
-                           allow_config_change=_ALLOW_CHANGE.value)
+  distributed.initialize(
+      _COORDINATOR.value,
+      _NUM_PROCESSES.value,
+      _PROCESS_ID.value,
+      auto=_DISTRIBUTED_AUTO.value,
+      heartbeat_timeout_seconds=_HEARTBEAT.value,
+  )
+  train.train_and_evaluate(
+      _CONFIG.value, _WORKDIR.value, allow_config_change=_ALLOW_CHANGE.value
+  )
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -29,8 +29,7 @@ from ml_collections import config_flags
 
 from autoloco_jax import config_check, train
 from configs import common
-from experiments import report
-
+from experiments import cli, report
 
 
 def define_flags() -> dict:
@@ -38,18 +37,31 @@ def define_flags() -> dict:
   module next to other absl programs, as the tests do, defines nothing)."""
   out = dict(
       study=config_flags.DEFINE_config_file(
-          "study", None, "A study config (configs/studies/*.py, optional :quick).",
-          lock_config=True),
+          "study",
+          None,
+          "A study config (configs/studies/*.py, optional :quick).",
+          lock_config=True,
+      ),
       root=flags.DEFINE_string("root", "runs/studies", "Where the runs' workdirs go."),
       quick=flags.DEFINE_bool(
-          "quick", False, "The study's quick mode (tiny runs, one seed: checks the "
-          "pipeline, not the numbers); the same as --study=<file>:quick."),
+          "quick",
+          False,
+          "The study's quick mode (tiny runs, one seed: checks the "
+          "pipeline, not the numbers); the same as --study=<file>:quick.",
+      ),
       report_only=flags.DEFINE_bool(
-          "report_only", False, "Train nothing: write the report from finished runs, "
-          "or fail naming the runs that are missing."),
+          "report_only",
+          False,
+          "Train nothing: write the report from finished runs, "
+          "or fail naming the runs that are missing.",
+      ),
       report_dir=flags.DEFINE_string(
-          "report_dir", "", "Where results.md, the plots and summary.json go; "
-          "default <root>/<study name>-report (or -quick-report)."))
+          "report_dir",
+          "",
+          "Where results.md, the plots and summary.json go; "
+          "default <root>/<study name>-report (or -quick-report).",
+      ),
+  )
   flags.mark_flags_as_required(["study"])
   return out
 
@@ -91,8 +103,10 @@ def check_study(study: Any) -> None:
   if not labels:
     raise ValueError(f"study {study.name!r} has no runs")
   if sorted(labels) != sorted(study.runs.keys()) or len(set(labels)) != len(labels):
-    raise ValueError(f"study {study.name!r}: labels {labels} do not match runs "
-                     f"{sorted(study.runs.keys())}")
+    raise ValueError(
+        f"study {study.name!r}: labels {labels} do not match runs "
+        f"{sorted(study.runs.keys())}"
+    )
   if not study.seeds:
     raise ValueError(f"study {study.name!r} has no seeds")
   named = list(study.reference.values()) + list(study.frontier)
@@ -114,8 +128,13 @@ def jobs(study: Any, root: str) -> list[tuple[str, int, Any, str]]:
   return out
 
 
-def run_study(study: Any, root: str, report_dir: str, progress: bool = True,
-              report_only: bool = False) -> dict:
+def run_study(
+    study: Any,
+    root: str,
+    report_dir: str,
+    progress: bool = True,
+    report_only: bool = False,
+) -> dict:
   """Trains every run of ``study`` not yet finished, then writes the report.
 
   Returns the report's summary (``report.collect``). Raises
@@ -128,13 +147,22 @@ def run_study(study: Any, root: str, report_dir: str, progress: bool = True,
 
   check_study(study)
   todo = jobs(study, root)
-  missing = [f"{label} seed {seed} ({w})" for label, seed, _, w in todo if not is_finished(w)]
+  missing = [
+      f"{label} seed {seed} ({w})" for label, seed, _, w in todo if not is_finished(w)
+  ]
   if report_only and missing:
-    raise ValueError(f"report_only: {len(missing)} runs are not finished: "
-                     + "; ".join(missing))
+    raise ValueError(
+        f"report_only: {len(missing)} runs are not finished: " + "; ".join(missing)
+    )
   done_before = len(todo) - len(missing)
-  bar = tqdm(total=len(todo), initial=0, unit="run", disable=not progress,
-             desc=study.name, dynamic_ncols=True)
+  bar = tqdm(
+      total=len(todo),
+      initial=0,
+      unit="run",
+      disable=not progress,
+      desc=study.name,
+      dynamic_ncols=True,
+  )
   t0 = time.time()
   trained = 0
   try:
@@ -143,23 +171,32 @@ def run_study(study: Any, root: str, report_dir: str, progress: bool = True,
       if is_finished(workdir):
         changed = config_check.changed_fields(config, workdir)
         if changed:
-          raise ValueError(f"{workdir} holds a finished run of another config "
-                           f"({', '.join(changed)}); delete it or use another --root")
+          raise ValueError(
+              f"{workdir} holds a finished run of another config "
+              f"({', '.join(changed)}); delete it or use another --root"
+          )
       else:
         summary = train.train_and_evaluate(config, workdir)
         if summary.get("preempted"):
           raise Interrupted(f"{label} seed {seed} stopped at step {summary['step']}")
         trained += 1
-        bar.write(f"{study.name}: {label} seed {seed}: final eval loss "
-                  f"{summary['final_eval_loss']:.4f}, {summary['syncs']} syncs, "
-                  f"wall {summary['wall_time']:.0f} s")
+        bar.write(
+            f"{study.name}: {label} seed {seed}: final eval loss "
+            f"{summary['final_eval_loss']:.4f}, {summary['syncs']} syncs, "
+            f"wall {summary['wall_time']:.0f} s"
+        )
       bar.update(1)
   finally:
     bar.close()
-  print(f"{study.name}: {trained} runs trained, {done_before} already finished, "
-        f"{time.time() - t0:.0f} s", flush=True)
-  runs = {label: [report.load_run(w, seed) for l, seed, _, w in todo if l == label]
-          for label in study.labels}
+  print(
+      f"{study.name}: {trained} runs trained, {done_before} already finished, "
+      f"{time.time() - t0:.0f} s",
+      flush=True,
+  )
+  runs = {
+      label: [report.load_run(w, seed) for l, seed, _, w in todo if l == label]
+      for label in study.labels
+  }
   return report.write_report(study, runs, report_dir)
 
 
@@ -167,6 +204,7 @@ def _load_quick(path: str) -> Any:
   """``get_config("quick")`` of the study file at ``path``, with the
   ``--study.*`` overrides of the command line applied."""
   import importlib.util
+
   spec = importlib.util.spec_from_file_location("_study", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
@@ -181,6 +219,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   from experiments.run import _QuietLibraries
   from absl import logging
+
   logging.get_absl_handler().addFilter(_QuietLibraries())
   logging.set_verbosity(logging.WARNING)
   f = {name: holder.value for name, holder in _FLAGS.items()}
@@ -188,7 +227,8 @@ def main(argv):
   if f["quick"] and not study.quick:
     study = _load_quick(config_flags.get_config_filename(flags.FLAGS["study"]))
   report_dir = f["report_dir"] or os.path.join(
-      f["root"], f"{study.name}{'-quick' if study.quick else ''}-report")
+      f["root"], f"{study.name}{'-quick' if study.quick else ''}-report"
+  )
   try:
     run_study(study, f["root"], report_dir, report_only=f["report_only"])
   except Interrupted as e:
@@ -200,4 +240,4 @@ def main(argv):
 if __name__ == "__main__":
   _FLAGS.update(define_flags())
   py_logging.getLogger("jax").setLevel(py_logging.WARNING)
-  app.run(main)
+  cli.run(main)

@@ -1,9 +1,11 @@
 """The trainer end to end on the embedded Shakespeare data, and its errors."""
 
+import json
 import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -20,8 +22,9 @@ def test_tiny_diloco_learns_and_logs(tmp_path):
 
   # Learns: well below the byte-unigram entropy of the validation text.
   assert summary["final_eval_loss"] < summary["unigram_entropy"] - 0.5
-  np.testing.assert_allclose(summary["final_eval_bpb"],
-                             summary["final_eval_loss"] / np.log(2))
+  np.testing.assert_allclose(
+      summary["final_eval_bpb"], summary["final_eval_loss"] / np.log(2)
+  )
   # One record per round, the budget hit exactly, one all-reduce per round.
   assert [r["h"] for r in records] == [10] * 15
   assert records[-1]["step"] == 150
@@ -30,10 +33,26 @@ def test_tiny_diloco_learns_and_logs(tmp_path):
   ring = comm.ring_allreduce(summary["num_params"], 2, 4)
   np.testing.assert_allclose(summary["bytes_per_worker"], 15 * ring.bytes)
   assert [r["step"] for r in records if "eval_loss" in r] == [50, 100, 150]
-  for key in ("loss_mean", "lr_sum", "delta_norm", "agreement", "outer_lr",
-              "outer_momentum", "ratio", "bytes_per_worker", "tokens"):
+  for key in (
+      "loss_mean",
+      "lr_sum",
+      "delta_norm",
+      "agreement",
+      "outer_lr",
+      "outer_momentum",
+      "ratio",
+      "bytes_per_worker",
+      "tokens",
+  ):
     assert key in records[0], key
-  assert os.path.exists(tmp_path / "config.json")
+  # config.json records what produced the run.
+  with open(tmp_path / "config.json") as f:
+    stored = json.load(f)
+  prov = stored["provenance"]
+  assert prov["packages"]["jax"] == jax.__version__ and "optax" in prov["packages"]
+  assert prov["backend"] == "cpu" and prov["num_devices"] == len(jax.devices())
+  assert len(prov["git"]["commit"]) == 40 and isinstance(prov["git"]["dirty"], bool)
+  assert stored["algorithm"] == "diloco"
   assert summary["inner_compilations"] == summary["sync_compilations"] == 1
 
 
@@ -55,8 +74,9 @@ def test_autoloco_fixed_at_h_ref_equals_diloco(tmp_path):
 
 @pytest.mark.slow
 def test_adaptive_interval_hits_budget_and_compiles_once(tmp_path):
-  cfg = tiny(autoloco_config, total_steps=97, **{"eval.every_steps": 97,
-                                                 "inner.warmup_steps": 4})
+  cfg = tiny(
+      autoloco_config, total_steps=97, **{"eval.every_steps": 97, "inner.warmup_steps": 4}
+  )
   cfg.interval.controller = "lr_quadratic"  # H grows 4 -> 30 as the lr decays
   cfg.interval.h, cfg.interval.h_min, cfg.interval.h_max = 4, 2, 30
   cfg.autoloco.h_ref = 4
@@ -77,16 +97,21 @@ def test_sharded_run_on_two_devices(tmp_path):
   assert np.isfinite(summary["final_eval_loss"])
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"num_devices": 3}, "not divisible by the device count"),
-    ({"interval.h": 0}, r"config.interval.h must be >= 1, got 0"),
-    ({"total_steps": -5}, r"config.total_steps must be >= 1"),
-    ({"inner.lr": 0.0}, r"config.inner.lr must be in \(0.0, inf\)"),
-    ({"data.source": "files", "data.path": "/nonexistent/*.txt"}, "matches no files"),
-    ({"data.source": "tfds", "data.name": "no_such_dataset_xyz"},
-     "unknown tfds dataset name"),
-    ({"algorithm": "fedavg"}, "unknown algorithm 'fedavg'"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"num_devices": 3}, "not divisible by the device count"),
+        ({"interval.h": 0}, r"config.interval.h must be >= 1, got 0"),
+        ({"total_steps": -5}, r"config.total_steps must be >= 1"),
+        ({"inner.lr": 0.0}, r"config.inner.lr must be in \(0.0, inf\)"),
+        ({"data.source": "files", "data.path": "/nonexistent/*.txt"}, "matches no files"),
+        (
+            {"data.source": "tfds", "data.name": "no_such_dataset_xyz"},
+            "unknown tfds dataset name",
+        ),
+        ({"algorithm": "fedavg"}, "unknown algorithm 'fedavg'"),
+    ],
+)
 def test_bad_config_is_a_clear_error(tmp_path, overrides, message):
   with pytest.raises(ValueError, match=message):
     train.train_and_evaluate(tiny(**overrides), str(tmp_path))
@@ -95,8 +120,67 @@ def test_bad_config_is_a_clear_error(tmp_path, overrides, message):
 @pytest.mark.slow
 def test_cli_rejects_unknown_config_key(tmp_path):
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.run", "--config", "configs/diloco.py:tiny",
-       "--workdir", str(tmp_path), "--config.inner.no_such_field=1"],
-      cwd=ROOT, capture_output=True, text=True, timeout=120)
+      [
+          sys.executable,
+          "-m",
+          "experiments.run",
+          "--config",
+          "configs/diloco.py:tiny",
+          "--workdir",
+          str(tmp_path),
+          "--config.inner.no_such_field=1",
+      ],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=120,
+  )
   assert result.returncode != 0
   assert "no_such_field" in result.stderr
+  # Quiet and friendly: one line, status 2, no traceback.
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines() == [
+      "error: the config has no field 'no_such_field' (--config.inner.no_such_field)"
+  ]
+
+
+def _cli(tmp_path, *flags):
+  return subprocess.run(
+      [sys.executable, "-m", "experiments.run", "--workdir", str(tmp_path), *flags],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+
+
+@pytest.mark.slow
+def test_cli_bad_values_are_one_line_errors_unless_verbose(tmp_path):
+  bad = ("--config", "configs/diloco.py:tiny", "--config.interval.h=0")
+  result = _cli(tmp_path, *bad)
+  assert result.returncode == 2
+  assert result.stderr.strip() == "error: config.interval.h must be >= 1, got 0"
+  verbose = _cli(tmp_path, *bad, "-v", "1")
+  assert verbose.returncode == 2 and "Traceback" in verbose.stderr
+  assert verbose.stderr.strip().endswith("error: config.interval.h must be >= 1, got 0")
+  missing = _cli(tmp_path, "--config", "configs/no_such_config.py")
+  assert missing.returncode == 2 and missing.stderr.startswith("error: ")
+  assert "no_such_config.py" in missing.stderr and "Traceback" not in missing.stderr
+
+
+@pytest.mark.slow
+def test_cli_run_prints_no_library_info_lines(tmp_path):
+  result = _cli(
+      tmp_path,
+      "--config",
+      "configs/diloco.py:tiny",
+      "--config.total_steps=10",
+      "--config.log.progress=False",
+  )
+  assert result.returncode == 0, result.stderr
+  lines = result.stdout.strip().splitlines()
+  assert lines[-1].startswith("[diloco] final eval loss")
+  assert all(l.startswith("Building the Shakespeare dataset") for l in lines[:-1]), lines
+  assert result.stderr.strip() == "", result.stderr
+  noisy = [l for l in result.stderr.splitlines() if l[:1] == "I" and "]" in l]
+  assert not noisy and "initialize backend" not in result.stderr, result.stderr
