@@ -53,6 +53,7 @@ class Algorithm:
       evaluate (decentralized methods: the replicas' mean and one replica);
       ``None``: evaluate worker 0, the global model after a sync.
   """
+
   name: str
   init_state: Callable[[Any], TrainState]
   inner: Callable
@@ -76,6 +77,7 @@ class Setup:
     peak_lr: ``η_peak``, the schedule's peak (``config.inner.lr``).
     h: ``config.interval.h``, the (first) round's number of inner steps.
   """
+
   mesh: Mesh
   num_workers: int
   loss_fn: Callable
@@ -87,15 +89,21 @@ class Setup:
   @classmethod
   def from_config(cls, config: Any, loss_fn: Callable, mesh: Mesh) -> "Setup":
     lr_schedule = inner.schedule(config.inner, config.total_steps)
-    return cls(mesh=mesh, num_workers=config.num_workers, loss_fn=loss_fn,
-               lr_schedule=lr_schedule,
-               inner_tx=inner.optimizer(config.inner, lr_schedule),
-               peak_lr=float(config.inner.lr), h=int(config.interval.h))
+    return cls(
+        mesh=mesh,
+        num_workers=config.num_workers,
+        loss_fn=loss_fn,
+        lr_schedule=lr_schedule,
+        inner_tx=inner.optimizer(config.inner, lr_schedule),
+        peak_lr=float(config.inner.lr),
+        h=int(config.interval.h),
+    )
 
   def inner_loop(self, *, sync_grads: bool = False) -> Callable:
     """The per-device inner loop (:func:`inner.make_inner_loop`)."""
-    return inner.make_inner_loop(self.loss_fn, self.inner_tx, self.lr_schedule,
-                                 sync_grads=sync_grads)
+    return inner.make_inner_loop(
+        self.loss_fn, self.inner_tx, self.lr_schedule, sync_grads=sync_grads
+    )
 
   def init_workers(self, params: Any) -> tuple[Any, Any]:
     """``(params_K, inner_opt_K)``: K copies of ``params`` and their fresh
@@ -104,8 +112,9 @@ class Setup:
     return params_K, jax.vmap(self.inner_tx.init)(params_K)
 
 
-def jit_inner(inner_run: Callable, mesh: Mesh,
-              local_steps: Callable[[int], jax.Array] | None = None) -> Callable:
+def jit_inner(
+    inner_run: Callable, mesh: Mesh, local_steps: Callable[[int], jax.Array] | None = None
+) -> Callable:
   """Wraps a per-device inner loop (``inner.make_inner_loop``) as a jitted step
   over the whole mesh, advancing ``state.step``.
 
@@ -114,19 +123,31 @@ def jit_inner(inner_run: Callable, mesh: Mesh,
   """
 
   def block(state: TrainState, tokens_KxCxBxL1, num_steps):
-    extra = {} if local_steps is None else {
-        "steps_K": local_steps(tokens_KxCxBxL1.shape[0])}
-    params_K, opt_K, acc = inner_run(state.params_K, state.inner_opt_K, state.acc,
-                                     tokens_KxCxBxL1, num_steps, state.step, **extra)
-    return state._replace(params_K=params_K, inner_opt_K=opt_K, acc=acc,
-                          step=state.step + num_steps)
+    extra = (
+        {} if local_steps is None else {"steps_K": local_steps(tokens_KxCxBxL1.shape[0])}
+    )
+    params_K, opt_K, acc = inner_run(
+        state.params_K,
+        state.inner_opt_K,
+        state.acc,
+        tokens_KxCxBxL1,
+        num_steps,
+        state.step,
+        **extra,
+    )
+    return state._replace(
+        params_K=params_K, inner_opt_K=opt_K, acc=acc, step=state.step + num_steps
+    )
 
   @functools.partial(jax.jit, donate_argnums=0)
   def inner_fn(state: TrainState, tokens_KxCxBxL1, num_steps):
     specs = state.specs()
     return replicas.map_workers(
-        block, mesh, in_specs=(specs, replicas.WORKERS, replicas.REPLICATED),
-        out_specs=specs)(state, tokens_KxCxBxL1, num_steps)
+        block,
+        mesh,
+        in_specs=(specs, replicas.WORKERS, replicas.REPLICATED),
+        out_specs=specs,
+    )(state, tokens_KxCxBxL1, num_steps)
 
   return inner_fn
 
@@ -140,8 +161,11 @@ def jit_sync(sync_block: Callable, mesh: Mesh) -> Callable:
   def sync(state: TrainState, present_K):
     specs = state.specs()
     return replicas.map_workers(
-        sync_block, mesh, in_specs=(specs, replicas.WORKERS),
-        out_specs=(specs, replicas.REPLICATED))(state, present_K)
+        sync_block,
+        mesh,
+        in_specs=(specs, replicas.WORKERS),
+        out_specs=(specs, replicas.REPLICATED),
+    )(state, present_K)
 
   return sync
 

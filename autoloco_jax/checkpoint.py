@@ -28,7 +28,6 @@ from absl import logging
 
 import orbax.checkpoint as ocp
 
-
 #: Layout of the run state in a checkpoint. 2: each algorithm owns its state
 #: (``TrainState.outer``) and the host state is one typed item. Checkpoints of
 #: another layout cannot be resumed.
@@ -53,7 +52,8 @@ class Checkpointer:
     self.directory = os.path.join(os.path.abspath(workdir), "checkpoints")
     self._manager = ocp.CheckpointManager(
         self.directory,
-        options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True))
+        options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True),
+    )
 
   def steps(self) -> list[int]:
     """Inner steps at which complete checkpoints exist, oldest first."""
@@ -61,9 +61,14 @@ class Checkpointer:
 
   def save(self, step: int, state: Any, host: dict) -> None:
     """Starts saving (asynchronously); call :meth:`wait` before exiting."""
-    self._manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state),
-        host=ocp.args.JsonSave(dict(host, format=FORMAT))), force=True)
+    self._manager.save(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state),
+            host=ocp.args.JsonSave(dict(host, format=FORMAT)),
+        ),
+        force=True,
+    )
 
   def wait(self) -> None:
     self._manager.wait_until_finished()
@@ -87,8 +92,12 @@ class Checkpointer:
     for step in reversed(steps):
       self._check_format(step)
       try:
-        restored = self._manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract), host=ocp.args.JsonRestore()))
+        restored = self._manager.restore(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(abstract), host=ocp.args.JsonRestore()
+            ),
+        )
         if errors:
           logging.warning("restored the older checkpoint at step %d", step)
         host = dict(restored.host)
@@ -98,15 +107,17 @@ class Checkpointer:
         logging.warning("checkpoint at step %d is unreadable: %s", step, e)
         errors.append(f"step {step}: {type(e).__name__}: {e}")
     raise CheckpointError(
-        f"no checkpoint in {self.directory} could be restored:\n  " +
-        "\n  ".join(errors) +
-        "\nRemove the folder to start from scratch.")
+        f"no checkpoint in {self.directory} could be restored:\n  "
+        + "\n  ".join(errors)
+        + "\nRemove the folder to start from scratch."
+    )
 
   def _check_format(self, step: int) -> None:
     """Refuses a readable checkpoint of another layout, naming it."""
     try:
-      host = self._manager.restore(step, args=ocp.args.Composite(
-          host=ocp.args.JsonRestore())).host
+      host = self._manager.restore(
+          step, args=ocp.args.Composite(host=ocp.args.JsonRestore())
+      ).host
     except Exception:  # damaged: restore() reports it and tries an older one
       return
     found = host.get("format", 1) if isinstance(host, dict) else 1
@@ -115,7 +126,8 @@ class Checkpointer:
           f"the checkpoint at step {step} in {self.directory} was written by another "
           f"version of autoloco_jax (run-state format {found}; this version reads "
           f"format {FORMAT}) and cannot be resumed. Start the run in a new --workdir, "
-          "or resume it with the version that wrote it.")
+          "or resume it with the version that wrote it."
+      )
 
   def close(self) -> None:
     self._manager.wait_until_finished()

@@ -20,12 +20,19 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from autoloco_jax.network import (NETWORKS, Network, allreduce_time, exchange_time,
-                                  network_from_config, speed_factors)
+from autoloco_jax.network import (
+    NETWORKS,
+    Network,
+    allreduce_time,
+    exchange_time,
+    network_from_config,
+    speed_factors,
+)
 
 
 class Traffic(NamedTuple):
   """What one worker sends: bytes and messages."""
+
   bytes: float
   messages: int
 
@@ -36,12 +43,15 @@ class Traffic(NamedTuple):
     return Traffic(self.bytes * n, self.messages * n)
 
 
-def ring_allreduce(num_params: int, num_workers: int, bytes_per_param: int = 4) -> Traffic:
+def ring_allreduce(
+    num_params: int, num_workers: int, bytes_per_param: int = 4
+) -> Traffic:
   """Per-worker traffic of one ring all-reduce; zero for a single worker."""
   if num_workers < 1 or num_params < 0 or bytes_per_param < 1:
     raise ValueError(
         f"bad all-reduce size: num_params={num_params}, num_workers={num_workers}, "
-        f"bytes_per_param={bytes_per_param}")
+        f"bytes_per_param={bytes_per_param}"
+    )
   k = num_workers
   return Traffic(2 * (k - 1) / k * num_params * bytes_per_param, 2 * (k - 1))
 
@@ -49,8 +59,10 @@ def ring_allreduce(num_params: int, num_workers: int, bytes_per_param: int = 4) 
 def pairwise_exchange(num_params: int, bytes_per_param: int = 4) -> Traffic:
   """Per-worker traffic of one exchange with one peer: its parameters, once."""
   if num_params < 0 or bytes_per_param < 1:
-    raise ValueError(f"bad exchange size: num_params={num_params}, "
-                     f"bytes_per_param={bytes_per_param}")
+    raise ValueError(
+        f"bad exchange size: num_params={num_params}, "
+        f"bytes_per_param={bytes_per_param}"
+    )
   return Traffic(float(num_params * bytes_per_param), 1)
 
 
@@ -72,6 +84,7 @@ class RoundComm(NamedTuple):
     neighbors_DxK: for ``gossip``, the round's neighbour table (``d`` rows, each
       a permutation of the workers: row ``r`` names worker ``k``'s ``r``-th peer).
   """
+
   kind: str
   steps_K: np.ndarray
   neighbors_DxK: np.ndarray | None = None
@@ -98,12 +111,20 @@ class SimClock:
     speed_K: per-worker compute-time multipliers (default all 1).
   """
 
-  def __init__(self, network: Network, num_params: int, bytes_per_param: int = 4,
-               step_time: float = 0.0, speed_K: np.ndarray | None = None):
+  def __init__(
+      self,
+      network: Network,
+      num_params: int,
+      bytes_per_param: int = 4,
+      step_time: float = 0.0,
+      speed_K: np.ndarray | None = None,
+  ):
     k = network.num_workers
     if num_params < 0 or bytes_per_param < 1:
-      raise ValueError(f"bad model size: num_params={num_params}, "
-                       f"bytes_per_param={bytes_per_param}")
+      raise ValueError(
+          f"bad model size: num_params={num_params}, "
+          f"bytes_per_param={bytes_per_param}"
+      )
     if not (np.isfinite(step_time) and step_time >= 0):
       raise ValueError(f"step_time must be finite and >= 0, got {step_time!r}")
     self.network = network
@@ -168,15 +189,21 @@ class SimClock:
 
   # -- rounds ------------------------------------------------------------------
 
-  def advance(self, pattern: RoundComm, step_time: float | None = None,
-              present_K: np.ndarray | None = None) -> dict:
+  def advance(
+      self,
+      pattern: RoundComm,
+      step_time: float | None = None,
+      present_K: np.ndarray | None = None,
+  ) -> dict:
     """Advances the clock by one round; returns the metrics to log with it.
 
     ``present_K`` (0/1 per worker, worker faults): absent workers neither
     compute nor send; only all-reduce patterns support it.
     """
     if pattern.kind not in PATTERNS:
-      raise ValueError(f"unknown round pattern {pattern.kind!r}; choose one of {PATTERNS}")
+      raise ValueError(
+          f"unknown round pattern {pattern.kind!r}; choose one of {PATTERNS}"
+      )
     steps_K = np.broadcast_to(np.asarray(pattern.steps_K), (self.num_workers,))
     if present_K is not None:
       present_K = np.asarray(present_K) > 0
@@ -199,13 +226,20 @@ class SimClock:
       elif pattern.kind == "gossip":
         self.gossip(pattern.neighbors_DxK)
     metrics = self.metrics()
-    metrics.update(sim_round_time=metrics["sim_time"] - before_time,
-                   round_bytes_per_worker=float(self.bytes_K.mean() - before_bytes))
+    metrics.update(
+        sim_round_time=metrics["sim_time"] - before_time,
+        round_bytes_per_worker=float(self.bytes_K.mean() - before_bytes),
+    )
     return metrics
 
-  def advance_round(self, algo: Any, round_index: int, h: int,
-                    step_time: float | None = None,
-                    present_K: np.ndarray | None = None) -> dict:
+  def advance_round(
+      self,
+      algo: Any,
+      round_index: int,
+      h: int,
+      step_time: float | None = None,
+      present_K: np.ndarray | None = None,
+  ) -> dict:
     """:meth:`advance` with the round ``algo`` (an ``Algorithm``) just ran:
     ``round_index`` counts the syncs before it (0 for the first round), ``h``
     is its number of inner steps, ``present_K`` the workers present (faults)."""
@@ -225,8 +259,10 @@ class SimClock:
     for name in self._STATE:
       value = np.asarray(saved[name], getattr(self, name).dtype)
       if value.shape != (self.num_workers,):
-        raise ValueError(f"saved clock has {value.shape} for {name}, "
-                         f"expected {self.num_workers} workers")
+        raise ValueError(
+            f"saved clock has {value.shape} for {name}, "
+            f"expected {self.num_workers} workers"
+        )
       setattr(self, name, value)
     self.syncs = int(saved["syncs"])
     self.step_time = float(saved["step_time"])
@@ -249,7 +285,8 @@ class SimClock:
         sim_wait_time=float(np.maximum(wait_K, 0.0).mean()),
         bytes_per_worker=float(self.bytes_K.mean()),
         messages_per_worker=float(self.messages_K.mean()),
-        syncs=int(self.syncs))
+        syncs=int(self.syncs),
+    )
 
 
 def clock_from_config(config: Any, num_params: int, step_time: float) -> SimClock:
@@ -260,8 +297,13 @@ def clock_from_config(config: Any, num_params: int, step_time: float) -> SimCloc
     network, speeds = NETWORKS["homogeneous"](k), np.ones(k)
   else:
     network, speeds = network_from_config(net_cfg, k), speed_factors(net_cfg, k)
-  return SimClock(network, num_params, config.comm.bytes_per_param,
-                  step_time=step_time, speed_K=speeds)
+  return SimClock(
+      network,
+      num_params,
+      config.comm.bytes_per_param,
+      step_time=step_time,
+      speed_K=speeds,
+  )
 
 
 def also_clocks(config: Any, num_params: int, step_time: float) -> dict[str, SimClock]:
@@ -280,8 +322,14 @@ def also_clocks(config: Any, num_params: int, step_time: float) -> dict[str, Sim
   clocks = {}
   for name in names:
     if name not in NETWORKS:
-      raise ValueError(f"unknown network {name!r} in network.also; choose from "
-                       f"{sorted(NETWORKS)}")
-    clocks[name] = SimClock(NETWORKS[name](k), num_params, config.comm.bytes_per_param,
-                            step_time=step_time, speed_K=speeds)
+      raise ValueError(
+          f"unknown network {name!r} in network.also; choose from " f"{sorted(NETWORKS)}"
+      )
+    clocks[name] = SimClock(
+        NETWORKS[name](k),
+        num_params,
+        config.comm.bytes_per_param,
+        step_time=step_time,
+        speed_K=speeds,
+    )
   return clocks

@@ -19,6 +19,7 @@ documents). A worker reads its shard in epochs, each in a fresh permutation
 derived from (seed, worker, epoch), so the count of rows a worker has consumed
 is its whole reading state.
 """
+
 from __future__ import annotations
 
 import glob
@@ -75,7 +76,9 @@ def decode(tokens) -> str:
 
 def _field(data_cfg: Any, name: str) -> Any:
   """A config field, falling back to `_DEFAULTS`; works for ConfigDicts, dicts and plain objects."""
-  value = data_cfg.get(name) if isinstance(data_cfg, dict) else getattr(data_cfg, name, None)
+  value = (
+      data_cfg.get(name) if isinstance(data_cfg, dict) else getattr(data_cfg, name, None)
+  )
   if value is None:
     if name not in _DEFAULTS:
       raise ValueError(f"data config is missing the required field {name!r}")
@@ -99,7 +102,9 @@ def _validate(data_cfg: Any, num_workers: int, seed: int) -> None:
     raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
   partition = _field(data_cfg, "partition")
   if partition not in PARTITIONS:
-    raise ValueError(f"unknown partition mode {partition!r}; expected one of {PARTITIONS}")
+    raise ValueError(
+        f"unknown partition mode {partition!r}; expected one of {PARTITIONS}"
+    )
   if int(_field(data_cfg, "seq_len")) < 1:
     raise ValueError(f"seq_len must be >= 1, got {_field(data_cfg, 'seq_len')}")
   if int(_field(data_cfg, "batch_size")) < 1:
@@ -109,9 +114,13 @@ def _validate(data_cfg: Any, num_workers: int, seed: int) -> None:
   if seed < 0:
     raise ValueError(f"seed must be >= 0 (it seeds numpy's SeedSequence), got {seed}")
   if int(_field(data_cfg, "max_bytes")) < 0:
-    raise ValueError(f"max_bytes must be >= 0 (0 = no cap), got {_field(data_cfg, 'max_bytes')}")
+    raise ValueError(
+        f"max_bytes must be >= 0 (0 = no cap), got {_field(data_cfg, 'max_bytes')}"
+    )
   if source == "files" and not 0.0 < float(_field(data_cfg, "val_fraction")) < 1.0:
-    raise ValueError(f"val_fraction must be in (0, 1), got {_field(data_cfg, 'val_fraction')}")
+    raise ValueError(
+        f"val_fraction must be in (0, 1), got {_field(data_cfg, 'val_fraction')}"
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -186,19 +195,24 @@ def _tfds_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Docum
   if not builder.is_prepared():
     if not _field(data_cfg, "download"):
       raise ValueError(
-          f"tfds dataset {name!r} is not prepared in {builder.data_dir} and download is off")
+          f"tfds dataset {name!r} is not prepared in {builder.data_dir} and download is off"
+      )
     # try_download_gcs=False: build from the original sources, never probe GCS.
     builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(try_download_gcs=False))
+        download_config=tfds.download.DownloadConfig(try_download_gcs=False)
+    )
   text_key = str(_field(data_cfg, "text_key"))
   features = list(builder.info.features.keys())
   if text_key not in features:
     raise ValueError(
-        f"tfds dataset {name!r} has no text feature {text_key!r}; its features are {features}")
+        f"tfds dataset {name!r} has no text feature {text_key!r}; its features are {features}"
+    )
   train_source = builder.as_data_source(split=_field(data_cfg, "train_split"))
   eval_source = builder.as_data_source(split=_field(data_cfg, "eval_split"))
-  return Documents(_read_text(train_source, text_key, max_bytes),
-                   _read_text(eval_source, text_key, eval_max_bytes))
+  return Documents(
+      _read_text(train_source, text_key, max_bytes),
+      _read_text(eval_source, text_key, eval_max_bytes),
+  )
 
 
 def _read_text(source, text_key: str, max_bytes: int) -> list[bytes]:
@@ -227,7 +241,9 @@ def _list_files(path: str) -> list[pathlib.Path]:
   elif os.path.isfile(expanded):
     files = [pathlib.Path(expanded)]
   else:
-    files = [pathlib.Path(p) for p in glob.glob(expanded, recursive=True) if os.path.isfile(p)]
+    files = [
+        pathlib.Path(p) for p in glob.glob(expanded, recursive=True) if os.path.isfile(p)
+    ]
   if not files:
     raise ValueError(f"no such file: path {path!r} matches no files")
   return sorted(files)
@@ -269,7 +285,8 @@ def _split_tail(doc: bytes, fraction: float) -> tuple[bytes, bytes]:
     cut = line_end + 1
   if cut <= 0 or cut >= len(doc):
     raise ValueError(
-        f"file of {len(doc)} bytes is too short to split off a {fraction:.0%} validation tail")
+        f"file of {len(doc)} bytes is too short to split off a {fraction:.0%} validation tail"
+    )
   return doc[:cut], doc[cut:]
 
 
@@ -299,7 +316,8 @@ def contiguous_blocks(doc_sizes: np.ndarray, num_workers: int) -> np.ndarray:
   if num_docs < num_workers:
     raise ValueError(
         f"too little data for non_iid partition: {num_docs} training documents "
-        f"for {num_workers} workers")
+        f"for {num_workers} workers"
+    )
   ends = np.cumsum(doc_sizes)
   midpoints = ends - doc_sizes / 2
   targets = ends[-1] * np.arange(1, num_workers) / num_workers
@@ -390,12 +408,15 @@ class WorkerData:
     while done < count:
       epoch, offset = divmod(position + done, size)
       take = min(size - offset, count - done)
-      ids[done : done + take] = shard[self._epoch_permutation(k, epoch)[offset : offset + take]]
+      ids[done : done + take] = shard[
+          self._epoch_permutation(k, epoch)[offset : offset + take]
+      ]
       done += take
     return ids
 
-  def train_batches(self, positions_K: np.ndarray, num_steps: int,
-                    batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+  def train_batches(
+      self, positions_K: np.ndarray, num_steps: int, batch_size: int
+  ) -> tuple[np.ndarray, np.ndarray]:
     """The next `num_steps` batches of every worker and the advanced positions.
 
     Returns (tokens_KxHxBxL1 int32 with H = num_steps, positions_K + H * B).
@@ -406,15 +427,21 @@ class WorkerData:
     """
     positions_K = np.asarray(positions_K)
     if positions_K.shape != (self.num_workers,):
-      raise ValueError(f"positions must have shape ({self.num_workers},), got {positions_K.shape}")
+      raise ValueError(
+          f"positions must have shape ({self.num_workers},), got {positions_K.shape}"
+      )
     if np.any(positions_K < 0):
       raise ValueError(f"positions must be >= 0, got {positions_K}")
     if num_steps < 1 or batch_size < 1:
-      raise ValueError(f"num_steps and batch_size must be >= 1, got {num_steps} and {batch_size}")
+      raise ValueError(
+          f"num_steps and batch_size must be >= 1, got {num_steps} and {batch_size}"
+      )
     count = num_steps * batch_size
     K, L1 = self.num_workers, self.seq_len + 1
     ids_KxN = np.stack([self._read_ids(k, int(positions_K[k]), count) for k in range(K)])
-    tokens_KxHxBxL1 = self._train_tokens_NxL1[ids_KxN].reshape(K, num_steps, batch_size, L1)
+    tokens_KxHxBxL1 = self._train_tokens_NxL1[ids_KxN].reshape(
+        K, num_steps, batch_size, L1
+    )
     return tokens_KxHxBxL1.astype(np.int32), positions_K.astype(np.int64) + count
 
   def eval_batches(self, batch_size: int, num_batches: int) -> np.ndarray:
@@ -425,14 +452,16 @@ class WorkerData:
     needed = batch_size * num_batches
     if batch_size < 1 or num_batches < 1:
       raise ValueError(
-          f"batch_size and num_batches must be >= 1, got {batch_size} and {num_batches}")
+          f"batch_size and num_batches must be >= 1, got {batch_size} and {num_batches}"
+      )
     if needed > self.num_eval_sequences:
       raise ValueError(
           f"too little validation data: {num_batches} batches of {batch_size} need {needed} "
           f"sequences, only {self.num_eval_sequences} available"
       )
     tokens_NxBxL1 = self._eval_tokens_MxL1[:needed].reshape(
-        num_batches, batch_size, self.seq_len + 1)
+        num_batches, batch_size, self.seq_len + 1
+    )
     return tokens_NxBxL1.astype(np.int32)
 
   def unigram_entropy(self) -> float:
@@ -470,7 +499,9 @@ def build(data_cfg: Any, num_workers: int, seed: int) -> WorkerData:
     shards = list(order[: num_workers * shard_size].reshape(num_workers, shard_size))
   else:
     bounds = contiguous_blocks([len(doc) for doc in docs.train], num_workers)
-    blocks = [pack(docs.train[bounds[k] : bounds[k + 1]], seq_len) for k in range(num_workers)]
+    blocks = [
+        pack(docs.train[bounds[k] : bounds[k + 1]], seq_len) for k in range(num_workers)
+    ]
     train_tokens_NxL1 = np.concatenate(blocks)
     starts = np.cumsum([0] + [len(block) for block in blocks])
     shards = [np.arange(starts[k], starts[k + 1]) for k in range(num_workers)]
@@ -500,4 +531,6 @@ def build(data_cfg: Any, num_workers: int, seed: int) -> WorkerData:
       "train_sequences": int(sum(map(len, shards))),
       "eval_sequences": len(eval_tokens_MxL1),
   }
-  return WorkerData(train_tokens_NxL1, shards, eval_tokens_MxL1, seed, worker_documents, info)
+  return WorkerData(
+      train_tokens_NxL1, shards, eval_tokens_MxL1, seed, worker_documents, info
+  )

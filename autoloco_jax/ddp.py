@@ -31,6 +31,7 @@ class DDP:
   Attributes:
     h: inner steps between two metric reads (no effect on training).
   """
+
   h: int
 
   name = "ddp"
@@ -49,16 +50,22 @@ class DDP:
     def sync_block(state: state_lib.TrainState, present_K):
       del present_K  # DDP does not support faults
       metrics = inner.round_stats(state.acc, state.step, setup.lr_schedule)
-      metrics.update(round=state.round, next_h=jnp.asarray(self.h, jnp.int32),
-                     param_norm=jnp.sqrt(replicas.worker_mean(
-                         replicas.sq_norm_K(state.params_K))))
+      metrics.update(
+          round=state.round,
+          next_h=jnp.asarray(self.h, jnp.int32),
+          param_norm=jnp.sqrt(replicas.worker_mean(replicas.sq_norm_K(state.params_K))),
+      )
       return state._replace(acc=inner.reset(state.acc), round=state.round + 1), metrics
 
     def comm_pattern(round_index: int, h: int) -> comm.RoundComm:
       return comm.RoundComm("allreduce_every_step", np.full(k, h, np.int64))
 
     return Algorithm(
-        name=self.name, init_state=init_state,
+        name=self.name,
+        init_state=init_state,
         inner=jit_inner(setup.inner_loop(sync_grads=True), setup.mesh),
         sync=jit_sync(sync_block, setup.mesh),
-        comm_pattern=comm_pattern, h_max=self.h, supports_faults=False)
+        comm_pattern=comm_pattern,
+        h_max=self.h,
+        supports_faults=False,
+    )

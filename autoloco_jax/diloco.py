@@ -51,6 +51,7 @@ class DiLoCoState(NamedTuple):
       count and the last round's ``α_t``, ``β_t``, ``r_t``).
     controller: the interval controller's state; its ``h`` is the next round's.
   """
+
   params: Any
   opt: outer.AutoLoCoState
   controller: Any
@@ -70,6 +71,7 @@ class DiLoCo:
     controller: chooses each round's ``H`` (``intervals.fixed(H)`` for DiLoCo).
     h0: the first round's ``H``.
   """
+
   alpha: float
   beta: float
   controller: intervals.IntervalController
@@ -80,9 +82,12 @@ class DiLoCo:
   @classmethod
   def from_config(cls, config: Any) -> "DiLoCo":
     """From ``config.diloco`` (``alpha``, ``beta``) and ``config.interval``."""
-    return cls(alpha=float(config.diloco.alpha), beta=float(config.diloco.beta),
-               controller=intervals.from_config(config.interval, config.inner.lr),
-               h0=int(config.interval.h))
+    return cls(
+        alpha=float(config.diloco.alpha),
+        beta=float(config.diloco.beta),
+        controller=intervals.from_config(config.interval, config.inner.lr),
+        h0=int(config.interval.h),
+    )
 
   def outer_tx(self, setup: Setup) -> optax.GradientTransformationExtraArgs:
     return outer.diloco(self.alpha, self.beta)
@@ -99,8 +104,9 @@ class DiLoCo:
 
     def init_state(params) -> state_lib.TrainState:
       params_K, inner_opt_K = setup.init_workers(params)
-      own = DiLoCoState(params=params, opt=outer_tx.init(params),
-                        controller=controller.init(self.h0))
+      own = DiLoCoState(
+          params=params, opt=outer_tx.init(params), controller=controller.init(self.h0)
+      )
       return state_lib.init(params_K, inner_opt_K, own, k)
 
     def sync_block(state: state_lib.TrainState, present_K):
@@ -108,43 +114,58 @@ class DiLoCo:
       # Means over the workers present this round (all of them without faults).
       mean = lambda tree_K: replicas.worker_weighted_mean(tree_K, present_K)
       delta_K = jax.tree.map(lambda a, p: a[None] - p, own.params, state.params_K)
-      delta = mean(delta_K)                                  # the all-reduce
-      worker_sq = mean(replicas.sq_norm_K(delta_K))          # a scalar
+      delta = mean(delta_K)  # the all-reduce
+      worker_sq = mean(replicas.sq_norm_K(delta_K))  # a scalar
       present = jax.lax.psum(jnp.sum(present_K), replicas.REPLICA)
 
       ref_sum = self.reference_lr_sum(setup, state.step - acc.steps)
-      updates, opt = outer_tx.update(delta, own.opt, own.params,
-                                     inner_lr_sum=acc.lr_sum, reference_lr_sum=ref_sum)
+      updates, opt = outer_tx.update(
+          delta, own.opt, own.params, inner_lr_sum=acc.lr_sum, reference_lr_sum=ref_sum
+      )
       params = optax.apply_updates(own.params, updates)
 
       round_stats = inner.round_stats(acc, state.step, lr_schedule, mean)
       grad_norm = round_stats.pop("grad_norm")
       stats = intervals.sync_stats(
-          round=state.round, **round_stats, delta_sq_norm=replicas.sq_norm(delta),
-          worker_sq_norm=worker_sq, num_workers=present.astype(jnp.int32))
+          round=state.round,
+          **round_stats,
+          delta_sq_norm=replicas.sq_norm(delta),
+          worker_sq_norm=worker_sq,
+          num_workers=present.astype(jnp.int32),
+      )
       next_h, ctrl = controller.next_h(own.controller, stats)
 
       metrics = dict(stats._asdict())
       metrics.update(
-          grad_norm=grad_norm, param_norm=jnp.sqrt(replicas.sq_norm(params)),
-          workers_present=present, reference_lr_sum=ref_sum, ratio=opt.ratio,
-          outer_lr=opt.alpha, outer_momentum=opt.beta, next_h=next_h)
+          grad_norm=grad_norm,
+          param_norm=jnp.sqrt(replicas.sq_norm(params)),
+          workers_present=present,
+          reference_lr_sum=ref_sum,
+          ratio=opt.ratio,
+          outer_lr=opt.alpha,
+          outer_momentum=opt.beta,
+          next_h=next_h,
+      )
       new_state = state._replace(
           params_K=replicas.broadcast_block(params, state.params_K),
           outer=DiLoCoState(params=params, opt=opt, controller=ctrl),
-          acc=inner.reset(acc), round=state.round + 1)
+          acc=inner.reset(acc),
+          round=state.round + 1,
+      )
       return new_state, metrics
 
     def comm_pattern(round_index: int, h: int) -> comm.RoundComm:
       return comm.RoundComm("allreduce", np.full(k, h, np.int64))
 
     return Algorithm(
-        name=self.name, init_state=init_state,
+        name=self.name,
+        init_state=init_state,
         inner=jit_inner(setup.inner_loop(), setup.mesh),
         sync=jit_sync(sync_block, setup.mesh),
         comm_pattern=comm_pattern,
         h_max=max(self.h0, controller.h_max),
-        supports_faults=True)
+        supports_faults=True,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +179,7 @@ class AutoLoCo(DiLoCo):
       steps from the round's start) or ``peak`` (``H_ref · η_peak``).
     h_ref: ``H_ref``, the interval ``(α, β)`` were tuned for.
   """
+
   correction: str = "both"
   reference: str = "schedule"
   h_ref: int = 0
@@ -166,8 +188,10 @@ class AutoLoCo(DiLoCo):
 
   def __post_init__(self):
     if self.reference not in outer.REFERENCES:
-      raise ValueError(f"autoloco.reference must be one of {outer.REFERENCES}, "
-                       f"got {self.reference!r}")
+      raise ValueError(
+          f"autoloco.reference must be one of {outer.REFERENCES}, "
+          f"got {self.reference!r}"
+      )
     if self.h_ref < 1:
       raise ValueError(f"autoloco.h_ref must be >= 1, got {self.h_ref}")
 
@@ -177,9 +201,15 @@ class AutoLoCo(DiLoCo):
     ``h_ref``: 0 = ``interval.h``)."""
     d = DiLoCo.from_config(config)
     a = config.autoloco
-    return cls(alpha=d.alpha, beta=d.beta, controller=d.controller, h0=d.h0,
-               correction=a.correction, reference=a.reference,
-               h_ref=int(a.h_ref or config.interval.h))
+    return cls(
+        alpha=d.alpha,
+        beta=d.beta,
+        controller=d.controller,
+        h0=d.h0,
+        correction=a.correction,
+        reference=a.reference,
+        h_ref=int(a.h_ref or config.interval.h),
+    )
 
   def outer_tx(self, setup: Setup) -> optax.GradientTransformationExtraArgs:
     return outer.autoloco(self.alpha, self.beta, correction=self.correction)

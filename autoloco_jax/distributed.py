@@ -15,9 +15,13 @@ import os
 import jax
 
 
-def initialize(coordinator_address: str = "", num_processes: int = 0,
-               process_id: int = -1, auto: bool = False,
-               heartbeat_timeout_seconds: int = 60) -> None:
+def initialize(
+    coordinator_address: str = "",
+    num_processes: int = 0,
+    process_id: int = -1,
+    auto: bool = False,
+    heartbeat_timeout_seconds: int = 60,
+) -> None:
   """Joins a multi-process run before anything touches a device.
 
   Explicit settings (flags, or the environment variables
@@ -34,7 +38,9 @@ def initialize(coordinator_address: str = "", num_processes: int = 0,
     heartbeat_timeout_seconds: a peer silent this long is declared dead and
       every process stops with an error instead of waiting forever.
   """
-  coordinator_address = coordinator_address or os.environ.get("JAX_COORDINATOR_ADDRESS", "")
+  coordinator_address = coordinator_address or os.environ.get(
+      "JAX_COORDINATOR_ADDRESS", ""
+  )
   num_processes = num_processes or int(os.environ.get("JAX_NUM_PROCESSES", "0"))
   if process_id < 0:
     process_id = int(os.environ.get("JAX_PROCESS_ID", "-1"))
@@ -50,11 +56,15 @@ def initialize(coordinator_address: str = "", num_processes: int = 0,
     raise ValueError(
         "a multi-process run needs coordinator_address (host:port), num_processes >= 1 "
         f"and 0 <= process_id < num_processes; got {coordinator_address!r}, "
-        f"{num_processes}, {process_id}")
-  jax.distributed.initialize(coordinator_address=coordinator_address,
-                             num_processes=num_processes, process_id=process_id,
-                             initialization_timeout=120,
-                             heartbeat_timeout_seconds=heartbeat_timeout_seconds)
+        f"{num_processes}, {process_id}"
+    )
+  jax.distributed.initialize(
+      coordinator_address=coordinator_address,
+      num_processes=num_processes,
+      process_id=process_id,
+      initialization_timeout=120,
+      heartbeat_timeout_seconds=heartbeat_timeout_seconds,
+  )
 
 
 def is_leader() -> bool:

@@ -33,12 +33,16 @@ def parse_schedule(text: str, num_workers: int) -> dict[int, set[int]]:
       workers = {int(w) for w in workers_text.split(",") if w.strip()}
       round_index = int(round_text)
     except ValueError:
-      raise ValueError(f"config.faults.drop_schedule: cannot parse {entry!r}; "
-                       "expected ROUND:W[,W...] entries separated by ';'") from None
+      raise ValueError(
+          f"config.faults.drop_schedule: cannot parse {entry!r}; "
+          "expected ROUND:W[,W...] entries separated by ';'"
+      ) from None
     bad = [w for w in workers if not 0 <= w < num_workers]
     if round_index < 0 or bad:
-      raise ValueError(f"config.faults.drop_schedule: entry {entry!r} names a round "
-                       f"< 0 or workers outside [0, {num_workers})")
+      raise ValueError(
+          f"config.faults.drop_schedule: entry {entry!r} names a round "
+          f"< 0 or workers outside [0, {num_workers})"
+      )
     schedule.setdefault(round_index, set()).update(workers)
   return schedule
 
@@ -47,7 +51,9 @@ def enabled(cfg: Any) -> bool:
   return bool(cfg.drop_prob > 0 or cfg.drop_schedule)
 
 
-def present_workers(cfg: Any, num_workers: int, round_index: int, seed: int) -> np.ndarray:
+def present_workers(
+    cfg: Any, num_workers: int, round_index: int, seed: int
+) -> np.ndarray:
   """float32 [K]: 1 for the workers whose round ``round_index`` counts, 0 for dropped."""
   present = np.ones(num_workers, bool)
   if cfg.drop_prob > 0:

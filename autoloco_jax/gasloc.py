@@ -64,6 +64,7 @@ class GASLoCState(NamedTuple):
     start_K: ``θ_{t,k}^{start}``, where each worker's round starts.
     y_prev_K: ``y_{t−1,k}`` (``θ_0`` before the first round).
   """
+
   start_K: Any
   y_prev_K: Any
 
@@ -84,6 +85,7 @@ class GASLoC:
     steps_K: ``H_k`` per worker (:func:`worker_steps`).
     topology: the gossip graph.
   """
+
   eta: float
   gamma: float
   alpha: float
@@ -96,8 +98,10 @@ class GASLoC:
 
   def __post_init__(self):
     if self.eta <= 0 or not 0 <= self.gamma < 1 or self.alpha < 0:
-      raise ValueError(f"GASLoC needs eta > 0, gamma in [0, 1), alpha >= 0; got "
-                       f"eta={self.eta}, gamma={self.gamma}, alpha={self.alpha}")
+      raise ValueError(
+          f"GASLoC needs eta > 0, gamma in [0, 1), alpha >= 0; got "
+          f"eta={self.eta}, gamma={self.gamma}, alpha={self.alpha}"
+      )
 
   @classmethod
   def from_config(cls, config: Any) -> "GASLoC":
@@ -110,10 +114,15 @@ class GASLoC:
     topo = topology.from_config(config)
     h = int(config.interval.h)
     steps_K = worker_steps(h, comm.speed_factors(config.network, config.num_workers))
-    return cls(eta=float(g.eta), gamma=float(g.gamma),
-               alpha=float(g.alpha) or 1.0 / (topo.degree + 1),
-               mix_momentum=bool(g.mix_momentum), h=h,
-               steps_K=tuple(int(s) for s in steps_K), topology=topo)
+    return cls(
+        eta=float(g.eta),
+        gamma=float(g.gamma),
+        alpha=float(g.alpha) or 1.0 / (topo.degree + 1),
+        mix_momentum=bool(g.mix_momentum),
+        h=h,
+        steps_K=tuple(int(s) for s in steps_K),
+        topology=topo,
+    )
 
   def build(self, setup: Setup) -> Algorithm:
     eta, gamma, alpha, topo = self.eta, self.gamma, self.alpha, self.topology
@@ -123,7 +132,7 @@ class GASLoC:
 
     def init_state(params) -> state_lib.TrainState:
       params_K, inner_opt_K = setup.init_workers(params)
-      own = GASLoCState(start_K=params_K, y_prev_K=params_K)   # y_{-1} = θ_0
+      own = GASLoCState(start_K=params_K, y_prev_K=params_K)  # y_{-1} = θ_0
       return state_lib.init(params_K, inner_opt_K, own, k)
 
     def local_steps(b: int) -> jax.Array:
@@ -135,34 +144,49 @@ class GASLoC:
 
     def sync_block(state: state_lib.TrainState, present_K):
       del present_K  # GASLoC does not support faults
-      start_K, theta_K, y_prev_K = state.outer.start_K, state.params_K, state.outer.y_prev_K
+      start_K, theta_K, y_prev_K = (
+          state.outer.start_K,
+          state.params_K,
+          state.outer.y_prev_K,
+      )
       y_K = jax.tree.map(lambda s, t: s + eta * (t - s), start_K, theta_K)
       if self.mix_momentum:
         z_K = jax.tree.map(lambda y, yp: y + gamma * (y - yp), y_K, y_prev_K)
-        lz_K = topology.laplacian(topo, z_K, state.round)             # the exchange
+        lz_K = topology.laplacian(topo, z_K, state.round)  # the exchange
         new_K = jax.tree.map(lambda z, lz: z - alpha * lz, z_K, lz_K)
       else:
-        ly_K = topology.laplacian(topo, y_K, state.round)             # the exchange
-        new_K = jax.tree.map(lambda y, ly, yp: y - alpha * ly + gamma * (y - yp),
-                             y_K, ly_K, y_prev_K)
+        ly_K = topology.laplacian(topo, y_K, state.round)  # the exchange
+        new_K = jax.tree.map(
+            lambda y, ly, yp: y - alpha * ly + gamma * (y - yp), y_K, ly_K, y_prev_K
+        )
 
       b = jax.tree.leaves(theta_K)[0].shape[0]
       done_K = jnp.minimum(state.acc.steps, local_steps(b)) if heterogeneous else None
-      metrics = gossip.round_metrics(topo, state, start_K, new_K, setup.lr_schedule,
-                                     self.h, done_K)
+      metrics = gossip.round_metrics(
+          topo, state, start_K, new_K, setup.lr_schedule, self.h, done_K
+      )
       metrics["worker_steps_mean"] = (
-          metrics["h"].astype(jnp.float32) if done_K is None
-          else replicas.worker_mean(done_K.astype(jnp.float32)))
+          metrics["h"].astype(jnp.float32)
+          if done_K is None
+          else replicas.worker_mean(done_K.astype(jnp.float32))
+      )
       new_state = state._replace(
-          params_K=new_K, outer=GASLoCState(start_K=new_K, y_prev_K=y_K),
-          acc=inner.reset(state.acc), round=state.round + 1)
+          params_K=new_K,
+          outer=GASLoCState(start_K=new_K, y_prev_K=y_K),
+          acc=inner.reset(state.acc),
+          round=state.round + 1,
+      )
       return new_state, metrics
 
     return Algorithm(
-        name=self.name, init_state=init_state,
-        inner=jit_inner(setup.inner_loop(), setup.mesh,
-                        local_steps if heterogeneous else None),
+        name=self.name,
+        init_state=init_state,
+        inner=jit_inner(
+            setup.inner_loop(), setup.mesh, local_steps if heterogeneous else None
+        ),
         sync=jit_sync(sync_block, setup.mesh),
         comm_pattern=gossip.comm_pattern(topo, lambda h: np.minimum(steps_K, h)),
-        h_max=self.h, supports_faults=False,
-        eval_params=gossip.make_eval_params(setup.mesh))
+        h_max=self.h,
+        supports_faults=False,
+        eval_params=gossip.make_eval_params(setup.mesh),
+    )

@@ -36,6 +36,7 @@ class RoundAcc(NamedTuple):
     loss_last_K: per worker, loss of the latest step.
     grad_norm_sum_K: per worker, sum of pre-clipping gradient norms.
   """
+
   steps: jax.Array
   lr_sum: jax.Array
   loss_sum_K: jax.Array
@@ -59,8 +60,13 @@ def reset(acc: RoundAcc) -> RoundAcc:
   return jax.tree.map(jnp.zeros_like, acc)
 
 
-def round_stats(acc: RoundAcc, step: jax.Array, lr_schedule: optax.Schedule,
-                mean: Callable = replicas.worker_mean, steps_done_K=None) -> dict:
+def round_stats(
+    acc: RoundAcc,
+    step: jax.Array,
+    lr_schedule: optax.Schedule,
+    mean: Callable = replicas.worker_mean,
+    steps_done_K=None,
+) -> dict:
   """Scalar statistics of the round that just ended, from its accumulators.
 
   Called inside :func:`replicas.map_workers` at a sync. ``mean`` reduces a
@@ -78,11 +84,15 @@ def round_stats(acc: RoundAcc, step: jax.Array, lr_schedule: optax.Schedule,
   else:
     steps = jnp.maximum(replicas.worker_mean(steps_done_K.astype(jnp.float32)), 1.0)
   return dict(
-      step=step, h=acc.steps, lr_sum=acc.lr_sum, lr=lr_schedule(step),
+      step=step,
+      h=acc.steps,
+      lr_sum=acc.lr_sum,
+      lr=lr_schedule(step),
       loss_mean=mean(acc.loss_sum_K) / steps,
       loss_start=mean(acc.loss_first_K),
       loss_end=mean(acc.loss_last_K),
-      grad_norm=mean(acc.grad_norm_sum_K) / steps)
+      grad_norm=mean(acc.grad_norm_sum_K) / steps,
+  )
 
 
 def schedule(cfg: Any, total_steps: int) -> optax.Schedule:
@@ -98,7 +108,8 @@ def schedule(cfg: Any, total_steps: int) -> optax.Schedule:
       peak_value=cfg.lr,
       warmup_steps=warmup,
       decay_steps=max(total_steps, warmup + 1),
-      end_value=cfg.lr * cfg.min_lr_ratio)
+      end_value=cfg.lr * cfg.min_lr_ratio,
+  )
 
 
 def optimizer(cfg: Any, lr_schedule: optax.Schedule) -> optax.GradientTransformation:
@@ -106,13 +117,24 @@ def optimizer(cfg: Any, lr_schedule: optax.Schedule) -> optax.GradientTransforma
   decay_mask = lambda params: jax.tree.map(lambda p: p.ndim >= 2, params)
   return optax.chain(
       optax.clip_by_global_norm(cfg.clip_norm),
-      optax.adamw(lr_schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
-                  weight_decay=cfg.weight_decay, mask=decay_mask))
+      optax.adamw(
+          lr_schedule,
+          b1=cfg.b1,
+          b2=cfg.b2,
+          eps=cfg.eps,
+          weight_decay=cfg.weight_decay,
+          mask=decay_mask,
+      ),
+  )
 
 
-def make_inner_loop(loss_fn: Callable, tx: optax.GradientTransformation,
-                    lr_schedule: optax.Schedule, *, sync_grads: bool = False
-                    ) -> Callable:
+def make_inner_loop(
+    loss_fn: Callable,
+    tx: optax.GradientTransformation,
+    lr_schedule: optax.Schedule,
+    *,
+    sync_grads: bool = False,
+) -> Callable:
   """Builds the per-device inner loop over a block of workers.
 
   Args:
@@ -154,7 +176,8 @@ def make_inner_loop(loss_fn: Callable, tx: optax.GradientTransformation,
     else:
       active_K = acc.steps < steps_K
       keep = lambda new, old: jnp.where(
-          active_K.reshape(active_K.shape + (1,) * (new.ndim - 1)), new, old)
+          active_K.reshape(active_K.shape + (1,) * (new.ndim - 1)), new, old
+      )
       params_K = jax.tree.map(keep, new_params_K, params_K)
       opt_K = jax.tree.map(keep, new_opt_K, opt_K)
       loss_last_K = jnp.where(active_K, loss_K, acc.loss_last_K)
@@ -166,21 +189,26 @@ def make_inner_loop(loss_fn: Callable, tx: optax.GradientTransformation,
         loss_sum_K=acc.loss_sum_K + loss_K,
         loss_first_K=jnp.where(first, loss_K, acc.loss_first_K),
         loss_last_K=loss_last_K,
-        grad_norm_sum_K=acc.grad_norm_sum_K + grad_norm_K)
+        grad_norm_sum_K=acc.grad_norm_sum_K + grad_norm_K,
+    )
     return params_K, opt_K, acc
 
   def run(params_K, opt_K, acc, tokens_KxCxBxL1, num_steps, step0, steps_K=None):
     if steps_K is not None and sync_grads:
-      raise ValueError("per-worker step counts (steps_K) cannot be combined with "
-                       "sync_grads: DDP's every-step all-reduce needs every worker")
+      raise ValueError(
+          "per-worker step counts (steps_K) cannot be combined with "
+          "sync_grads: DDP's every-step all-reduce needs every worker"
+      )
 
     def body(carry):
       i, params_K, opt_K, acc = carry
       return (i + 1,) + step(i, params_K, opt_K, acc, tokens_KxCxBxL1, step0, steps_K)
 
     _, params_K, opt_K, acc = lax.while_loop(
-        lambda carry: carry[0] < num_steps, body,
-        (jnp.zeros((), jnp.int32), params_K, opt_K, acc))
+        lambda carry: carry[0] < num_steps,
+        body,
+        (jnp.zeros((), jnp.int32), params_K, opt_K, acc),
+    )
     return params_K, opt_K, acc
 
   return run

@@ -58,6 +58,7 @@ class SyncStats(NamedTuple):
       workers moved identically, about ``1/K`` when their moves are unrelated.
     num_workers: ``K`` (int32).
   """
+
   round: jax.Array
   step: jax.Array
   h: jax.Array
@@ -124,10 +125,20 @@ def normalized_agreement(rho: Any, num_workers: Any) -> jax.Array:
   return jnp.where(many, (rho - inv_k) / (1.0 - inv_k), 1.0)
 
 
-def sync_stats(*, round: Any, step: Any, h: Any, lr_sum: Any, lr: Any,
-               loss_mean: Any, loss_start: Any, loss_end: Any,
-               delta_sq_norm: Any, worker_sq_norm: Any,
-               num_workers: Any) -> SyncStats:
+def sync_stats(
+    *,
+    round: Any,
+    step: Any,
+    h: Any,
+    lr_sum: Any,
+    lr: Any,
+    loss_mean: Any,
+    loss_start: Any,
+    loss_end: Any,
+    delta_sq_norm: Any,
+    worker_sq_norm: Any,
+    num_workers: Any,
+) -> SyncStats:
   """Builds :class:`SyncStats` with the right dtypes and the derived fields.
 
   ``delta_norm = sqrt(delta_sq_norm)`` and ``agreement = ρ_t`` are computed
@@ -139,13 +150,19 @@ def sync_stats(*, round: Any, step: Any, h: Any, lr_sum: Any, lr: Any,
   i32 = lambda x: jnp.asarray(x, jnp.int32)
   f32 = lambda x: jnp.asarray(x, jnp.float32)
   return SyncStats(
-      round=i32(round), step=i32(step), h=i32(h),
-      lr_sum=f32(lr_sum), lr=f32(lr), loss_mean=f32(loss_mean),
-      loss_start=f32(loss_start), loss_end=f32(loss_end),
+      round=i32(round),
+      step=i32(step),
+      h=i32(h),
+      lr_sum=f32(lr_sum),
+      lr=f32(lr),
+      loss_mean=f32(loss_mean),
+      loss_start=f32(loss_start),
+      loss_end=f32(loss_end),
       delta_norm=jnp.sqrt(f32(delta_sq_norm)),
       worker_sq_norm=f32(worker_sq_norm),
       agreement=agreement_ratio(delta_sq_norm, worker_sq_norm),
-      num_workers=i32(num_workers))
+      num_workers=i32(num_workers),
+  )
 
 
 class IntervalController(NamedTuple):
@@ -159,6 +176,7 @@ class IntervalController(NamedTuple):
     h_max: largest interval the controller returns (Python int); a trainer
       can size its buffers by it.
   """
+
   init: Callable[..., Any]
   next_h: Callable[[Any, SyncStats], tuple[jax.Array, Any]]
   h_min: int
@@ -167,12 +185,15 @@ class IntervalController(NamedTuple):
 
 # --- validation -------------------------------------------------------------
 
+
 def _is_int(x: Any) -> bool:
   return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, bool)
 
 
 def _is_concrete_number(x: Any) -> bool:
-  return isinstance(x, (numbers.Number, np.ndarray, np.generic)) and not isinstance(x, bool)
+  return isinstance(x, (numbers.Number, np.ndarray, np.generic)) and not isinstance(
+      x, bool
+  )
 
 
 def _check_int(name: str, value: Any, low: int = 1) -> int:
@@ -194,13 +215,19 @@ def _check_bounds(h_min: Any, h_max: Any) -> tuple[int, int]:
 def _check_h0(h0: Any, h_min: int, h_max: int, name: str = 'h0') -> int:
   h0 = _check_int(name, h0)
   if not h_min <= h0 <= h_max:
-    raise ValueError(
-        f'{name} must lie in [h_min, h_max] = [{h_min}, {h_max}], got {h0}.')
+    raise ValueError(f'{name} must lie in [h_min, h_max] = [{h_min}, {h_max}], got {h0}.')
   return h0
 
 
-def _check_float(name: str, value: Any, *, low: float, high: float = np.inf,
-                 low_open: bool = True, high_open: bool = True) -> float:
+def _check_float(
+    name: str,
+    value: Any,
+    *,
+    low: float,
+    high: float = np.inf,
+    low_open: bool = True,
+    high_open: bool = True,
+) -> float:
   if not _is_concrete_number(value) or np.ndim(value) != 0:
     raise ValueError(f'{name} must be a number, got {value!r}.')
   v = float(value)
@@ -245,12 +272,14 @@ def _to_interval(h: jax.Array, h_min: int, h_max: int, rounding: Callable) -> ja
 
 # --- controllers --------------------------------------------------------------
 
+
 class FixedState(NamedTuple):
   """State of :func:`fixed`.
 
   Attributes:
     h: the (constant) ``H`` (int32 scalar).
   """
+
   h: jax.Array
 
 
@@ -293,6 +322,7 @@ class LrQuadraticState(NamedTuple):
   Attributes:
     h: the last ``H`` returned (int32 scalar).
   """
+
   h: jax.Array
 
 
@@ -363,6 +393,7 @@ class LossRatioState(NamedTuple):
     loss0: ``L_0``, the first round's mean loss (float32; 0 until set).
     has_loss0: whether ``loss0`` has been set (bool scalar).
   """
+
   h: jax.Array
   loss0: jax.Array
   has_loss0: jax.Array
@@ -421,7 +452,8 @@ def loss_ratio(h0: int, h_min: int, h_max: int) -> IntervalController:
     return LossRatioState(
         h=_initial_interval(h0, h_ref, h_min, h_max),
         loss0=jnp.zeros((), jnp.float32),
-        has_loss0=jnp.zeros((), bool))
+        has_loss0=jnp.zeros((), bool),
+    )
 
   def next_fn(state, stats):
     loss = jnp.asarray(stats.loss_mean, jnp.float32)
@@ -447,15 +479,24 @@ class AgreementState(NamedTuple):
     smoothed: the EMA of the normalised agreement ``a_t`` (float32 scalar).
     count: rounds observed with a finite agreement (int32 scalar).
   """
+
   h: jax.Array
   h_float: jax.Array
   smoothed: jax.Array
   count: jax.Array
 
 
-def agreement(h0: int, h_min: int, h_max: int, *, target: float = 0.5,
-              grow: float = 1.25, shrink: float = 0.7, ema: float = 0.5,
-              hysteresis: float = 0.15) -> IntervalController:
+def agreement(
+    h0: int,
+    h_min: int,
+    h_max: int,
+    *,
+    target: float = 0.5,
+    grow: float = 1.25,
+    shrink: float = 0.7,
+    ema: float = 0.5,
+    hysteresis: float = 0.15,
+) -> IntervalController:
   r"""Grow ``H`` while the workers agree, shrink it when they do not.
 
   Reads the normalised agreement ``a_t = (ρ_t − 1/K)/(1 − 1/K)`` (the shared
@@ -533,7 +574,8 @@ def agreement(h0: int, h_min: int, h_max: int, *, target: float = 0.5,
     raise ValueError(
         f'hysteresis must be < min(target, 1 - target) = '
         f'{min(target, 1.0 - target)} so both thresholds lie in (0, 1), '
-        f'got {hysteresis}.')
+        f'got {hysteresis}.'
+    )
 
   def init_fn(h0=None):
     h_init = _initial_interval(h0, h_first, h_min, h_max)
@@ -541,20 +583,26 @@ def agreement(h0: int, h_min: int, h_max: int, *, target: float = 0.5,
         h=h_init,
         h_float=h_init.astype(jnp.float32),
         smoothed=jnp.zeros((), jnp.float32),
-        count=jnp.zeros((), jnp.int32))
+        count=jnp.zeros((), jnp.int32),
+    )
 
   def next_fn(state, stats):
     a = normalized_agreement(stats.agreement, stats.num_workers)
     valid = jnp.isfinite(a)
-    smoothed = jnp.where(state.count == 0, a,
-                         ema * state.smoothed + (1.0 - ema) * a)
-    factor = jnp.where(smoothed > target + hysteresis, grow,
-                       jnp.where(smoothed < target - hysteresis, shrink, 1.0))
+    smoothed = jnp.where(state.count == 0, a, ema * state.smoothed + (1.0 - ema) * a)
+    factor = jnp.where(
+        smoothed > target + hysteresis,
+        grow,
+        jnp.where(smoothed < target - hysteresis, shrink, 1.0),
+    )
     h = jnp.clip(state.h_float * factor, float(h_min), float(h_max))
     h_next = _to_interval(h, h_min, h_max, jnp.round)
     new_state = AgreementState(
-        h=h_next, h_float=h.astype(jnp.float32),
-        smoothed=smoothed.astype(jnp.float32), count=state.count + 1)
+        h=h_next,
+        h_float=h.astype(jnp.float32),
+        smoothed=smoothed.astype(jnp.float32),
+        count=state.count + 1,
+    )
     new_state = jax.tree.map(lambda n, o: jnp.where(valid, n, o), new_state, state)
     return new_state.h, new_state
 
@@ -591,7 +639,8 @@ def make(name: str, **kwargs: Any) -> IntervalController:
   """
   if name not in CONTROLLERS:
     raise ValueError(
-        f'unknown interval controller {name!r}; known: {sorted(CONTROLLERS)}.')
+        f'unknown interval controller {name!r}; known: {sorted(CONTROLLERS)}.'
+    )
   return CONTROLLERS[name](**kwargs)
 
 
@@ -610,12 +659,20 @@ def from_config(cfg: Any, peak_lr: float) -> IntervalController:
   if name == 'fixed':
     return make(name, h=h)
   if name == 'lr_quadratic':
-    c = cfg.get('c', 0.0) or (h ** 0.5) * peak_lr
+    c = cfg.get('c', 0.0) or (h**0.5) * peak_lr
     return make(name, c=c, h_min=h_min, h_max=h_max)
   if name == 'loss_ratio':
     return make(name, h0=h, h_min=h_min, h_max=h_max)
   if name == 'agreement':
-    return make(name, h0=h, h_min=h_min, h_max=h_max, target=cfg.target,
-                grow=cfg.grow, shrink=cfg.shrink, ema=cfg.ema,
-                hysteresis=cfg.hysteresis)
+    return make(
+        name,
+        h0=h,
+        h_min=h_min,
+        h_max=h_max,
+        target=cfg.target,
+        grow=cfg.grow,
+        shrink=cfg.shrink,
+        ema=cfg.ema,
+        hysteresis=cfg.hysteresis,
+    )
   return make(name)  # raises the registry's error for unknown names

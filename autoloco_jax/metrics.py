@@ -32,6 +32,7 @@ class Writer:
     self._tb = None
     if tensorboard:
       from tensorboardX import SummaryWriter
+
       self._tb = SummaryWriter(os.path.join(workdir, "tb"))
 
   def write(self, step: int, record: Mapping[str, Any]) -> None:

@@ -66,10 +66,16 @@ class ModelConfig:
   def from_cfg(cls, model_cfg: Any) -> "ModelConfig":
     if isinstance(model_cfg, cls):
       return model_cfg
-    get = (model_cfg.get if isinstance(model_cfg, dict)
-           else lambda k, d=None: getattr(model_cfg, k, d))
-    missing = [f.name for f in dataclasses.fields(cls)
-               if f.default is dataclasses.MISSING and get(f.name) is None]
+    get = (
+        model_cfg.get
+        if isinstance(model_cfg, dict)
+        else lambda k, d=None: getattr(model_cfg, k, d)
+    )
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and get(f.name) is None
+    ]
     if missing:
       raise ValueError(f"model_cfg is missing field(s): {missing}")
     kw = {f.name: get(f.name, f.default) for f in dataclasses.fields(cls)}
@@ -87,8 +93,7 @@ class ModelConfig:
 def validate(model_cfg: Any) -> ModelConfig:
   """Raises ValueError naming the offending field; returns a ModelConfig."""
   cfg = ModelConfig.from_cfg(model_cfg)
-  for name in ("vocab_size", "d_model", "num_layers", "num_heads", "mlp_dim",
-               "seq_len"):
+  for name in ("vocab_size", "d_model", "num_layers", "num_heads", "mlp_dim", "seq_len"):
     v = getattr(cfg, name)
     # bool is an int subclass; reject it so `num_layers=True` is not silently 1.
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v <= 0:
@@ -96,18 +101,22 @@ def validate(model_cfg: Any) -> ModelConfig:
   if cfg.d_model % cfg.num_heads != 0:
     raise ValueError(
         f"model_cfg.d_model={cfg.d_model} must be divisible by "
-        f"model_cfg.num_heads={cfg.num_heads}")
+        f"model_cfg.num_heads={cfg.num_heads}"
+    )
   if cfg.head_dim % 2 != 0:
     raise ValueError(
         f"head dim d_model/num_heads={cfg.head_dim} must be even for RoPE "
         f"(model_cfg.d_model={cfg.d_model}, "
-        f"model_cfg.num_heads={cfg.num_heads})")
+        f"model_cfg.num_heads={cfg.num_heads})"
+    )
   if cfg.dtype not in _DTYPES:
     raise ValueError(
-        f"model_cfg.dtype must be one of {sorted(_DTYPES)}, got {cfg.dtype!r}")
+        f"model_cfg.dtype must be one of {sorted(_DTYPES)}, got {cfg.dtype!r}"
+    )
   if not isinstance(cfg.tie_embeddings, bool):
     raise ValueError(
-        f"model_cfg.tie_embeddings must be a bool, got {cfg.tie_embeddings!r}")
+        f"model_cfg.tie_embeddings must be a bool, got {cfg.tie_embeddings!r}"
+    )
   return cfg
 
 
@@ -115,8 +124,7 @@ def validate(model_cfg: Any) -> ModelConfig:
 # Rotary position embeddings.
 
 
-def rope_tables(positions_L: np.ndarray,
-                head_dim: int) -> tuple[np.ndarray, np.ndarray]:
+def rope_tables(positions_L: np.ndarray, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
   """sin and cos of the rotary angles pos * theta_i, each [L, K/2] float32.
 
   theta_i = base^(-i / (K/2)), i = 0..K/2-1 (RoFormer eq. 15). Computed with
@@ -128,12 +136,14 @@ def rope_tables(positions_L: np.ndarray,
   half = head_dim // 2
   inv_freq_K2 = _ROPE_BASE ** (-np.arange(half, dtype=np.float64) / half)
   angles_LxK2 = np.asarray(positions_L, np.float64)[:, None] * inv_freq_K2
-  return (np.sin(angles_LxK2).astype(np.float32),
-          np.cos(angles_LxK2).astype(np.float32))
+  return (np.sin(angles_LxK2).astype(np.float32), np.cos(angles_LxK2).astype(np.float32))
 
 
-def apply_rope(x_BxLxHxK: jax.Array, sin_LxK2: np.ndarray | jax.Array,
-               cos_LxK2: np.ndarray | jax.Array) -> jax.Array:
+def apply_rope(
+    x_BxLxHxK: jax.Array,
+    sin_LxK2: np.ndarray | jax.Array,
+    cos_LxK2: np.ndarray | jax.Array,
+) -> jax.Array:
   """Rotates feature pairs of q or k by position-dependent angles (RoFormer).
 
   Uses the "rotate-half" pairing (feature i with i + K/2, as in GPT-NeoX /
@@ -143,8 +153,9 @@ def apply_rope(x_BxLxHxK: jax.Array, sin_LxK2: np.ndarray | jax.Array,
   Computed in float32, then cast back to the input dtype.
   """
   # Broadcast over batch and heads: [L, 1, K/2].
-  return _rotate_half(x_BxLxHxK, jnp.asarray(sin_LxK2)[:, None, :],
-                      jnp.asarray(cos_LxK2)[:, None, :])
+  return _rotate_half(
+      x_BxLxHxK, jnp.asarray(sin_LxK2)[:, None, :], jnp.asarray(cos_LxK2)[:, None, :]
+  )
 
 
 def _rotate_half(x: jax.Array, sin: jax.Array, cos: jax.Array) -> jax.Array:
@@ -156,22 +167,24 @@ def _rotate_half(x: jax.Array, sin: jax.Array, cos: jax.Array) -> jax.Array:
   return out.astype(x.dtype)
 
 
-def causal_attention(q_BxHxLxK: jax.Array, k_BxHxLxK: jax.Array,
-                     v_BxHxLxK: jax.Array) -> jax.Array:
+def causal_attention(
+    q_BxHxLxK: jax.Array, k_BxHxLxK: jax.Array, v_BxHxLxK: jax.Array
+) -> jax.Array:
   """softmax(q k^T / sqrt(K) + causal mask) v, heads-major, softmax in float32.
 
   Written out rather than `jax.nn.dot_product_attention` because on XLA:CPU the
   latter takes [B, L, H, K] inputs and transposes q, k, v and the probabilities
   inside both passes; with heads-major inputs both matmuls are plain batched
   GEMMs. Attention fwd+bwd at B=32, L=128, H=4, K=32: 2.1x faster on a 2-core
-  CPU (benchmarks/throughput.py, docs/benchmarks.md). Used on CPU only; other
+  CPU (benchmarks/throughput/, docs/benchmarks.md). Used on CPU only; other
   backends call ``jax.nn.dot_product_attention`` (equal up to float rounding:
   ``tests/test_model.py::test_causal_attention_matches_dot_product_attention``).
   """
   length, head_dim = q_BxHxLxK.shape[-2], q_BxHxLxK.shape[-1]
   q_BxHxLxK = q_BxHxLxK * np.asarray(1.0 / math.sqrt(head_dim), q_BxHxLxK.dtype)
-  s_BxHxLxL = jnp.einsum("bhlk,bhmk->bhlm", q_BxHxLxK, k_BxHxLxK,
-                         preferred_element_type=jnp.float32)
+  s_BxHxLxL = jnp.einsum(
+      "bhlk,bhmk->bhlm", q_BxHxLxK, k_BxHxLxK, preferred_element_type=jnp.float32
+  )
   # A constant mask (L is static): no iota/compare recomputed in each pass.
   causal_LxL = np.tril(np.ones((length, length), bool))
   s_BxHxLxL = jnp.where(causal_LxL, s_BxHxLxL, np.float32(-1e30))
@@ -190,17 +203,22 @@ def _residual_out_init(cfg: ModelConfig):
   return nn.initializers.normal(_INIT_STD / math.sqrt(2 * cfg.num_layers))
 
 
-def _dense(cfg: ModelConfig, features: int, name: str,
-           init: Callable | None = None) -> nn.Dense:
+def _dense(
+    cfg: ModelConfig, features: int, name: str, init: Callable | None = None
+) -> nn.Dense:
   return nn.Dense(
-      features, use_bias=False, dtype=cfg.jnp_dtype, param_dtype=jnp.float32,
-      kernel_init=init or nn.initializers.normal(_INIT_STD), name=name)
+      features,
+      use_bias=False,
+      dtype=cfg.jnp_dtype,
+      param_dtype=jnp.float32,
+      kernel_init=init or nn.initializers.normal(_INIT_STD),
+      name=name,
+  )
 
 
 def _rms_norm(cfg: ModelConfig, name: str) -> nn.RMSNorm:
   # Flax computes the statistics in float32 and casts the output to `dtype`.
-  return nn.RMSNorm(epsilon=1e-6, dtype=cfg.jnp_dtype, param_dtype=jnp.float32,
-                    name=name)
+  return nn.RMSNorm(epsilon=1e-6, dtype=cfg.jnp_dtype, param_dtype=jnp.float32, name=name)
 
 
 # Why the residual stream is kept flat, x_NxD with N = B*L, rather than
@@ -235,8 +253,11 @@ class Attention(nn.Module):
     else:
       # GPUs/TPUs: the library call, which can dispatch to fused kernels.
       to_blhk = lambda t: t.transpose(0, 2, 1, 3)
-      o_BxHxLxK = to_blhk(jax.nn.dot_product_attention(
-          to_blhk(q_BxHxLxK), to_blhk(k_BxHxLxK), to_blhk(v_BxHxLxK), is_causal=True))
+      o_BxHxLxK = to_blhk(
+          jax.nn.dot_product_attention(
+              to_blhk(q_BxHxLxK), to_blhk(k_BxHxLxK), to_blhk(v_BxHxLxK), is_causal=True
+          )
+      )
     o_NxD = o_BxHxLxK.transpose(0, 2, 1, 3).reshape(batch * length, cfg.d_model)
     return _dense(cfg, cfg.d_model, "out", _residual_out_init(cfg))(o_NxD)
 
@@ -261,9 +282,9 @@ class Block(nn.Module):
   @nn.compact
   def __call__(self, x_NxD: jax.Array, batch: int, length: int) -> jax.Array:
     x_NxD = x_NxD + Attention(self.cfg, name="attn")(
-        _rms_norm(self.cfg, "attn_norm")(x_NxD), batch, length)
-    x_NxD = x_NxD + Mlp(self.cfg, name="mlp")(
-        _rms_norm(self.cfg, "mlp_norm")(x_NxD))
+        _rms_norm(self.cfg, "attn_norm")(x_NxD), batch, length
+    )
+    x_NxD = x_NxD + Mlp(self.cfg, name="mlp")(_rms_norm(self.cfg, "mlp_norm")(x_NxD))
     return x_NxD
 
 
@@ -277,9 +298,13 @@ class Transformer(nn.Module):
     cfg = self.cfg
     b, l = tokens_BxL.shape
     embed = nn.Embed(
-        num_embeddings=cfg.vocab_size, features=cfg.d_model,
-        dtype=cfg.jnp_dtype, param_dtype=jnp.float32,
-        embedding_init=nn.initializers.normal(_INIT_STD), name="embed")
+        num_embeddings=cfg.vocab_size,
+        features=cfg.d_model,
+        dtype=cfg.jnp_dtype,
+        param_dtype=jnp.float32,
+        embedding_init=nn.initializers.normal(_INIT_STD),
+        name="embed",
+    )
     x_NxD = embed(tokens_BxL.reshape(b * l))
     # A plain Python loop over layers (unrolled into the HLO) rather than
     # nn.scan: at the depths we use it compiles about as fast (4 layers: 2.1 s
@@ -332,8 +357,7 @@ def loss_fn(apply: Callable, params, tokens_BxL1: jax.Array) -> jax.Array:
   inputs_BxL = tokens_BxL1[:, :-1]
   targets_BxL = tokens_BxL1[:, 1:]
   logits_BxLxV = apply(params, inputs_BxL)
-  return optax.softmax_cross_entropy_with_integer_labels(
-      logits_BxLxV, targets_BxL).mean()
+  return optax.softmax_cross_entropy_with_integer_labels(logits_BxLxV, targets_BxL).mean()
 
 
 def param_count(params) -> int:

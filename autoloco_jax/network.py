@@ -32,6 +32,7 @@ class Network(NamedTuple):
     latency_KxK: seconds per message on each link (0 on the diagonal).
     name: the setting's name, for logs.
   """
+
   bandwidth_KxK: np.ndarray
   latency_KxK: np.ndarray
   name: str = "custom"
@@ -56,13 +57,16 @@ def _links(value, num_workers: int, what: str, combine) -> np.ndarray:
       raise ValueError(f"{what} matrix must be symmetric")
     m = v.copy()
   else:
-    raise ValueError(f"{what} must be a scalar, {k} per-worker values or a {k}x{k} "
-                     f"matrix; got shape {v.shape}")
+    raise ValueError(
+        f"{what} must be a scalar, {k} per-worker values or a {k}x{k} "
+        f"matrix; got shape {v.shape}"
+    )
   return m
 
 
-def make_network(num_workers: int, bandwidth_gbps: Any, latency_ms: Any,
-                 name: str = "custom") -> Network:
+def make_network(
+    num_workers: int, bandwidth_gbps: Any, latency_ms: Any, name: str = "custom"
+) -> Network:
   """Builds the link matrices from scalars, per-worker lists or matrices.
 
   A per-worker bandwidth is each worker's access link: the link between ``i``
@@ -92,9 +96,14 @@ def make_network(num_workers: int, bandwidth_gbps: Any, latency_ms: Any,
   return Network(bw, lat, name)
 
 
-def two_sites(num_workers: int, fast_gbps: float = 10.0, slow_gbps: float = 1.0,
-              intra_ms: float = 1.0, inter_ms: float = 50.0,
-              name: str = "hetero") -> Network:
+def two_sites(
+    num_workers: int,
+    fast_gbps: float = 10.0,
+    slow_gbps: float = 1.0,
+    intra_ms: float = 1.0,
+    inter_ms: float = 50.0,
+    name: str = "hetero",
+) -> Network:
   """Workers ``[0, K/2)`` at one site on ``fast_gbps`` links, ``[K/2, K)`` at
   another on ``slow_gbps``; ``intra_ms`` latency within a site, ``inter_ms``
   between them. A link runs at its slower end."""
@@ -127,10 +136,12 @@ def network_from_config(network_cfg: Any, num_workers: int) -> Network:
   bw = network_cfg.get("bandwidth_gbps", ())
   lat = network_cfg.get("latency_ms", ())
   if _given(bw) or _given(lat):
-    net = make_network(num_workers,
-                       bw if _given(bw) else net.bandwidth_KxK / GBIT,
-                       lat if _given(lat) else net.latency_KxK * 1e3,
-                       name=name + "+custom")
+    net = make_network(
+        num_workers,
+        bw if _given(bw) else net.bandwidth_KxK / GBIT,
+        lat if _given(lat) else net.latency_KxK * 1e3,
+        name=name + "+custom",
+    )
   return net
 
 
@@ -150,16 +161,20 @@ def speed_factors(network_cfg: Any, num_workers: int) -> np.ndarray:
     return np.ones(num_workers)
   f = np.asarray(f, np.float64).reshape(-1)
   if f.shape != (num_workers,) or not np.all(np.isfinite(f) & (f > 0)):
-    raise ValueError(f"network.speed_factors must be {num_workers} finite values "
-                     f"> 0, got {tuple(f)}")
+    raise ValueError(
+        f"network.speed_factors must be {num_workers} finite values "
+        f"> 0, got {tuple(f)}"
+    )
   return f
 
 
 # ----------------------------------------------------------------------------
 # Times of the collective operations.
 
-def allreduce_time(network: Network, num_bytes: float,
-                   ring: Sequence[int] | None = None) -> float:
+
+def allreduce_time(
+    network: Network, num_bytes: float, ring: Sequence[int] | None = None
+) -> float:
   """Seconds of a ring all-reduce of ``num_bytes`` (per worker) over all K.
 
   Reduce-scatter then all-gather: ``2 (K−1)`` lock-step stages, in each every
@@ -177,13 +192,15 @@ def allreduce_time(network: Network, num_bytes: float,
   if k <= 1:
     return 0.0
   src, dst = order, np.roll(order, -1)
-  stage = np.max(network.latency_KxK[src, dst]
-                 + (num_bytes / k) / network.bandwidth_KxK[src, dst])
+  stage = np.max(
+      network.latency_KxK[src, dst] + (num_bytes / k) / network.bandwidth_KxK[src, dst]
+  )
   return float(2 * (k - 1) * stage)
 
 
-def exchange_time(network: Network, worker: int, peers: Sequence[int],
-                  num_bytes: float) -> float:
+def exchange_time(
+    network: Network, worker: int, peers: Sequence[int], num_bytes: float
+) -> float:
   """Seconds for ``worker`` to swap ``num_bytes`` with each of ``peers``.
 
   One exchange over the pair's link costs ``ℓ + bytes / b``. With several

@@ -52,6 +52,7 @@ class NoLoCoState(NamedTuple):
     params_K: each worker's outer weights ``φ_k``.
     momentum_K: each worker's outer momentum ``m_k``.
   """
+
   params_K: Any
   momentum_K: Any
 
@@ -70,6 +71,7 @@ class NoLoCo:
     h: inner steps per round (fixed).
     topology: who averages with whom each round.
   """
+
   alpha: float
   beta: float
   gamma: float
@@ -80,10 +82,13 @@ class NoLoCo:
 
   def __post_init__(self):
     if not 0 <= self.beta < 1:
-      raise ValueError(f"NoLoCo's momentum beta (noloco.beta) must be in [0, 1), got {self.beta}")
+      raise ValueError(
+          f"NoLoCo's momentum beta (noloco.beta) must be in [0, 1), got {self.beta}"
+      )
     if self.alpha <= 0 or self.gamma < 0:
-      raise ValueError(f"NoLoCo needs alpha > 0 and gamma >= 0, got "
-                       f"{self.alpha}, {self.gamma}")
+      raise ValueError(
+          f"NoLoCo needs alpha > 0 and gamma >= 0, got " f"{self.alpha}, {self.gamma}"
+      )
 
   @classmethod
   def from_config(cls, config: Any) -> "NoLoCo":
@@ -93,9 +98,13 @@ class NoLoCo:
       raise ValueError("NoLoCo runs a fixed interval (interval.controller='fixed')")
     n = config.noloco
     alpha = float(n.alpha)
-    return cls(alpha=alpha, beta=float(n.beta),
-               gamma=alpha if n.gamma is None else float(n.gamma),
-               h=int(config.interval.h), topology=topology.from_config(config))
+    return cls(
+        alpha=alpha,
+        beta=float(n.beta),
+        gamma=alpha if n.gamma is None else float(n.gamma),
+        h=int(config.interval.h),
+        topology=topology.from_config(config),
+    )
 
   def build(self, setup: Setup) -> Algorithm:
     alpha, beta, gamma, topo = self.alpha, self.beta, self.gamma, self.topology
@@ -103,28 +112,36 @@ class NoLoCo:
 
     def init_state(params) -> state_lib.TrainState:
       params_K, inner_opt_K = setup.init_workers(params)
-      own = NoLoCoState(params_K=params_K,
-                        momentum_K=jax.tree.map(jnp.zeros_like, params_K))
+      own = NoLoCoState(
+          params_K=params_K, momentum_K=jax.tree.map(jnp.zeros_like, params_K)
+      )
       return state_lib.init(params_K, inner_opt_K, own, k)
 
     def sync_block(state: state_lib.TrainState, present_K):
       del present_K  # NoLoCo does not support faults
       theta_K, phi_K, m_K = state.params_K, state.outer.params_K, state.outer.momentum_K
       z_K = jax.tree.map(lambda t, p: alpha * t + (gamma - alpha) * p, theta_K, phi_K)
-      zbar_K = topology.neighborhood_mean(topo, z_K, state.round)   # the exchange
+      zbar_K = topology.neighborhood_mean(topo, z_K, state.round)  # the exchange
       m_K = jax.tree.map(lambda m, z, p: beta * m + z - gamma * p, m_K, zbar_K, phi_K)
       new_phi_K = jax.tree.map(jnp.add, phi_K, m_K)
-      metrics = gossip.round_metrics(topo, state, phi_K, new_phi_K, setup.lr_schedule,
-                                     self.h)
+      metrics = gossip.round_metrics(
+          topo, state, phi_K, new_phi_K, setup.lr_schedule, self.h
+      )
       new_state = state._replace(
-          params_K=new_phi_K, outer=NoLoCoState(new_phi_K, m_K),
-          acc=inner.reset(state.acc), round=state.round + 1)
+          params_K=new_phi_K,
+          outer=NoLoCoState(new_phi_K, m_K),
+          acc=inner.reset(state.acc),
+          round=state.round + 1,
+      )
       return new_state, metrics
 
     return Algorithm(
-        name=self.name, init_state=init_state,
+        name=self.name,
+        init_state=init_state,
         inner=jit_inner(setup.inner_loop(), setup.mesh),
         sync=jit_sync(sync_block, setup.mesh),
         comm_pattern=gossip.comm_pattern(topo, lambda h: np.full(k, h, np.int64)),
-        h_max=self.h, supports_faults=False,
-        eval_params=gossip.make_eval_params(setup.mesh))
+        h_max=self.h,
+        supports_faults=False,
+        eval_params=gossip.make_eval_params(setup.mesh),
+    )

@@ -70,6 +70,7 @@ class AutoLoCoState(NamedTuple):
       1 before the first update, when the sums are omitted, or when they were
       invalid under tracing).
   """
+
   momentum: optax.Params
   count: jax.Array
   alpha: jax.Array
@@ -80,6 +81,7 @@ class AutoLoCoState(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class AutoLoCoConfig:
   """The configuration an :func:`autoloco` transform was built with."""
+
   learning_rate: Any
   momentum: Any
   correction: str
@@ -106,30 +108,38 @@ def _is_concrete_number(x: Any) -> bool:
   JAX arrays are left alone: under ``jit`` or ``inject_hyperparams`` they are
   traced, and reading a concrete one would force a device-to-host sync.
   """
-  return isinstance(x, (numbers.Number, np.ndarray, np.generic)) and not isinstance(x, bool)
+  return isinstance(x, (numbers.Number, np.ndarray, np.generic)) and not isinstance(
+      x, bool
+  )
 
 
-def _check_hyperparams(learning_rate: Any, momentum: Any, correction: str,
-                       snap_tol: Any) -> None:
+def _check_hyperparams(
+    learning_rate: Any, momentum: Any, correction: str, snap_tol: Any
+) -> None:
   if correction not in CORRECTIONS:
-    raise ValueError(
-        f'correction must be one of {CORRECTIONS}, got {correction!r}.')
+    raise ValueError(f'correction must be one of {CORRECTIONS}, got {correction!r}.')
   if isinstance(learning_rate, bool) or not (
-      callable(learning_rate) or _is_concrete_number(learning_rate)
-      or isinstance(learning_rate, jax.Array)):
+      callable(learning_rate)
+      or _is_concrete_number(learning_rate)
+      or isinstance(learning_rate, jax.Array)
+  ):
     raise ValueError(
         f'learning_rate must be a positive number, an array or a schedule, '
-        f'got {learning_rate!r}.')
+        f'got {learning_rate!r}.'
+    )
   if _is_concrete_number(learning_rate):
     lr = np.asarray(learning_rate)
     if lr.ndim != 0 or not np.isfinite(lr) or not lr > 0:
       raise ValueError(
-          f'learning_rate must be a finite scalar > 0, got {learning_rate!r}.')
+          f'learning_rate must be a finite scalar > 0, got {learning_rate!r}.'
+      )
   if isinstance(momentum, bool) or not (
-      _is_concrete_number(momentum) or isinstance(momentum, jax.Array)):
+      _is_concrete_number(momentum) or isinstance(momentum, jax.Array)
+  ):
     raise ValueError(
         f'momentum must be a number in [0, 1), got {momentum!r} (use 0.0 for '
-        'no momentum; schedules go through optax.inject_hyperparams).')
+        'no momentum; schedules go through optax.inject_hyperparams).'
+    )
   if _is_concrete_number(momentum):
     mu = np.asarray(momentum)
     if mu.ndim != 0 or not 0.0 <= mu < 1.0:
@@ -145,17 +155,21 @@ def _check_sums(inner_lr_sum: Any, reference_lr_sum: Any) -> None:
     raise ValueError(
         'inner_lr_sum and reference_lr_sum must be passed together (or both '
         f'omitted for the plain DiLoCo step); got inner_lr_sum={inner_lr_sum!r}, '
-        f'reference_lr_sum={reference_lr_sum!r}.')
-  for name, value in (('inner_lr_sum', inner_lr_sum),
-                      ('reference_lr_sum', reference_lr_sum)):
+        f'reference_lr_sum={reference_lr_sum!r}.'
+    )
+  for name, value in (
+      ('inner_lr_sum', inner_lr_sum),
+      ('reference_lr_sum', reference_lr_sum),
+  ):
     if _is_concrete_number(value):
       v = np.asarray(value)
       if v.ndim != 0 or not np.isfinite(v) or not v > 0:
         raise ValueError(f'{name} must be a finite scalar > 0, got {value!r}.')
 
 
-def lr_sum_ratio(inner_lr_sum: Any, reference_lr_sum: Any,
-                 snap_tol: Any = DEFAULT_SNAP_TOL) -> jax.Array:
+def lr_sum_ratio(
+    inner_lr_sum: Any, reference_lr_sum: Any, snap_tol: Any = DEFAULT_SNAP_TOL
+) -> jax.Array:
   """``r = S_t / S_ref`` as float32, snapped to 1 within ``snap_tol``.
 
   Invalid inputs (a sum that is not finite or not > 0) give ``r = 1``, i.e. the
@@ -180,8 +194,9 @@ def lr_sum_ratio(inner_lr_sum: Any, reference_lr_sum: Any,
   return jnp.where(valid, r, 1.0).astype(jnp.float32)
 
 
-def corrected_hyperparams(alpha: Any, beta: Any, ratio: Any,
-                          correction: str = 'both') -> tuple[jax.Array, jax.Array]:
+def corrected_hyperparams(
+    alpha: Any, beta: Any, ratio: Any, correction: str = 'both'
+) -> tuple[jax.Array, jax.Array]:
   r"""The ``(α_t, β_t)`` that mode ``correction`` applies for ratio ``r``.
 
   .. math::
@@ -205,8 +220,7 @@ def corrected_hyperparams(alpha: Any, beta: Any, ratio: Any,
     ``(alpha_t, beta_t)`` as float32 scalars.
   """
   if correction not in CORRECTIONS:
-    raise ValueError(
-        f'correction must be one of {CORRECTIONS}, got {correction!r}.')
+    raise ValueError(f'correction must be one of {CORRECTIONS}, got {correction!r}.')
   alpha = jnp.asarray(alpha, jnp.float32)
   beta = jnp.asarray(beta, jnp.float32)
   r = jnp.asarray(ratio, jnp.float32)
@@ -322,38 +336,56 @@ def autoloco(
         count=jnp.zeros((), jnp.int32),
         alpha=current_lr(jnp.zeros((), jnp.int32)),
         beta=jnp.asarray(momentum, jnp.float32),
-        ratio=jnp.ones((), jnp.float32))
+        ratio=jnp.ones((), jnp.float32),
+    )
 
-  def update_fn(updates, state, params=None, *, inner_lr_sum=None,
-                reference_lr_sum=None, **extra_args):
+  def update_fn(
+      updates,
+      state,
+      params=None,
+      *,
+      inner_lr_sum=None,
+      reference_lr_sum=None,
+      **extra_args,
+  ):
     del params, extra_args
     _check_sums(inner_lr_sum, reference_lr_sum)
     ratio = lr_sum_ratio(inner_lr_sum, reference_lr_sum, snap_tol)
     alpha_t, beta_t = corrected_hyperparams(
-        current_lr(state.count), momentum, ratio, correction)
+        current_lr(state.count), momentum, ratio, correction
+    )
     # Same operations, same order as optax.trace(nesterov=True) followed by
     # optax.scale(-lr): m = Δ + β m_prev; u = Δ + β m; update = (−α) u.
     new_m = jax.tree.map(
-        lambda d, m: d + beta_t.astype(m.dtype) * m, updates, state.momentum)
+        lambda d, m: d + beta_t.astype(m.dtype) * m, updates, state.momentum
+    )
     new_updates = jax.tree.map(
         lambda d, m: (-alpha_t).astype(d.dtype) * (d + beta_t.astype(m.dtype) * m),
-        updates, new_m)
+        updates,
+        new_m,
+    )
     return new_updates, AutoLoCoState(
         momentum=new_m,
         count=optax.safe_increment(state.count),
         alpha=alpha_t,
         beta=beta_t,
-        ratio=ratio)
+        ratio=ratio,
+    )
 
   tx = AutoLoCoTransformation(init_fn, update_fn)
   tx.__dict__['config'] = AutoLoCoConfig(
-      learning_rate=learning_rate, momentum=momentum, correction=correction,
-      snap_tol=snap_tol)
+      learning_rate=learning_rate,
+      momentum=momentum,
+      correction=correction,
+      snap_tol=snap_tol,
+  )
   return tx
 
 
-def diloco(learning_rate: Union[float, jax.Array, optax.Schedule],
-           momentum: Union[float, jax.Array]) -> AutoLoCoTransformation:
+def diloco(
+    learning_rate: Union[float, jax.Array, optax.Schedule],
+    momentum: Union[float, jax.Array],
+) -> AutoLoCoTransformation:
   r"""DiLoCo's outer optimizer: SGD with Nesterov momentum on the pseudo-gradient.
 
   .. math::
@@ -397,8 +429,9 @@ def _check_h_ref(h_ref: Any) -> int:
   return int(h_ref)
 
 
-def reference_lr_sum(schedule: Union[optax.Schedule, float], start_step: Any,
-                     h_ref: int) -> jax.Array:
+def reference_lr_sum(
+    schedule: Union[optax.Schedule, float], start_step: Any, h_ref: int
+) -> jax.Array:
   r"""Accumulated inner lr of the reference interval starting at ``start_step``.
 
   .. math::

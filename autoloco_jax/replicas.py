@@ -32,8 +32,9 @@ WORKERS = P(REPLICA)
 REPLICATED = P()
 
 
-def make_mesh(num_workers: int, num_devices: int = 0,
-              devices: list | None = None) -> Mesh:
+def make_mesh(
+    num_workers: int, num_devices: int = 0, devices: list | None = None
+) -> Mesh:
   """A 1-D mesh with axis ``replica`` over the devices that will hold K workers.
 
   Args:
@@ -54,14 +55,14 @@ def make_mesh(num_workers: int, num_devices: int = 0,
   if devices is None:
     available = jax.devices()
     if num_devices < 0 or num_devices > len(available):
-      raise ValueError(
-          f"num_devices={num_devices} but JAX sees {len(available)} devices")
+      raise ValueError(f"num_devices={num_devices} but JAX sees {len(available)} devices")
     devices = available[:num_devices] if num_devices else available
   if num_workers % len(devices):
     raise ValueError(
         f"num_workers={num_workers} is not divisible by the device count "
         f"{len(devices)}: every device must hold the same number of workers "
-        f"(set num_devices to a divisor of num_workers)")
+        f"(set num_devices to a divisor of num_workers)"
+    )
   return Mesh(np.asarray(devices), (REPLICA,))
 
 
@@ -83,7 +84,10 @@ def put(tree: Any, shardings: Any, may_alias: bool | None = None) -> Any:
   # ``shardings`` may be a prefix of ``tree`` (one sharding for a whole subtree).
   return jax.tree.map(
       lambda sharding, subtree: jax.tree.map(lambda x: one(x, sharding), subtree),
-      shardings, tree, is_leaf=lambda x: isinstance(x, jax.sharding.Sharding))
+      shardings,
+      tree,
+      is_leaf=lambda x: isinstance(x, jax.sharding.Sharding),
+  )
 
 
 def put_workers(tree_K: Any, mesh: Mesh) -> Any:
@@ -98,8 +102,7 @@ def put_replicated(tree: Any, mesh: Mesh) -> Any:
 
 def stack_workers(tree: Any, num_workers: int) -> Any:
   """K identical copies of ``tree`` along a new leading axis."""
-  return jax.tree.map(
-      lambda x: jnp.broadcast_to(x, (num_workers,) + jnp.shape(x)), tree)
+  return jax.tree.map(lambda x: jnp.broadcast_to(x, (num_workers,) + jnp.shape(x)), tree)
 
 
 def map_workers(fn: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable:
@@ -147,8 +150,10 @@ def sq_norm(tree: Any) -> jax.Array:
 
 def sq_norm_K(tree_K: Any) -> jax.Array:
   """Per-worker squared norms ``[K]`` of a per-worker pytree."""
-  return sum(jnp.sum(jnp.square(x).reshape(x.shape[0], -1), axis=1)
-             for x in jax.tree.leaves(tree_K))
+  return sum(
+      jnp.sum(jnp.square(x).reshape(x.shape[0], -1), axis=1)
+      for x in jax.tree.leaves(tree_K)
+  )
 
 
 def broadcast_block(tree: Any, like_K: Any) -> Any:

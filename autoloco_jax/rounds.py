@@ -49,8 +49,9 @@ def stage(batch_KxnxBxL1: np.ndarray, chunk: int, mesh: Mesh) -> jax.Array:
   return replicas.put_workers(tokens_KxCxBxL1, mesh)
 
 
-def run_steps(inner: Callable, state: Any, read: Reader, num_steps: int,
-              chunk: int, mesh: Mesh) -> Any:
+def run_steps(
+    inner: Callable, state: Any, read: Reader, num_steps: int, chunk: int, mesh: Mesh
+) -> Any:
   """``num_steps`` inner steps, staged ``chunk`` batches at a time.
 
   Args:
@@ -70,8 +71,15 @@ def run_steps(inner: Callable, state: Any, read: Reader, num_steps: int,
   return state
 
 
-def run_round(algo: Any, state: Any, read: Reader, h: int, chunk: int, mesh: Mesh,
-              present_K: np.ndarray | None = None) -> tuple[Any, dict]:
+def run_round(
+    algo: Any,
+    state: Any,
+    read: Reader,
+    h: int,
+    chunk: int,
+    mesh: Mesh,
+    present_K: np.ndarray | None = None,
+) -> tuple[Any, dict]:
   """One round: ``h`` inner steps, then the algorithm's sync.
 
   ``present_K`` (0/1 per worker, injected faults): whose round counts; ``None``
@@ -84,8 +92,13 @@ def run_round(algo: Any, state: Any, read: Reader, h: int, chunk: int, mesh: Mes
   return algo.sync(state, replicas.put_workers(np.asarray(present_K, np.float32), mesh))
 
 
-def measure_step_time(inner: Callable, state: Any, tokens_KxCxBxL1: Any,
-                      num_workers: int, num_steps: int = 2) -> float:
+def measure_step_time(
+    inner: Callable,
+    state: Any,
+    tokens_KxCxBxL1: Any,
+    num_workers: int,
+    num_steps: int = 2,
+) -> float:
   """Seconds of one inner step of one worker, measured on this machine.
 
   Runs the jitted ``inner`` (an ``Algorithm.inner``) on a copy of ``state``

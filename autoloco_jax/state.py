@@ -27,6 +27,7 @@ class TrainState(NamedTuple):
     step: global inner step ``s`` (number of inner steps taken so far).
     round: number of completed syncs ``t``.
   """
+
   params_K: Any
   inner_opt_K: Any
   outer: Any
@@ -38,16 +39,26 @@ class TrainState(NamedTuple):
     """Partition specs (a prefix tree) matching this state's layout."""
     w, r = replicas.WORKERS, replicas.REPLICATED
     return TrainState(
-        params_K=w, inner_opt_K=w,
+        params_K=w,
+        inner_opt_K=w,
         outer=None if self.outer is None else self.outer.specs(),
-        acc=RoundAcc.specs(), step=r, round=r)
+        acc=RoundAcc.specs(),
+        step=r,
+        round=r,
+    )
 
 
 def init(params_K: Any, inner_opt_K: Any, outer: Any, num_workers: int) -> TrainState:
   """A state before the first round (host or device arrays; place with
   :func:`place`)."""
-  return TrainState(params_K=params_K, inner_opt_K=inner_opt_K, outer=outer,
-                    acc=RoundAcc.zeros(num_workers), step=scalar(0), round=scalar(0))
+  return TrainState(
+      params_K=params_K,
+      inner_opt_K=inner_opt_K,
+      outer=outer,
+      acc=RoundAcc.zeros(num_workers),
+      step=scalar(0),
+      round=scalar(0),
+  )
 
 
 def place(state: TrainState, mesh) -> TrainState:
@@ -62,10 +73,14 @@ def place(state: TrainState, mesh) -> TrainState:
   from jax.sharding import NamedSharding, PartitionSpec
   # On a one-device mesh JAX returns P('replica') outputs as P(); lay inputs out
   # the same way so the first call and later ones hit the same compiled round.
-  canonical = (lambda spec: PartitionSpec()) if mesh.devices.size == 1 else (lambda spec: spec)
-  shardings = jax.tree.map(lambda spec: NamedSharding(mesh, canonical(spec)),
-                           state.specs(),
-                           is_leaf=lambda x: isinstance(x, PartitionSpec))
+  canonical = (
+      (lambda spec: PartitionSpec()) if mesh.devices.size == 1 else (lambda spec: spec)
+  )
+  shardings = jax.tree.map(
+      lambda spec: NamedSharding(mesh, canonical(spec)),
+      state.specs(),
+      is_leaf=lambda x: isinstance(x, PartitionSpec),
+  )
   state = jax.tree.map(lambda x: x.copy() if isinstance(x, jax.Array) else x, state)
   return replicas.put(state, shardings, may_alias=False)
 

@@ -64,6 +64,7 @@ class Topology(NamedTuple):
     seed: the seed the pool and the per-round choice derive from.
     complete: the complete graph; mixing is then an all-reduce.
   """
+
   name: str
   num_workers: int
   pool_NxDxK: np.ndarray
@@ -104,6 +105,7 @@ class Topology(NamedTuple):
 # ----------------------------------------------------------------------------
 # Choosing a round's table: the same 32-bit hash on the host and on device.
 
+
 def _fmix32_py(x: int) -> int:
   x ^= x >> 16
   x = (x * 0x85EBCA6B) & _MASK32
@@ -123,8 +125,9 @@ def pool_index(seed: int, round_index: Any, pool_size: int) -> Any:
   if isinstance(round_index, (int, np.integer)):
     x = (int(round_index) * 0x9E3779B1 + int(seed) * 0x85EBCA77 + 0x165667B1) & _MASK32
     return _fmix32_py(x) % pool_size
-  x = (jnp.asarray(round_index).astype(jnp.uint32) * jnp.uint32(0x9E3779B1)
-       + jnp.uint32((int(seed) * 0x85EBCA77 + 0x165667B1) & _MASK32))
+  x = jnp.asarray(round_index).astype(jnp.uint32) * jnp.uint32(0x9E3779B1) + jnp.uint32(
+      (int(seed) * 0x85EBCA77 + 0x165667B1) & _MASK32
+  )
   x = x ^ (x >> 16)
   x = x * jnp.uint32(0x85EBCA6B)
   x = x ^ (x >> 13)
@@ -135,6 +138,7 @@ def pool_index(seed: int, round_index: Any, pool_size: int) -> Any:
 
 # ----------------------------------------------------------------------------
 # Graph builders (host side, numpy).
+
 
 def _dedupe(perms: list[np.ndarray], k: int) -> np.ndarray:
   """Drops identity and repeated permutations (e.g. ``+1`` and ``−1`` on 2 workers)."""
@@ -164,8 +168,9 @@ def _canonical(table: np.ndarray) -> bytes:
   return np.sort(table, axis=0).tobytes()
 
 
-def groups(num_workers: int, group_size: int = 2, seed: int = 0,
-           pool_size: int = 16) -> Topology:
+def groups(
+    num_workers: int, group_size: int = 2, seed: int = 0, pool_size: int = 16
+) -> Topology:
   """Random partitions of the workers into groups of ``group_size``.
 
   ``group_size = 2`` is a random perfect matching (NoLoCo's pairs). The pool
@@ -176,8 +181,12 @@ def groups(num_workers: int, group_size: int = 2, seed: int = 0,
     raise ValueError(
         f"groups of {group_size} cannot partition {num_workers} workers: the group "
         f"size must be >= 2 and divide num_workers"
-        + (" (a perfect matching needs an even number of workers)"
-           if group_size == 2 else ""))
+        + (
+            " (a perfect matching needs an even number of workers)"
+            if group_size == 2
+            else ""
+        )
+    )
   if pool_size < 1:
     raise ValueError(f"pool_size must be >= 1, got {pool_size}")
   rng = np.random.default_rng(seed)
@@ -217,8 +226,10 @@ def torus(num_workers: int) -> Topology:
   (a 1 × K grid is a ring; duplicate neighbours on 2-wide sides count once)."""
   rows, cols = torus_shape(num_workers)
   r, c = np.divmod(np.arange(num_workers), cols)
-  perms = [((r + dr) % rows) * cols + (c + dc) % cols
-           for dr, dc in ((1, 0), (-1, 0), (0, 1), (0, -1))]
+  perms = [
+      ((r + dr) % rows) * cols + (c + dc) % cols
+      for dr, dc in ((1, 0), (-1, 0), (0, 1), (0, -1))
+  ]
   return Topology("torus", num_workers, _dedupe(perms, num_workers)[None], 0)
 
 
@@ -240,12 +251,19 @@ def complete(num_workers: int) -> Topology:
   """Everyone with everyone; mixing is the all-reduce of the DiLoCo family."""
   k = np.arange(num_workers)
   perms = [(k + s) % num_workers for s in range(1, num_workers)]
-  return Topology("complete", num_workers, _dedupe(perms, num_workers)[None], 0,
-                  complete=True)
+  return Topology(
+      "complete", num_workers, _dedupe(perms, num_workers)[None], 0, complete=True
+  )
 
 
-def make(name: str, num_workers: int, *, seed: int = 0, group_size: int = 2,
-         pool_size: int = 16) -> Topology:
+def make(
+    name: str,
+    num_workers: int,
+    *,
+    seed: int = 0,
+    group_size: int = 2,
+    pool_size: int = 16,
+) -> Topology:
   """The topology named ``name`` (one of :data:`TOPOLOGIES`)."""
   builders: dict[str, Callable[[], Topology]] = {
       "matching": lambda: groups(num_workers, 2, seed, pool_size),
@@ -266,12 +284,18 @@ def from_config(config: Any) -> Topology:
   """The topology of ``config.gossip`` (``topology``, ``group_size``,
   ``pool_size``) over ``config.num_workers`` workers, seeded by ``config.seed``."""
   g = config.gossip
-  return make(g.topology, config.num_workers, seed=int(config.seed),
-              group_size=int(g.group_size), pool_size=int(g.pool_size))
+  return make(
+      g.topology,
+      config.num_workers,
+      seed=int(config.seed),
+      group_size=int(g.group_size),
+      pool_size=int(g.pool_size),
+  )
 
 
 # ----------------------------------------------------------------------------
 # Moving rows between devices: the static plan of one permutation.
+
 
 class _Plan(NamedTuple):
   """How device ``d`` builds rows ``x[π(k)]`` of its block (all tables ``D × …``).
@@ -282,6 +306,7 @@ class _Plan(NamedTuple):
     recv_mask_D)``: device pairs ``(src, dst)``, the row each device sends, the
     row it fills, and whether it receives in this colour.
   """
+
   local_src: np.ndarray
   colours: tuple
 
@@ -383,13 +408,13 @@ def gather_workers(tree_K: Any, perm_K: np.ndarray, num_workers: int) -> Any:
     s, r, m = jnp.asarray(send)[dev], jnp.asarray(recv)[dev], jnp.asarray(mask)[dev]
     rows = jax.tree.map(lambda x: x[s], tree_K)
     got = lax.ppermute(rows, replicas.REPLICA, perm=list(pairs))
-    out = jax.tree.map(
-        lambda o, g: o.at[r].set(jnp.where(m, g, o[r])), out, got)
+    out = jax.tree.map(lambda o, g: o.at[r].set(jnp.where(m, g, o[r])), out, got)
   return out
 
 
 # ----------------------------------------------------------------------------
 # Mixing operations (inside map_workers; ``round_index`` is a replicated scalar).
+
 
 def _switch(topo: Topology, round_index: Any, fn: Callable, tree_K: Any) -> Any:
   """``fn(table_DxK, tree_K)`` for the round's table, by ``lax.switch``."""
@@ -418,7 +443,9 @@ def laplacian(topo: Topology, tree_K: Any, round_index: Any) -> Any:
     mean = replicas.worker_mean(tree_K)
     return jax.tree.map(lambda y, m: topo.num_workers * (y - m[None]), tree_K, mean)
   d = topo.degree
-  return jax.tree.map(lambda y, s: d * y - s, tree_K, neighbor_sum(topo, tree_K, round_index))
+  return jax.tree.map(
+      lambda y, s: d * y - s, tree_K, neighbor_sum(topo, tree_K, round_index)
+  )
 
 
 def neighborhood_mean(topo: Topology, tree_K: Any, round_index: Any) -> Any:
@@ -427,8 +454,9 @@ def neighborhood_mean(topo: Topology, tree_K: Any, round_index: Any) -> Any:
   if topo.complete:
     return replicas.broadcast_block(replicas.worker_mean(tree_K), tree_K)
   d = topo.degree
-  return jax.tree.map(lambda y, s: (y + s) / (d + 1), tree_K,
-                      neighbor_sum(topo, tree_K, round_index))
+  return jax.tree.map(
+      lambda y, s: (y + s) / (d + 1), tree_K, neighbor_sum(topo, tree_K, round_index)
+  )
 
 
 def spread(tree_K: Any) -> jax.Array:
@@ -438,6 +466,8 @@ def spread(tree_K: Any) -> jax.Array:
   deployment would not do (the simulation has them at hand).
   """
   mean = replicas.worker_mean(tree_K)
-  sq_K = sum(jnp.sum(jnp.square(x - m[None]).reshape(x.shape[0], -1), axis=1)
-             for x, m in zip(jax.tree.leaves(tree_K), jax.tree.leaves(mean)))
+  sq_K = sum(
+      jnp.sum(jnp.square(x - m[None]).reshape(x.shape[0], -1), axis=1)
+      for x, m in zip(jax.tree.leaves(tree_K), jax.tree.leaves(mean))
+  )
   return replicas.worker_mean(jnp.sqrt(sq_K))

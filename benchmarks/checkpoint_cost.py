@@ -24,12 +24,17 @@ from autoloco_jax import checkpoint, rounds, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Config file.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Saves and restores to time.")
-_OUT = flags.DEFINE_string("out", "docs/checkpoint_cost.json", "Where to write the numbers.")
+_OUT = flags.DEFINE_string(
+    "out", "docs/checkpoint_cost.json", "Where to write the numbers."
+)
 
 
 def _du(path: str) -> int:
-  return sum(os.path.getsize(os.path.join(root, f))
-             for root, _, files in os.walk(path) for f in files)
+  return sum(
+      os.path.getsize(os.path.join(root, f))
+      for root, _, files in os.walk(path)
+      for f in files
+  )
 
 
 class _Reader:
@@ -40,8 +45,9 @@ class _Reader:
     self.positions_K = data.init_positions()
 
   def __call__(self, n: int) -> np.ndarray:
-    batch_KxnxBxL1, self.positions_K = self.data.train_batches(self.positions_K, n,
-                                                               self.batch_size)
+    batch_KxnxBxL1, self.positions_K = self.data.train_batches(
+        self.positions_K, n, self.batch_size
+    )
     return batch_KxnxBxL1
 
 
@@ -51,8 +57,9 @@ def main(_):
   # One real round first: an initial state (zero Adam moments) compresses far
   # better than a trained one and would flatter the size.
   reader = _Reader(run.data, config.data.batch_size)
-  state, _ = rounds.run_round(run.algo, run.state, reader, int(config.interval.h),
-                              run.chunk, run.mesh)
+  state, _ = rounds.run_round(
+      run.algo, run.state, reader, int(config.interval.h), run.chunk, run.mesh
+  )
   host = dict(positions=reader.positions_K.tolist(), step=int(config.interval.h))
   workdir = tempfile.mkdtemp(prefix="ckpt_cost_")
   saves, restores = [], []
@@ -73,11 +80,16 @@ def main(_):
   finally:
     shutil.rmtree(workdir, ignore_errors=True)
   state_bytes = sum(x.nbytes for x in jax.tree.leaves(state))
-  result = dict(algorithm=config.algorithm, num_workers=config.num_workers,
-                num_params=run.num_params, state_bytes=state_bytes,
-                checkpoint_bytes=size, save_seconds_median=statistics.median(saves),
-                restore_seconds_median=statistics.median(restores),
-                repeats=_REPEATS.value)
+  result = dict(
+      algorithm=config.algorithm,
+      num_workers=config.num_workers,
+      num_params=run.num_params,
+      state_bytes=state_bytes,
+      checkpoint_bytes=size,
+      save_seconds_median=statistics.median(saves),
+      restore_seconds_median=statistics.median(restores),
+      repeats=_REPEATS.value,
+  )
   print(json.dumps(result, indent=2))
   os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
   with open(_OUT.value, "w") as f:

@@ -27,8 +27,12 @@ _OUT = flags.DEFINE_string("out", "", "Write the JSON here as well.")
 
 def _analysis(compiled) -> dict:
   m = compiled.memory_analysis()
-  return dict(argument=m.argument_size_in_bytes, output=m.output_size_in_bytes,
-              temp=m.temp_size_in_bytes, alias=m.alias_size_in_bytes)
+  return dict(
+      argument=m.argument_size_in_bytes,
+      output=m.output_size_in_bytes,
+      temp=m.temp_size_in_bytes,
+      alias=m.alias_size_in_bytes,
+  )
 
 
 def measure(config) -> dict:
@@ -38,22 +42,35 @@ def measure(config) -> dict:
   device = mesh.devices.flat[0]
 
   def bytes_on_device(tree) -> int:
-    return sum(s.data.nbytes for x in jax.tree.leaves(tree)
-               for s in x.addressable_shards if s.device == device)
+    return sum(
+        s.data.nbytes
+        for x in jax.tree.leaves(tree)
+        for s in x.addressable_shards
+        if s.device == device
+    )
 
   k, b, l = config.num_workers, config.data.batch_size, config.data.seq_len
   tokens = replicas.put_workers(np.zeros((k, run.chunk, b, l + 1), np.int32), mesh)
   present = replicas.put_workers(np.ones(k, np.float32), mesh)
   fields = {name: bytes_on_device(getattr(state, name)) for name in state._fields}
   if state.outer is not None:
-    fields.update({f"outer.{name}": bytes_on_device(getattr(state.outer, name))
-                   for name in state.outer._fields})
+    fields.update(
+        {
+            f"outer.{name}": bytes_on_device(getattr(state.outer, name))
+            for name in state.outer._fields
+        }
+    )
   return dict(
-      algorithm=algo.name, num_workers=k, devices=int(mesh.devices.size),
-      num_params=run.num_params, param_bytes=4 * run.num_params,
-      state_bytes_per_device=bytes_on_device(state), state_fields=fields,
+      algorithm=algo.name,
+      num_workers=k,
+      devices=int(mesh.devices.size),
+      num_params=run.num_params,
+      param_bytes=4 * run.num_params,
+      state_bytes_per_device=bytes_on_device(state),
+      state_fields=fields,
       inner=_analysis(algo.inner.lower(state, tokens, np.int32(1)).compile()),
-      sync=_analysis(algo.sync.lower(state, present).compile()))
+      sync=_analysis(algo.sync.lower(state, present).compile()),
+  )
 
 
 def main(argv):

@@ -29,9 +29,9 @@ def get_config(size: str = "cpu"):
   c.autoloco.correction = "momentum"
   c.autoloco.reference = "schedule"
   h = c.interval.h
-  c.autoloco.h_ref = h              # DiLoCo's H, for which (0.7, 0.9) are tuned
+  c.autoloco.h_ref = h  # DiLoCo's H, for which (0.7, 0.9) are tuned
   c.interval.controller = "loss_ratio"
-  c.interval.h = 2 * h              # H_0
+  c.interval.h = 2 * h  # H_0
   c.interval.h_min = max(h // 2, 1)
   c.interval.h_max = 4 * h
   return c

@@ -47,23 +47,34 @@ def get_config(size: str = "cpu"):
   c.num_workers = 1
   c.data.seq_len = seq
   c.model.seq_len = seq
-  c.pretrain = ml_collections.ConfigDict(dict(
-      steps=pre_steps,            # AdamW steps of the base on the training plays
-      batch_size=pre_batch,
-      chunk_steps=50))            # batches staged per jitted call
+  c.pretrain = ml_collections.ConfigDict(
+      dict(
+          steps=pre_steps,  # AdamW steps of the base on the training plays
+          batch_size=pre_batch,
+          chunk_steps=50,
+      )
+  )  # batches staged per jitted call
   c.inner.warmup_steps = max(pre_steps // 20, 1)
-  c.lora = ml_collections.ConfigDict(dict(
-      sweep=SWEEP,                # (name, rank, alpha, lr, targets, seed) per job
-      steps=steps,                # fine-tuning steps of every job
-      batch_size=batch,           # sequences per job per step
-      chunk_steps=20,
-      train_fraction=0.8,         # head of each validation play: fine-tune train
-      warmup_steps=max(steps // 10, 1), min_lr_ratio=0.1, weight_decay=0.01,
-      b1=0.9, b2=0.999, eps=1e-8, clip_norm=1.0,
-      budget_mib=512.0,           # per-device memory budget of the planner
-      demo_budget_mib=100.0,      # a tighter budget, planned and printed only
-      num_devices=1,              # devices a group's adapter axis is split over
-      calibrate_steps=5,          # steps per timed call of a cost-model measurement
-      calibrate_rounds=5,         # round-robin rounds; each program keeps its fastest
-      eval_batches=8))            # eval batches of lora.batch_size
+  c.lora = ml_collections.ConfigDict(
+      dict(
+          sweep=SWEEP,  # (name, rank, alpha, lr, targets, seed) per job
+          steps=steps,  # fine-tuning steps of every job
+          batch_size=batch,  # sequences per job per step
+          chunk_steps=20,
+          train_fraction=0.8,  # head of each validation play: fine-tune train
+          warmup_steps=max(steps // 10, 1),
+          min_lr_ratio=0.1,
+          weight_decay=0.01,
+          b1=0.9,
+          b2=0.999,
+          eps=1e-8,
+          clip_norm=1.0,
+          budget_mib=512.0,  # per-device memory budget of the planner
+          demo_budget_mib=100.0,  # a tighter budget, planned and printed only
+          num_devices=1,  # devices a group's adapter axis is split over
+          calibrate_steps=5,  # steps per timed call of a cost-model measurement
+          calibrate_rounds=5,  # round-robin rounds; each program keeps its fastest
+          eval_batches=8,
+      )
+  )  # eval batches of lora.batch_size
   return c

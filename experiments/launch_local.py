@@ -39,20 +39,35 @@ def _workdir(args: list[str]) -> str:
   raise app.UsageError("pass --workdir to experiments.run after --")
 
 
-def launch(run_args: list[str], num_processes: int, devices_per_process: int = 1,
-           timeout: float = 3600, heartbeat_timeout: int = 60) -> int:
+def launch(
+    run_args: list[str],
+    num_processes: int,
+    devices_per_process: int = 1,
+    timeout: float = 3600,
+    heartbeat_timeout: int = 60,
+) -> int:
   """Starts the processes and waits; returns the first non-zero exit code, or 0."""
   workdir = _workdir(run_args)
   os.makedirs(workdir, exist_ok=True)
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}")
+  env = dict(
+      os.environ,
+      JAX_PLATFORMS="cpu",
+      XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}",
+  )
   address = f"127.0.0.1:{free_port()}"
   procs, logs = [], []
   for i in range(num_processes):
     log = open(os.path.join(workdir, f"process_{i}.log"), "w")
-    cmd = [sys.executable, "-m", "experiments.run", *run_args,
-           f"--coordinator_address={address}", f"--num_processes={num_processes}",
-           f"--process_id={i}", f"--heartbeat_timeout={heartbeat_timeout}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        *run_args,
+        f"--coordinator_address={address}",
+        f"--num_processes={num_processes}",
+        f"--process_id={i}",
+        f"--heartbeat_timeout={heartbeat_timeout}",
+    ]
     procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
     logs.append(log)
   deadline = time.time() + timeout
@@ -83,8 +98,11 @@ def launch(run_args: list[str], num_processes: int, devices_per_process: int = 1
   with open(os.path.join(workdir, "process_0.log")) as f:
     sys.stdout.write(f.read())
   if code:
-    print(f"launch_local: a process failed with exit code {code}; logs in "
-          f"{workdir}/process_*.log", file=sys.stderr)
+    print(
+        f"launch_local: a process failed with exit code {code}; logs in "
+        f"{workdir}/process_*.log",
+        file=sys.stderr,
+    )
   return code
 
 

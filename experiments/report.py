@@ -25,15 +25,30 @@ from autoloco_jax import metrics as metrics_lib
 EVAL_KEYS = ("step", "tokens", "syncs", "bytes_per_worker", "sim_time", "eval_loss")
 ROUND_KEYS = ("step", "h", "outer_lr", "outer_momentum", "ratio")
 #: Final numbers kept from a run's summary line.
-SUMMARY_KEYS = ("algorithm", "final_eval_loss", "syncs", "bytes_per_worker", "sim_time",
-                "network", "tokens", "tokens_per_sec", "wall_time", "num_params")
+SUMMARY_KEYS = (
+    "algorithm",
+    "final_eval_loss",
+    "syncs",
+    "bytes_per_worker",
+    "sim_time",
+    "network",
+    "tokens",
+    "tokens_per_sec",
+    "wall_time",
+    "num_params",
+)
 
-X_LABELS = {"tokens": "tokens", "syncs": "syncs (communication events)",
-            "bytes_per_worker": "bytes sent per worker", "step": "inner step"}
+X_LABELS = {
+    "tokens": "tokens",
+    "syncs": "syncs (communication events)",
+    "bytes_per_worker": "bytes sent per worker",
+    "step": "inner step",
+}
 
 
 # ----------------------------------------------------------------------------
 # Reading runs.
+
 
 def load_run(workdir: str, seed: int | None = None) -> dict:
   """One finished run: its final numbers, eval curve and adaptive round trace.
@@ -53,10 +68,14 @@ def load_run(workdir: str, seed: int | None = None) -> dict:
   evals = [r for r in rows if "eval_loss" in r]
   eval_cols = {k: [r.get(k) for r in evals] for k in EVAL_KEYS + tuple(extra)}
   adaptive = summary["algorithm"] == "autoloco"
-  round_cols = ({k: [r.get(k) for r in rows] for k in ROUND_KEYS} if adaptive else {})
-  return dict(seed=seed, workdir=workdir,
-              summary={k: summary.get(k) for k in SUMMARY_KEYS + tuple(extra)},
-              eval=eval_cols, rounds=round_cols)
+  round_cols = {k: [r.get(k) for r in rows] for k in ROUND_KEYS} if adaptive else {}
+  return dict(
+      seed=seed,
+      workdir=workdir,
+      summary={k: summary.get(k) for k in SUMMARY_KEYS + tuple(extra)},
+      eval=eval_cols,
+      rounds=round_cols,
+  )
 
 
 def sim_key(run: dict, network: str) -> str:
@@ -67,6 +86,7 @@ def sim_key(run: dict, network: str) -> str:
 # ----------------------------------------------------------------------------
 # Statistics and claims.
 
+
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
   v = np.asarray(values, np.float64)
   return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
@@ -74,11 +94,19 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
 
 def stats(runs: Sequence[dict], networks: Sequence[str] = ()) -> dict:
   """Mean and spread over seeds of a label's final numbers."""
-  out = {"seeds": [r["seed"] for r in runs],
-         # Per seed, for paired comparisons (the same seed: the same initial
-         # weights and data order in every run of a study).
-         "loss_by_seed": [r["summary"]["final_eval_loss"] for r in runs]}
-  for key in ("final_eval_loss", "syncs", "bytes_per_worker", "wall_time", "tokens_per_sec"):
+  out = {
+      "seeds": [r["seed"] for r in runs],
+      # Per seed, for paired comparisons (the same seed: the same initial
+      # weights and data order in every run of a study).
+      "loss_by_seed": [r["summary"]["final_eval_loss"] for r in runs],
+  }
+  for key in (
+      "final_eval_loss",
+      "syncs",
+      "bytes_per_worker",
+      "wall_time",
+      "tokens_per_sec",
+  ):
     out[key] = mean_std([r["summary"][key] for r in runs])
   for net in networks:
     out[f"sim_time@{net}"] = mean_std([r["summary"][sim_key(r, net)] for r in runs])
@@ -103,7 +131,9 @@ def frontier_points(all_stats: dict, labels: Sequence[str]) -> np.ndarray:
   """The Pareto frontier of the ``labels``' ``(syncs, loss)`` means (N x 2,
   sorted by syncs): the points no other point beats in both syncs and loss, so
   loss falls strictly as syncs grow along it."""
-  pts = sorted((all_stats[l]["syncs"][0], all_stats[l]["final_eval_loss"][0]) for l in labels)
+  pts = sorted(
+      (all_stats[l]["syncs"][0], all_stats[l]["final_eval_loss"][0]) for l in labels
+  )
   kept = []
   for syncs, loss in pts:  # by syncs, then loss: keep each new best loss
     if not kept or loss < kept[-1][1]:
@@ -113,9 +143,14 @@ def frontier_points(all_stats: dict, labels: Sequence[str]) -> np.ndarray:
   return np.asarray(kept, np.float64).reshape(-1, 2)
 
 
-def evaluate_claim(all_stats: dict, reference: str, candidate: str, min_saving: float,
-                   frontier: Sequence[str] = ()) -> dict:
-  """"``candidate`` needs at least ``min_saving`` fewer syncs than ``reference``
+def evaluate_claim(
+    all_stats: dict,
+    reference: str,
+    candidate: str,
+    min_saving: float,
+    frontier: Sequence[str] = (),
+) -> dict:
+  """ "``candidate`` needs at least ``min_saving`` fewer syncs than ``reference``
   with a final eval loss no worse than the reference's mean plus its seed
   spread". With ``frontier`` (fixed-H runs), also where the candidate sits
   against it: the frontier's loss at the candidate's syncs (linear in syncs
@@ -125,26 +160,41 @@ def evaluate_claim(all_stats: dict, reference: str, candidate: str, min_saving: 
   saving = 1.0 - cand["syncs"][0] / ref["syncs"][0]
   delta = cand["final_eval_loss"][0] - ref["final_eval_loss"][0]
   tolerance = ref["final_eval_loss"][1]
-  paired = (np.subtract(cand["loss_by_seed"], ref["loss_by_seed"]).tolist()
-            if cand.get("seeds") and cand["seeds"] == ref.get("seeds") else None)
-  out = dict(reference=reference, candidate=candidate, min_saving=min_saving,
-             sync_saving=saving, loss_delta=delta, tolerance=tolerance,
-             paired_deltas=paired,
-             equal_quality=bool(delta <= tolerance),
-             holds=bool(saving >= min_saving and delta <= tolerance))
+  paired = (
+      np.subtract(cand["loss_by_seed"], ref["loss_by_seed"]).tolist()
+      if cand.get("seeds") and cand["seeds"] == ref.get("seeds")
+      else None
+  )
+  out = dict(
+      reference=reference,
+      candidate=candidate,
+      min_saving=min_saving,
+      sync_saving=saving,
+      loss_delta=delta,
+      tolerance=tolerance,
+      paired_deltas=paired,
+      equal_quality=bool(delta <= tolerance),
+      holds=bool(saving >= min_saving and delta <= tolerance),
+  )
   if frontier and candidate not in frontier:
     pts = frontier_points(all_stats, frontier)
     s, l = cand["syncs"][0], cand["final_eval_loss"][0]
     inside = pts[0, 0] <= s <= pts[-1, 0]
-    out["frontier_loss_at_syncs"] = float(np.interp(s, pts[:, 0], pts[:, 1])) if inside else None
-    out["below_frontier"] = (bool(l < out["frontier_loss_at_syncs"]) if inside else None)
+    out["frontier_loss_at_syncs"] = (
+        float(np.interp(s, pts[:, 0], pts[:, 1])) if inside else None
+    )
+    out["below_frontier"] = bool(l < out["frontier_loss_at_syncs"]) if inside else None
     # Syncs the frontier needs to reach the candidate's loss (loss falls along it).
     by_loss = pts[::-1]
     reach = by_loss[0, 1] <= l <= by_loss[-1, 1]
-    out["frontier_syncs_at_loss"] = (float(np.interp(l, by_loss[:, 1], by_loss[:, 0]))
-                                     if reach else None)
-    out["saving_at_equal_loss"] = (1.0 - s / out["frontier_syncs_at_loss"]
-                                   if reach and out["frontier_syncs_at_loss"] else None)
+    out["frontier_syncs_at_loss"] = (
+        float(np.interp(l, by_loss[:, 1], by_loss[:, 0])) if reach else None
+    )
+    out["saving_at_equal_loss"] = (
+        1.0 - s / out["frontier_syncs_at_loss"]
+        if reach and out["frontier_syncs_at_loss"]
+        else None
+    )
     out["below_whole_frontier"] = bool(l < pts[:, 1].min())
     out["frontier_best"] = [float(pts[-1, 0]), float(pts[-1, 1])]
   return out
@@ -162,21 +212,35 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
     for net in networks:
       times = [time_to_loss(r, sim_key(r, net), target) for r in runs[label]]
       all_stats[label][f"time_to_ref_loss@{net}"] = (
-          None if any(t is None for t in times) else float(np.mean(times)))
+          None if any(t is None for t in times) else float(np.mean(times))
+      )
   order = list(study.labels)
-  claims = {name: evaluate_claim(all_stats, c.reference, c.candidate, c.min_saving,
-                                 tuple(study.frontier))
-            for name, c in sorted(study.claims.items(),
-                                  key=lambda item: order.index(item[1].candidate))}
-  return dict(name=study.name, title=study.title, quick=bool(study.quick),
-              seeds=list(study.seeds), labels=list(study.labels),
-              reference=dict(study.reference), frontier=list(study.frontier),
-              networks=list(networks), stats=all_stats, claims=claims,
-              runs={label: runs[label] for label in study.labels})
+  claims = {
+      name: evaluate_claim(
+          all_stats, c.reference, c.candidate, c.min_saving, tuple(study.frontier)
+      )
+      for name, c in sorted(
+          study.claims.items(), key=lambda item: order.index(item[1].candidate)
+      )
+  }
+  return dict(
+      name=study.name,
+      title=study.title,
+      quick=bool(study.quick),
+      seeds=list(study.seeds),
+      labels=list(study.labels),
+      reference=dict(study.reference),
+      frontier=list(study.frontier),
+      networks=list(networks),
+      stats=all_stats,
+      claims=claims,
+      runs={label: runs[label] for label in study.labels},
+  )
 
 
 # ----------------------------------------------------------------------------
 # Markdown.
+
 
 def _pm(ms: tuple[float, float], fmt: str = "{:.3f}") -> str:
   m, s = ms
@@ -189,8 +253,10 @@ def _describe(config: Any) -> str:
   parts = [a, f"K={config.num_workers}"]
   if a == "autoloco":
     i = config.interval
-    parts += [f"{i.controller} H0={i.h} [{i.h_min}..{i.h_max}]",
-              f"correction {config.autoloco.correction}"]
+    parts += [
+        f"{i.controller} H0={i.h} [{i.h_min}..{i.h_max}]",
+        f"correction {config.autoloco.correction}",
+    ]
   elif a != "ddp":
     parts.append(f"H={config.interval.h}")
   if config.data.partition != "iid":
@@ -208,35 +274,45 @@ def _saving(value: float, reference: float) -> str:
 def markdown(study: Any, result: dict) -> str:
   """The study's table (mean ± spread over seeds) and its claims, in markdown."""
   st, nets = result["stats"], result["networks"]
-  head = ["run", "what", "final eval loss", "Δ vs ref", "syncs", "syncs saved",
-          "MB/worker"] + [f"sim s ({n})" for n in nets] + [f"× ref ({n})" for n in nets]
+  head = (
+      ["run", "what", "final eval loss", "Δ vs ref", "syncs", "syncs saved", "MB/worker"]
+      + [f"sim s ({n})" for n in nets]
+      + [f"× ref ({n})" for n in nets]
+  )
   head += [f"to ref loss × ({n})" for n in nets]
-  lines = [f"Seeds: {', '.join(map(str, result['seeds']))}. Loss in nats/byte on the "
-           "validation plays; ± is the sample standard deviation over seeds; "
-           "`Δ`, `saved` and `×` compare means with the run's reference. `sim s`: "
-           "simulated wall-clock seconds on that network (fixed compute time per "
-           "step), `× ref` its ratio to the reference's (below 1 is faster); "
-           "`to ref loss ×`: simulated time until the run's eval loss first reaches "
-           "the reference's final loss, over the reference's whole time (mean over "
-           "seeds; `never` if a seed does not reach it).", "",
-           "| " + " | ".join(head) + " |",
-           "| --- | --- | " + " | ".join(["---:"] * (len(head) - 2)) + " |"]
+  lines = [
+      f"Seeds: {', '.join(map(str, result['seeds']))}. Loss in nats/byte on the "
+      "validation plays; ± is the sample standard deviation over seeds; "
+      "`Δ`, `saved` and `×` compare means with the run's reference. `sim s`: "
+      "simulated wall-clock seconds on that network (fixed compute time per "
+      "step), `× ref` its ratio to the reference's (below 1 is faster); "
+      "`to ref loss ×`: simulated time until the run's eval loss first reaches "
+      "the reference's final loss, over the reference's whole time (mean over "
+      "seeds; `never` if a seed does not reach it).",
+      "",
+      "| " + " | ".join(head) + " |",
+      "| --- | --- | " + " | ".join(["---:"] * (len(head) - 2)) + " |",
+  ]
   for label in result["labels"]:
     s = st[label]
     ref = result["reference"].get(label)
     r = st.get(ref) if ref else None
     cells = [f"`{label}`", _describe(study.runs[label]), _pm(s["final_eval_loss"])]
-    cells.append(f"{s['final_eval_loss'][0] - r['final_eval_loss'][0]:+.3f}" if r else "ref")
+    cells.append(
+        f"{s['final_eval_loss'][0] - r['final_eval_loss'][0]:+.3f}" if r else "ref"
+    )
     cells.append(f"{s['syncs'][0]:.1f}")
     cells.append(_saving(s["syncs"][0], r["syncs"][0]) if r else "")
     cells.append(f"{s['bytes_per_worker'][0] / 1e6:.1f}")
     cells += [f"{s[f'sim_time@{n}'][0]:.1f}" for n in nets]
-    cells += [f"{s[f'sim_time@{n}'][0] / r[f'sim_time@{n}'][0]:.2f}" if r else ""
-              for n in nets]
+    cells += [
+        f"{s[f'sim_time@{n}'][0] / r[f'sim_time@{n}'][0]:.2f}" if r else "" for n in nets
+    ]
     for n in nets:
       t = s.get(f"time_to_ref_loss@{n}")
-      cells.append("" if not r else "never" if t is None
-                   else f"{t / r[f'sim_time@{n}'][0]:.2f}")
+      cells.append(
+          "" if not r else "never" if t is None else f"{t / r[f'sim_time@{n}'][0]:.2f}"
+      )
     lines.append("| " + " | ".join(cells) + " |")
   for name, c in result["claims"].items():
     lines += ["", claim_sentence(name, c)]
@@ -245,40 +321,53 @@ def markdown(study: Any, result: dict) -> str:
 
 def claim_sentence(name: str, c: dict) -> str:
   verdict = "**holds**" if c["holds"] else "**does not hold**"
-  fewer = (f"{c['sync_saving']:.0%} fewer" if c["sync_saving"] >= 0
-           else f"{-c['sync_saving']:.0%} more")
+  fewer = (
+      f"{c['sync_saving']:.0%} fewer"
+      if c["sync_saving"] >= 0
+      else f"{-c['sync_saving']:.0%} more"
+  )
   paired = ""
   if c.get("paired_deltas") and len(c["paired_deltas"]) > 1:
-    paired = (", per seed " + ", ".join(f"{d:+.3f}" for d in c["paired_deltas"]))
-  text = (f"Claim `{name}`: `{c['candidate']}` uses {fewer} syncs "
-          f"than `{c['reference']}` (needed: {c['min_saving']:.0%} fewer) with a final loss "
-          f"{c['loss_delta']:+.3f} nats from it{paired} (seed spread of the reference "
-          f"{c['tolerance']:.3f}): {verdict}.")
+    paired = ", per seed " + ", ".join(f"{d:+.3f}" for d in c["paired_deltas"])
+  text = (
+      f"Claim `{name}`: `{c['candidate']}` uses {fewer} syncs "
+      f"than `{c['reference']}` (needed: {c['min_saving']:.0%} fewer) with a final loss "
+      f"{c['loss_delta']:+.3f} nats from it{paired} (seed spread of the reference "
+      f"{c['tolerance']:.3f}): {verdict}."
+  )
   if c.get("frontier_loss_at_syncs") is not None:
-    text += (f" Against fixed-H DiLoCo at the same syncs (interpolated loss "
-             f"{c['frontier_loss_at_syncs']:.3f}) it is "
-             f"{'below (better than)' if c['below_frontier'] else 'above (worse than)'} "
-             "the frontier.")
+    text += (
+        f" Against fixed-H DiLoCo at the same syncs (interpolated loss "
+        f"{c['frontier_loss_at_syncs']:.3f}) it is "
+        f"{'below (better than)' if c['below_frontier'] else 'above (worse than)'} "
+        "the frontier."
+    )
   if c.get("below_whole_frontier"):
-    text += (f" Its loss is below every fixed-H point (the best: "
-             f"{c['frontier_best'][1]:.3f} in {c['frontier_best'][0]:.0f} syncs), so no fixed "
-             "H in this study reaches it.")
+    text += (
+        f" Its loss is below every fixed-H point (the best: "
+        f"{c['frontier_best'][1]:.3f} in {c['frontier_best'][0]:.0f} syncs), so no fixed "
+        "H in this study reaches it."
+    )
   if c.get("saving_at_equal_loss") is not None:
-    text += (f" Fixed-H DiLoCo needs {c['frontier_syncs_at_loss']:.1f} syncs for the "
-             f"same loss: a saving of {c['saving_at_equal_loss']:.0%} at equal loss.")
+    text += (
+        f" Fixed-H DiLoCo needs {c['frontier_syncs_at_loss']:.1f} syncs for the "
+        f"same loss: a saving of {c['saving_at_equal_loss']:.0%} at equal loss."
+    )
   return text
 
 
 # ----------------------------------------------------------------------------
 # Plots.
 
-def _mean_curve(runs: Sequence[dict], x_key: str, y_key: str = "eval_loss",
-                num: int = 60):
+
+def _mean_curve(
+    runs: Sequence[dict], x_key: str, y_key: str = "eval_loss", num: int = 60
+):
   """Seeds interpolated onto a common x grid: (x, mean, min, max), or None."""
   pairs = []
   for r in runs:
     x = np.asarray([v for v in r["eval"].get(x_key, []) if v is not None], np.float64)
-    y = np.asarray(r["eval"][y_key][:len(x)], np.float64)
+    y = np.asarray(r["eval"][y_key][: len(x)], np.float64)
     if len(x):
       pairs.append((x, y))
   if not pairs:
@@ -289,11 +378,13 @@ def _mean_curve(runs: Sequence[dict], x_key: str, y_key: str = "eval_loss",
   return grid, ys.mean(0), ys.min(0), ys.max(0)
 
 
-def plot_curves(runs: dict[str, list[dict]], x_key: str, ax=None, log_x: bool = False,
-                title: str = ""):
+def plot_curves(
+    runs: dict[str, list[dict]], x_key: str, ax=None, log_x: bool = False, title: str = ""
+):
   """Eval loss against ``x_key`` (an eval column), one line per label: the mean
   over seeds, shaded between the lowest and highest seed."""
   import matplotlib.pyplot as plt
+
   if ax is None:
     _, ax = plt.subplots(figsize=(7, 4.5))
   for label, label_runs in runs.items():
@@ -305,8 +396,11 @@ def plot_curves(runs: dict[str, list[dict]], x_key: str, ax=None, log_x: bool = 
     ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
   if log_x:
     ax.set_xscale("log")
-  xlabel = (f"simulated wall-clock, s ({x_key[len('sim_time_'):]})"
-            if x_key.startswith("sim_time_") else X_LABELS.get(x_key, x_key))
+  xlabel = (
+      f"simulated wall-clock, s ({x_key[len('sim_time_'):]})"
+      if x_key.startswith("sim_time_")
+      else X_LABELS.get(x_key, x_key)
+  )
   ax.set_xlabel(xlabel)
   ax.set_ylabel("eval loss (nats/byte)")
   ax.set_title(title)
@@ -327,20 +421,30 @@ def _with_sim_column(runs: dict[str, list[dict]], network: str) -> dict:
   return out
 
 
-def plot_rounds(runs: dict[str, list[dict]], keys: Sequence[str], ylabels: Sequence[str],
-                title: str = ""):
+def plot_rounds(
+    runs: dict[str, list[dict]],
+    keys: Sequence[str],
+    ylabels: Sequence[str],
+    title: str = "",
+):
   """Per-round values (``h``, ``outer_lr``, ...) against the inner step
   for adaptive runs: seed 0 solid, other seeds faint."""
   import matplotlib.pyplot as plt
+
   fig, axes = plt.subplots(len(keys), 1, figsize=(7, 3 * len(keys)), squeeze=False)
   for ax, key, ylabel in zip(axes[:, 0], keys, ylabels):
     for label, label_runs in runs.items():
       color = None
       for i, r in enumerate(label_runs):
         step, value = r["rounds"]["step"], r["rounds"][key]
-        (line,) = ax.step(step, value, where="pre", color=color,
-                          alpha=1.0 if i == 0 else 0.3,
-                          label=label if i == 0 else None)
+        (line,) = ax.step(
+            step,
+            value,
+            where="pre",
+            color=color,
+            alpha=1.0 if i == 0 else 0.3,
+            label=label if i == 0 else None,
+        )
         color = line.get_color()
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
@@ -355,6 +459,7 @@ def plot_frontier(result: dict):
   """Final eval loss against syncs (mean ± spread) for every label; the
   frontier labels joined by a line."""
   import matplotlib.pyplot as plt
+
   fig, ax = plt.subplots(figsize=(7, 4.5))
   st = result["stats"]
   for label in result["labels"]:
@@ -381,6 +486,7 @@ def _zoom(ax, best: float) -> None:
 def write_plots(result: dict, report_dir: str) -> list[str]:
   """Writes the study's PNGs; returns their file names."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
@@ -393,25 +499,39 @@ def write_plots(result: dict, report_dir: str) -> list[str]:
     names.append(name)
 
   best = min(s["final_eval_loss"][0] for s in result["stats"].values())
-  curves = [("tokens", runs, False), ("syncs", runs, True),
-            ("bytes_per_worker", runs, True)]
-  curves += [(f"sim_time_{net}", _with_sim_column(runs, net), True)
-             for net in result["networks"]]
+  curves = [
+      ("tokens", runs, False),
+      ("syncs", runs, True),
+      ("bytes_per_worker", runs, True),
+  ]
+  curves += [
+      (f"sim_time_{net}", _with_sim_column(runs, net), True) for net in result["networks"]
+  ]
   for x_key, x_runs, log_x in curves:
     fig, (full, zoom) = plt.subplots(1, 2, figsize=(13, 4.5))
     plot_curves(x_runs, x_key, ax=full, log_x=log_x, title=title)
-    plot_curves(x_runs, x_key, ax=zoom, log_x=log_x, title="zoom: near the best final loss")
+    plot_curves(
+        x_runs, x_key, ax=zoom, log_x=log_x, title="zoom: near the best final loss"
+    )
     _zoom(zoom, best)
     fig.tight_layout()
     save(fig, f"loss_vs_{x_key}.png")
   save(plot_frontier(result), "final_loss_vs_syncs.png")
   adaptive = {label: rs for label, rs in runs.items() if rs and rs[0]["rounds"]}
   if adaptive:
-    save(plot_rounds(adaptive, ("h",), ("H (inner steps)",),
-                     f"{title}: H over training"), "interval.png")
-    save(plot_rounds(adaptive, ("outer_lr", "outer_momentum"),
-                     ("outer lr α_t", "outer momentum β_t"),
-                     f"{title}: outer step over training"), "outer.png")
+    save(
+        plot_rounds(adaptive, ("h",), ("H (inner steps)",), f"{title}: H over training"),
+        "interval.png",
+    )
+    save(
+        plot_rounds(
+            adaptive,
+            ("outer_lr", "outer_momentum"),
+            ("outer lr α_t", "outer momentum β_t"),
+            f"{title}: outer step over training",
+        ),
+        "outer.png",
+    )
   return names
 
 

@@ -1,4 +1,5 @@
 """Test setup: four simulated CPU devices so sharded and vmapped runs can be compared."""
+
 import os
 import tempfile
 
@@ -10,6 +11,8 @@ os.environ.setdefault("AUTOLOCO_DATA_DIR", tempfile.mkdtemp(prefix="autoloco_tfd
 # A persistent compilation cache for the session: many tests (the quick studies
 # above all) build the same small programs again in fresh closures; a fresh
 # folder per session, so nothing carries over between runs of the suite.
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="autoloco_jit_"))
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="autoloco_jit_")
+)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")

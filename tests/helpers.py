@@ -45,13 +45,16 @@ def toy_loss(params, tokens_BxL1):
   x = params["embed"][tokens_BxL1[:, :-1]]
   logits = x @ params["out"]
   return optax.softmax_cross_entropy_with_integer_labels(
-      logits, tokens_BxL1[:, 1:]).mean()
+      logits, tokens_BxL1[:, 1:]
+  ).mean()
 
 
 def toy_params(seed=0):
   k1, k2 = jax.random.split(jax.random.key(seed))
-  return {"embed": jax.random.normal(k1, (V, 8)) * 0.5,
-          "out": jax.random.normal(k2, (8, V)) * 0.5}
+  return {
+      "embed": jax.random.normal(k1, (V, 8)) * 0.5,
+      "out": jax.random.normal(k2, (8, V)) * 0.5,
+  }
 
 
 def tokens(K, H, seed=1):
@@ -60,10 +63,12 @@ def tokens(K, H, seed=1):
 
 
 #: Where each algorithm reads its outer learning rate and momentum.
-OUTER_FIELDS = {"diloco": ("diloco.alpha", "diloco.beta"),
-                "autoloco": ("diloco.alpha", "diloco.beta"),
-                "noloco": ("noloco.alpha", "noloco.beta"),
-                "gasloc": ("gasloc.eta", "gasloc.gamma")}
+OUTER_FIELDS = {
+    "diloco": ("diloco.alpha", "diloco.beta"),
+    "autoloco": ("diloco.alpha", "diloco.beta"),
+    "noloco": ("noloco.alpha", "noloco.beta"),
+    "gasloc": ("gasloc.eta", "gasloc.gamma"),
+}
 
 
 def config(algorithm="diloco", K=4, h=3, lr=1.0, momentum=0.9, total=12):
@@ -94,7 +99,7 @@ def run_rounds(cfg, mesh, hs, params=None, seed=1):
   def read(n):
     nonlocal start
     start += n
-    return data[:, start - n:start]
+    return data[:, start - n : start]
 
   for h in hs:
     state, m = rounds_lib.run_round(algo, state, read, h, max(hs), mesh)
@@ -132,8 +137,11 @@ def tiny(config_module=diloco_config, **overrides):
 
 
 def rounds(workdir):
-  return [r for r in metrics.read(os.path.join(workdir, "metrics.jsonl"))
-          if not r.get("summary")]
+  return [
+      r
+      for r in metrics.read(os.path.join(workdir, "metrics.jsonl"))
+      if not r.get("summary")
+  ]
 
 
 # ----------------------------------------------------------------------------
@@ -145,5 +153,8 @@ def host_params(init, seed=0):
   rng = np.random.default_rng(seed)
   shapes = jax.eval_shape(init, jax.random.key(0))
   return jax.tree_util.tree_map_with_path(
-      lambda path, s: jnp.ones(s.shape) if path[-1].key == "scale"
-      else jnp.asarray(0.05 * rng.standard_normal(s.shape), jnp.float32), shapes)
+      lambda path, s: jnp.ones(s.shape)
+      if path[-1].key == "scale"
+      else jnp.asarray(0.05 * rng.standard_normal(s.shape), jnp.float32),
+      shapes,
+  )

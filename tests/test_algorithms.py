@@ -22,17 +22,18 @@ K = 4
 #: parameters, per the algorithm's paper (ring all-reduce: 2 (K-1)/K p b).
 RING = lambda p: 2 * (K - 1) / K * p * 4
 BYTES_PER_ROUND = {
-    "ddp": lambda p, h: h * RING(p),          # a gradient all-reduce per step
-    "diloco": lambda p, h: RING(p),           # one pseudo-gradient all-reduce
+    "ddp": lambda p, h: h * RING(p),  # a gradient all-reduce per step
+    "diloco": lambda p, h: RING(p),  # one pseudo-gradient all-reduce
     "autoloco": lambda p, h: RING(p),
-    "noloco": lambda p, h: p * 4,             # its weights to one random peer
+    "noloco": lambda p, h: p * 4,  # its weights to one random peer
     "gasloc": lambda p, h: p * 4,
 }
 
 
-SUPPORTS_FAULTS = {n: algorithms.make(config(n, K=K), toy_loss,
-                                      replicas.make_mesh(K, 1)).supports_faults
-                   for n in NAMES}
+SUPPORTS_FAULTS = {
+    n: algorithms.make(config(n, K=K), toy_loss, replicas.make_mesh(K, 1)).supports_faults
+    for n in NAMES
+}
 
 
 def test_every_algorithm_is_covered():
@@ -58,8 +59,9 @@ def test_comm_pattern_and_supports_faults_are_required():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_changing_h_does_not_recompile(name):
-  algo, state, metrics = run_rounds(config(name, K=K), replicas.make_mesh(K, 2),
-                                    [3, 1, 2, 3])
+  algo, state, metrics = run_rounds(
+      config(name, K=K), replicas.make_mesh(K, 2), [3, 1, 2, 3]
+  )
   assert algo.inner._cache_size() == 1
   assert algo.sync._cache_size() == 1
   assert [int(m["h"]) for m in metrics] == [3, 1, 2, 3]
@@ -106,8 +108,9 @@ def test_checkpoint_round_trip_resumes_exactly(name, tmp_path):
   data, start = tokens(K, sum(hs)), 0
   state = fresh
   for h in hs[:2]:
-    state = algo.inner(state, replicas.put_workers(data[:, start:start + h], mesh),
-                       np.int32(h))
+    state = algo.inner(
+        state, replicas.put_workers(data[:, start : start + h], mesh), np.int32(h)
+    )
     state, _ = algo.sync(state, everyone(K, mesh))
     start += h
   ckpt = checkpoint.Checkpointer(str(tmp_path))
@@ -117,8 +120,9 @@ def test_checkpoint_round_trip_resumes_exactly(name, tmp_path):
   _, state, host = checkpoint.load_state(str(tmp_path), like)
   assert host == {"step": start}
   for h in hs[2:]:
-    state = algo.inner(state, replicas.put_workers(data[:, start:start + h], mesh),
-                       np.int32(h))
+    state = algo.inner(
+        state, replicas.put_workers(data[:, start : start + h], mesh), np.int32(h)
+    )
     state, _ = algo.sync(state, everyone(K, mesh))
     start += h
   chex.assert_trees_all_equal(get(state), get(uninterrupted))
@@ -140,6 +144,7 @@ def test_comm_pattern_agrees_with_the_bytes_logged(name):
 @pytest.mark.parametrize("name", [n for n in NAMES if not SUPPORTS_FAULTS[n]])
 def test_unsupported_faults_are_a_clear_error(name, tmp_path):
   from autoloco_jax import train
+
   cfg = tiny(**{"faults.drop_prob": 0.5})
   cfg.algorithm = name
   cfg.interval.h = 2

@@ -16,7 +16,7 @@ from benchmarks.throughput import timing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALGORITHMS = ("ddp", "diloco", "autoloco")
-OPTIONAL = ("noloco", "gasloc")   # rows when they build, else 'skipped: why'
+OPTIONAL = ("noloco", "gasloc")  # rows when they build, else 'skipped: why'
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +28,20 @@ def quick(tmp_path_factory):
   # the test session's four simulated devices must not leak into it.
   env.pop("XLA_FLAGS", None)
   proc = subprocess.run(
-      [sys.executable, "-m", "benchmarks.throughput", "--quick",
-       f"--out={out / 'b.json'}", f"--md={out / 'b.md'}"],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+      [
+          sys.executable,
+          "-m",
+          "benchmarks.throughput",
+          "--quick",
+          f"--out={out / 'b.json'}",
+          f"--md={out / 'b.md'}",
+      ],
+      cwd=ROOT,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=1200,
+  )
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
   return json.loads((out / "b.json").read_text()), (out / "b.md").read_text()
 
@@ -55,7 +66,9 @@ def test_every_row_present(quick):
   sharded = result["sharded"]
   assert "error" not in sharded, sharded.get("error")
   assert sharded["devices"] == 2 and sharded["process"].startswith("child")
-  assert [r["name"] for r in sharded["rows"]] == ["reference"] + [f"{a}@2" for a in ALGORITHMS]
+  assert [r["name"] for r in sharded["rows"]] == ["reference"] + [
+      f"{a}@2" for a in ALGORITHMS
+  ]
 
 
 @pytest.mark.slow
@@ -71,11 +84,16 @@ def test_ratios_finite_and_positive(quick):
         assert _positive(row["ratio"]), row["name"]
         assert len(row["ratios"]) == block["repeats"]
   assert _positive(result["hot_path"]["scan_vs_while"]["ratio"])
-  for name in ("global_flops_per_sec", "batched_flops_per_sec", "worker_flops_per_sec",
-               "square_flops_per_sec"):
+  for name in (
+      "global_flops_per_sec",
+      "batched_flops_per_sec",
+      "worker_flops_per_sec",
+      "square_flops_per_sec",
+  ):
     assert _positive(result["shape_matmul"][name])
   assert _positive(result["machine"]["nominal_peak_flops"]) or (
-      result["machine"]["flop_per_cycle_per_core"] == 0)
+      result["machine"]["flop_per_cycle_per_core"] == 0
+  )
 
 
 @pytest.mark.slow
@@ -84,8 +102,8 @@ def test_compilations_counted_once(quick):
   for block in (result["main"], result["sharded"]):
     assert set(block["compiles"]) == {r["name"] for r in block["rows"]}
     for name, c in block["compiles"].items():
-      assert c["distinct_h"] > 1, name    # H changed between rounds...
-      assert c["inner"] == 1, name        # ...and nothing recompiled
+      assert c["distinct_h"] > 1, name  # H changed between rounds...
+      assert c["inner"] == 1, name  # ...and nothing recompiled
       if name != "reference":
         assert c["sync"] == 1, name
       assert c["once"]
@@ -137,7 +155,9 @@ def test_bracketed_pairs_each_row_with_its_neighbouring_reference_units(monkeypa
 
   def fake_timed(fn):
     fn()
-    runner = next(r for r in (reference, fast, slow) if len(r.units) > clock.count(r.name))
+    runner = next(
+        r for r in (reference, fast, slow) if len(r.units) > clock.count(r.name)
+    )
     clock.append(runner.name)
     return runner.seconds
 
@@ -145,7 +165,12 @@ def test_bracketed_pairs_each_row_with_its_neighbouring_reference_units(monkeypa
   out = timing.bracketed(reference, [fast, slow], steps=5, repeats=2)
   # ref, fast, ref, slow, ref | ref, slow, ref, fast, ref
   assert clock == ["reference", "fast", "reference", "slow", "reference"] * 1 + [
-      "reference", "slow", "reference", "fast", "reference"]
-  assert out["fast"]["ratio"] == [2.0, 2.0]     # twice the reference's tokens/s
-  assert out["slow"]["ratio"] == [1.0, 1.0]     # twice the tokens in twice the time
+      "reference",
+      "slow",
+      "reference",
+      "fast",
+      "reference",
+  ]
+  assert out["fast"]["ratio"] == [2.0, 2.0]  # twice the reference's tokens/s
+  assert out["slow"]["ratio"] == [1.0, 1.0]  # twice the tokens in twice the time
   assert len(out["reference"]["seconds"]) == 6

@@ -19,15 +19,29 @@ from tests.helpers import ROOT, config as toy_config, rounds, tiny, tokens, toy_
 
 # A run long enough to be interrupted (about 40 rounds of a tiny model). The
 # simulated clock's step time is fixed: a measured one differs between processes.
-LONG = dict(total_steps=200, **{"interval.h": 5, "eval.every_steps": 50,
-                                "checkpoint.every_rounds": 1, "checkpoint.keep": 2,
-                                "network.step_time": 0.01})
-LONG_FLAGS = ["--config.total_steps=200", "--config.interval.h=5",
-              "--config.eval.every_steps=50", "--config.checkpoint.every_rounds=1",
-              "--config.checkpoint.keep=2", "--config.num_devices=1",
-              "--config.network.step_time=0.01",
-              "--config.num_workers=2", "--config.data.batch_size=8",
-              "--config.log.progress=False", "--config.log.tensorboard=False"]
+LONG = dict(
+    total_steps=200,
+    **{
+        "interval.h": 5,
+        "eval.every_steps": 50,
+        "checkpoint.every_rounds": 1,
+        "checkpoint.keep": 2,
+        "network.step_time": 0.01,
+    },
+)
+LONG_FLAGS = [
+    "--config.total_steps=200",
+    "--config.interval.h=5",
+    "--config.eval.every_steps=50",
+    "--config.checkpoint.every_rounds=1",
+    "--config.checkpoint.keep=2",
+    "--config.num_devices=1",
+    "--config.network.step_time=0.01",
+    "--config.num_workers=2",
+    "--config.data.batch_size=8",
+    "--config.log.progress=False",
+    "--config.log.tensorboard=False",
+]
 
 
 def start(workdir):
@@ -35,9 +49,21 @@ def start(workdir):
   nobody reads could fill up and block the child)."""
   log = open(f"{workdir}.log", "w")
   return subprocess.Popen(
-      [sys.executable, "-m", "experiments.run", "--config", "configs/diloco.py:tiny",
-       "--workdir", str(workdir)] + LONG_FLAGS,
-      cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
+      [
+          sys.executable,
+          "-m",
+          "experiments.run",
+          "--config",
+          "configs/diloco.py:tiny",
+          "--workdir",
+          str(workdir),
+      ]
+      + LONG_FLAGS,
+      cwd=ROOT,
+      stdout=log,
+      stderr=subprocess.STDOUT,
+      text=True,
+  )
 
 
 def output(workdir):
@@ -49,7 +75,9 @@ def wait_for_rounds(workdir, n, proc, timeout=120):
   deadline = time.time() + timeout
   while time.time() < deadline:
     if proc.poll() is not None:
-      raise AssertionError("run ended before it could be interrupted:\n" + output(workdir))
+      raise AssertionError(
+          "run ended before it could be interrupted:\n" + output(workdir)
+      )
     if os.path.exists(path) and len(open(path).readlines()) >= n:
       return
     time.sleep(0.05)
@@ -85,9 +113,21 @@ def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path, uninterrupted):
   assert 12 <= killed_at < 40
 
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.run", "--config", "configs/diloco.py:tiny",
-       "--workdir", str(tmp_path)] + LONG_FLAGS,
-      cwd=ROOT, capture_output=True, text=True, timeout=300)
+      [
+          sys.executable,
+          "-m",
+          "experiments.run",
+          "--config",
+          "configs/diloco.py:tiny",
+          "--workdir",
+          str(tmp_path),
+      ]
+      + LONG_FLAGS,
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
   assert result.returncode == 0, result.stdout + result.stderr
   assert "Resumed from the checkpoint" in result.stdout
   # Bitwise on CPU: the same compiled programs on the same restored arrays.
@@ -118,13 +158,17 @@ def test_sigterm_saves_a_resumable_checkpoint(tmp_path, uninterrupted):
 def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
   cfg = tiny(**LONG)
   cfg.faults.nan_at_round = 3
-  with pytest.raises(FloatingPointError, match=r"loss_mean is nan in round 4 \(inner step 20\)"):
+  with pytest.raises(
+      FloatingPointError, match=r"loss_mean is nan in round 4 \(inner step 20\)"
+  ):
     train.train_and_evaluate(cfg, str(tmp_path))
   steps = checkpoint.Checkpointer(str(tmp_path)).steps()
   assert max(steps) == 15  # saved after round 3, never after the poisoned round
   _, state, host = train.load_run(cfg, str(tmp_path))
   assert host.step == 15
-  assert all(np.isfinite(x).all() for x in jax.tree.leaves(jax.device_get(state.params_K)))
+  assert all(
+      np.isfinite(x).all() for x in jax.tree.leaves(jax.device_get(state.params_K))
+  )
 
 
 def _corrupt(ckpt_dir, step):
@@ -147,7 +191,9 @@ def test_corrupted_latest_checkpoint_falls_back_to_the_previous(tmp_path):
   assert host["step"] == 95
 
   _corrupt(ckpt_dir, 95)
-  with pytest.raises(checkpoint.CheckpointError, match="no checkpoint .* could be restored"):
+  with pytest.raises(
+      checkpoint.CheckpointError, match="no checkpoint .* could be restored"
+  ):
     train.train_and_evaluate(cfg, str(tmp_path))
 
 
@@ -176,10 +222,14 @@ def test_dropping_one_of_four_workers_averages_over_three():
   state, m = algo.sync(state, replicas.put_workers(present, mesh))
   # θ_{t+1} = θ_t − mean over workers 0, 2, 3 of (θ_t − θ_{t,k}).
   expected = jax.tree.map(
-      lambda t, f: t - np.mean([t - f[k] for k in (0, 2, 3)], axis=0), theta, fast_K)
+      lambda t, f: t - np.mean([t - f[k] for k in (0, 2, 3)], axis=0), theta, fast_K
+  )
   chex.assert_trees_all_close(
-      jax.tree.map(lambda x: np.asarray(x[1]), jax.device_get(state.params_K)), expected,
-      rtol=1e-7, atol=1e-6)
+      jax.tree.map(lambda x: np.asarray(x[1]), jax.device_get(state.params_K)),
+      expected,
+      rtol=1e-7,
+      atol=1e-6,
+  )
   assert m["workers_present"] == 3
 
 
@@ -201,21 +251,26 @@ def test_worker_drops_are_seeded_and_logged(tmp_path):
   assert np.all(np.diff([0.0] + bytes_) >= 0)
 
 
-@pytest.mark.parametrize("schedule, message", [
-    ("2-1", "cannot parse '2-1'"), ("3:9", "workers outside"), ("-1:0", "round < 0")])
+@pytest.mark.parametrize(
+    "schedule, message",
+    [("2-1", "cannot parse '2-1'"), ("3:9", "workers outside"), ("-1:0", "round < 0")],
+)
 def test_bad_drop_schedule(schedule, message):
   with pytest.raises(ValueError, match=message):
     faults.parse_schedule(schedule, 4)
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("diloco.beta", 1.0, r"config.diloco.beta must be in \[0.0, 1.0\)"),
-    ("faults.drop_prob", 1.5, r"config.faults.drop_prob must be in"),
-    ("checkpoint.every_rounds", 0, r"config.checkpoint.every_rounds must be >= 1"),
-    ("model.d_model", 0, r"config.model.d_model must be >= 1"),
-    ("data.val_fraction", 1.0, r"config.data.val_fraction must be in \(0.0, 1.0\)"),
-    ("inner.b2", 1.0, r"config.inner.b2 must be in"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("diloco.beta", 1.0, r"config.diloco.beta must be in \[0.0, 1.0\)"),
+        ("faults.drop_prob", 1.5, r"config.faults.drop_prob must be in"),
+        ("checkpoint.every_rounds", 0, r"config.checkpoint.every_rounds must be >= 1"),
+        ("model.d_model", 0, r"config.model.d_model must be >= 1"),
+        ("data.val_fraction", 1.0, r"config.data.val_fraction must be in \(0.0, 1.0\)"),
+        ("inner.b2", 1.0, r"config.inner.b2 must be in"),
+    ],
+)
 def test_config_validation_names_the_field(tmp_path, field, value, message):
   cfg = tiny()
   section, name = field.split(".")
@@ -229,6 +284,7 @@ def test_fields_added_later_and_left_empty_are_no_change(tmp_path):
   import json
 
   from autoloco_jax import config_check
+
   cfg = tiny()
   stored = json.loads(cfg.to_json_best_effort())
   del stored["network"]["also"]  # a run stored before network.also existed
@@ -237,4 +293,5 @@ def test_fields_added_later_and_left_empty_are_no_change(tmp_path):
   assert config_check.changed_fields(cfg, str(tmp_path)) == []
   cfg.network.also = ("hetero",)
   assert config_check.changed_fields(cfg, str(tmp_path)) == [
-      "network.also: None -> ['hetero']"]
+      "network.also: None -> ['hetero']"
+  ]

@@ -9,9 +9,9 @@ import pytest
 
 from autoloco_jax import comm, network
 
-P, B = 1_000_000, 4                     # parameters, bytes per parameter
-MB = P * B                              # 4e6 bytes per model
-GBPS = 125e6                            # bytes/s in 1 Gbit/s
+P, B = 1_000_000, 4  # parameters, bytes per parameter
+MB = P * B  # 4e6 bytes per model
+GBPS = 125e6  # bytes/s in 1 Gbit/s
 
 
 def test_traffic_hand_values():
@@ -23,8 +23,8 @@ def test_traffic_hand_values():
 def test_network_links_from_scalars_lists_and_matrices():
   net = network.make_network(4, [10, 10, 1, 1], [1, 1, 1, 50])
   assert net.bandwidth_KxK[0, 1] == 10 * GBPS
-  assert net.bandwidth_KxK[0, 2] == 1 * GBPS           # the slower end
-  assert net.latency_KxK[0, 3] == 0.050                 # the slower end
+  assert net.bandwidth_KxK[0, 2] == 1 * GBPS  # the slower end
+  assert net.latency_KxK[0, 3] == 0.050  # the slower end
   assert net.latency_KxK[0, 1] == 0.001
   assert np.isinf(net.bandwidth_KxK[2, 2]) and net.latency_KxK[3, 3] == 0
   matrix = np.full((3, 3), 2.0)
@@ -83,8 +83,11 @@ def test_bytes_match_the_trainer_accounting_for_ddp_and_diloco():
   from tests.helpers import config, toy_loss
 
   mesh = replicas.make_mesh(4, 1)
-  for name, per_round in (("ddp", lambda h: h), ("diloco", lambda h: 1),
-                          ("autoloco", lambda h: 1)):
+  for name, per_round in (
+      ("ddp", lambda h: h),
+      ("diloco", lambda h: 1),
+      ("autoloco", lambda h: 1),
+  ):
     algo = algorithms.make(config(name, K=4), toy_loss, mesh)
     clock = comm.SimClock(network.NETWORKS["hetero"](4), P, B, step_time=0.01)
     traffic = comm.Traffic(0.0, 0)
@@ -110,14 +113,15 @@ def diloco_round(net, speeds=None, h=10):
 def test_one_slow_link_delays_diloco_but_not_the_unaffected_pairs():
   fast = network.make_network(4, 10.0, 1.0)
   bw = np.full((4, 4), 10.0)
-  bw[3, 0] = bw[0, 3] = 0.1                 # one slow link, on the ring 0-1-2-3-0
+  bw[3, 0] = bw[0, 3] = 0.1  # one slow link, on the ring 0-1-2-3-0
   slow = network.make_network(4, bw, 1.0)
   assert diloco_round(slow).time_K.max() > diloco_round(fast).time_K.max() + 0.1
 
-  pairs_apart = [1, 0, 3, 2]                 # {0,1}, {2,3}: the slow link unused
-  np.testing.assert_allclose(gossip_round(slow, pairs_apart).time_K,
-                             gossip_round(fast, pairs_apart).time_K)
-  pairs_on_it = [3, 2, 1, 0]                 # {0,3} uses it; {1,2} must not wait
+  pairs_apart = [1, 0, 3, 2]  # {0,1}, {2,3}: the slow link unused
+  np.testing.assert_allclose(
+      gossip_round(slow, pairs_apart).time_K, gossip_round(fast, pairs_apart).time_K
+  )
+  pairs_on_it = [3, 2, 1, 0]  # {0,3} uses it; {1,2} must not wait
   t_fast = gossip_round(fast, pairs_on_it).time_K
   t_slow = gossip_round(slow, pairs_on_it).time_K
   np.testing.assert_allclose(t_slow[[1, 2]], t_fast[[1, 2]])
@@ -156,15 +160,24 @@ def test_named_networks_and_config():
   assert het.bandwidth_KxK[0, 2] == 1 * GBPS
   assert het.latency_KxK[0, 1] == 0.001 and het.latency_KxK[1, 2] == 0.050
   assert np.isinf(network.NETWORKS["ideal"](4).bandwidth_KxK).all()
-  cfg = ml_collections.ConfigDict(dict(name="hetero", bandwidth_gbps=(), latency_ms=5.0,
-                                       speed_factors=(1.0, 1.0, 1.0, 2.0), step_time=0.0))
+  cfg = ml_collections.ConfigDict(
+      dict(
+          name="hetero",
+          bandwidth_gbps=(),
+          latency_ms=5.0,
+          speed_factors=(1.0, 1.0, 1.0, 2.0),
+          step_time=0.0,
+      )
+  )
   net = network.network_from_config(cfg, 4)
   assert net.latency_KxK[0, 3] == 0.005 and net.bandwidth_KxK[2, 3] == 1 * GBPS
   np.testing.assert_array_equal(network.speed_factors(cfg, 4), [1, 1, 1, 2])
   with pytest.raises(ValueError, match="unknown network 'lan'"):
     network.network_from_config(ml_collections.ConfigDict(dict(name="lan")), 4)
   with pytest.raises(ValueError, match="speed_factors must be 4"):
-    network.speed_factors(ml_collections.ConfigDict(dict(speed_factors=(1.0, 0.0, 1.0, 1.0))), 4)
+    network.speed_factors(
+        ml_collections.ConfigDict(dict(speed_factors=(1.0, 0.0, 1.0, 1.0))), 4
+    )
   with pytest.raises(ValueError, match="unknown round pattern"):
     comm.SimClock(het, P).advance(comm.RoundComm("broadcast", np.ones(4)))
 
@@ -179,8 +192,13 @@ def test_measure_step_time_leaves_the_state_alone():
   algo = algorithms.make(config("diloco", K=2), toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   before = jax.device_get(state.params_K)
-  t = rounds.measure_step_time(algo.inner, state, replicas.put_workers(tokens(2, 3), mesh),
-                             num_workers=2, num_steps=2)
+  t = rounds.measure_step_time(
+      algo.inner,
+      state,
+      replicas.put_workers(tokens(2, 3), mesh),
+      num_workers=2,
+      num_steps=2,
+  )
   assert 0 < t < 10
   assert int(state.step) == 0
   chex.assert_trees_all_equal(jax.device_get(state.params_K), before)
@@ -201,12 +219,15 @@ def test_absent_workers_leave_the_ring_and_rejoin_at_its_end():
   np.testing.assert_allclose(clock.bytes_K, [4 / 3 * MB, 4 / 3 * MB, 0, 4 / 3 * MB])
   assert m["syncs"] == 1
   with pytest.raises(ValueError, match="not supported in gossip"):
-    clock.advance(comm.RoundComm("gossip", np.ones(4), np.array([[1, 0, 3, 2]])),
-                  present_K=[1, 1, 0, 1])
+    clock.advance(
+        comm.RoundComm("gossip", np.ones(4), np.array([[1, 0, 3, 2]])),
+        present_K=[1, 1, 0, 1],
+    )
 
 
 def test_clock_state_round_trips_for_checkpoints():
   import json
+
   net = network.NETWORKS["hetero"](4)
   clock = comm.SimClock(net, P, B, step_time=0.05, speed_K=[1, 1, 1, 2])
   clock.advance(comm.RoundComm("gossip", np.full(4, 5), np.array([[2, 3, 0, 1]])))

@@ -1,4 +1,5 @@
 """Tests of the data module: sources, play split, worker shards and batch reading."""
+
 import math
 import types
 
@@ -26,8 +27,14 @@ def plays(data_dir):
 
 def shakespeare_cfg(data_dir, **overrides):
   cfg = ml_collections.ConfigDict(
-      dict(source="shakespeare", data_dir=data_dir, seq_len=SEQ_LEN, batch_size=8,
-           partition="iid", max_bytes=0)
+      dict(
+          source="shakespeare",
+          data_dir=data_dir,
+          seq_len=SEQ_LEN,
+          batch_size=8,
+          partition="iid",
+          max_bytes=0,
+      )
   )
   cfg.update(overrides)
   return cfg
@@ -138,7 +145,8 @@ def test_non_iid_workers_have_disjoint_documents(plays, non_iid_data):
   np.testing.assert_array_equal(np.concatenate(docs), np.arange(len(plays["train"])))
   assert all(len(d) > 0 for d in docs)
   streams = [
-      data.SEPARATOR.join(plays["train"][i]["text"].encode() for i in docs[k]) for k in range(4)
+      data.SEPARATOR.join(plays["train"][i]["text"].encode() for i in docs[k])
+      for k in range(4)
   ]
   # Each worker's sequences come from its own plays only.
   for k in range(4):
@@ -166,7 +174,9 @@ def test_train_batches_shapes_and_determinism(iid_data):
   np.testing.assert_array_equal(tokens, again)
   # Each worker reads from its own shard.
   for k in range(4):
-    shard_rows = {iid_data.train_sequences(i).tobytes() for i in iid_data.worker_sequence_ids(k)}
+    shard_rows = {
+        iid_data.train_sequences(i).tobytes() for i in iid_data.worker_sequence_ids(k)
+    }
     for row in tokens[k].reshape(-1, SEQ_LEN + 1):
       assert row.astype(np.uint8).tobytes() in shard_rows
 
@@ -184,7 +194,9 @@ def test_train_batches_resumable(iid_data):
 
 def test_train_batches_cross_epochs():
   wd = synthetic_data(num_rows=12, num_workers=2)  # shards of 6 rows
-  tokens, positions = wd.train_batches(wd.init_positions(), num_steps=5, batch_size=4)  # 20 reads
+  tokens, positions = wd.train_batches(
+      wd.init_positions(), num_steps=5, batch_size=4
+  )  # 20 reads
   np.testing.assert_array_equal(positions, [20, 20])
   ids_KxN = tokens[..., 0].reshape(2, 20)
   assert (tokens == tokens[..., :1]).all()  # each row is its id repeated
@@ -205,9 +217,12 @@ def test_train_batches_cross_epochs():
 def test_eval_batches_fixed(iid_data):
   batches = iid_data.eval_batches(batch_size=4, num_batches=3)
   assert batches.shape == (3, 4, SEQ_LEN + 1) and batches.dtype == np.int32
-  np.testing.assert_array_equal(batches, iid_data.eval_batches(batch_size=4, num_batches=3))
   np.testing.assert_array_equal(
-      batches.reshape(12, -1), iid_data.eval_batches(batch_size=12, num_batches=1)[0])
+      batches, iid_data.eval_batches(batch_size=4, num_batches=3)
+  )
+  np.testing.assert_array_equal(
+      batches.reshape(12, -1), iid_data.eval_batches(batch_size=12, num_batches=1)[0]
+  )
   with pytest.raises(ValueError, match="too little validation data"):
     iid_data.eval_batches(batch_size=iid_data.num_eval_sequences, num_batches=2)
 
@@ -229,8 +244,14 @@ def write_docs(directory, count=10, size=600):
 
 
 def files_cfg(path, **overrides):
-  fields = dict(source="files", path=str(path), seq_len=16, batch_size=2, partition="iid",
-                val_fraction=0.1)
+  fields = dict(
+      source="files",
+      path=str(path),
+      seq_len=16,
+      batch_size=2,
+      partition="iid",
+      val_fraction=0.1,
+  )
   fields.update(overrides)
   return types.SimpleNamespace(**fields)  # any attribute object works as a config
 
@@ -243,7 +264,9 @@ def test_files_source_glob(tmp_path):
   docs = data.load_documents(files_cfg(tmp_path / "doc*.txt"))
   assert all(b"not matched" not in d for d in docs.train + docs.validation)
   assert not set(docs.train) & set(docs.validation)
-  non_iid = data.build(files_cfg(tmp_path / "doc*.txt", partition="non_iid"), num_workers=3, seed=0)
+  non_iid = data.build(
+      files_cfg(tmp_path / "doc*.txt", partition="non_iid"), num_workers=3, seed=0
+  )
   assert [len(d) for d in non_iid.worker_documents] == [3, 3, 3]
 
 
@@ -278,7 +301,9 @@ def test_error_unknown_partition(tmp_path):
 
 
 def test_error_unknown_tfds_name(tmp_path):
-  cfg = files_cfg(tmp_path, source="tfds", name="no_such_dataset_xyz", data_dir=str(tmp_path))
+  cfg = files_cfg(
+      tmp_path, source="tfds", name="no_such_dataset_xyz", data_dir=str(tmp_path)
+  )
   with pytest.raises(ValueError, match="unknown tfds dataset name 'no_such_dataset_xyz'"):
     data.build(cfg, num_workers=2, seed=0)
   assert not any(tmp_path.iterdir())  # failed before touching the data dir
@@ -295,9 +320,17 @@ def test_error_too_little_data(tmp_path):
 def test_tfds_source_reads_registered_builder(data_dir):
   # The generic tfds path, exercised offline on the prepared Shakespeare builder.
   cfg = ml_collections.ConfigDict(
-      dict(source="tfds", name="shakespeare_plays", text_key="text", train_split="train",
-           eval_split="validation", data_dir=data_dir, seq_len=SEQ_LEN, batch_size=4,
-           max_bytes=300_000)
+      dict(
+          source="tfds",
+          name="shakespeare_plays",
+          text_key="text",
+          train_split="train",
+          eval_split="validation",
+          data_dir=data_dir,
+          seq_len=SEQ_LEN,
+          batch_size=4,
+          max_bytes=300_000,
+      )
   )
   wd = data.build(cfg, num_workers=2, seed=0)
   assert wd.info["train_bytes"] == 300_000 and wd.info["eval_bytes"] == 300_000

@@ -7,12 +7,29 @@ import numpy as np
 import pytest
 
 from autoloco_jax import algorithms, gasloc, replicas, state as state_lib, topology
-from tests.helpers import (assert_trees_close, config, everyone, get, run_rounds, tokens, toy_loss,
-                           toy_params)
+from tests.helpers import (
+    assert_trees_close,
+    config,
+    everyone,
+    get,
+    run_rounds,
+    tokens,
+    toy_loss,
+    toy_params,
+)
 
 
-def gasloc_config(K=4, h=2, eta=0.7, gamma=0.9, topo="matching", alpha=0.0,
-                  mix_momentum=False, speeds=(), total=40):
+def gasloc_config(
+    K=4,
+    h=2,
+    eta=0.7,
+    gamma=0.9,
+    topo="matching",
+    alpha=0.0,
+    mix_momentum=False,
+    speeds=(),
+    total=40,
+):
   c = config("gasloc", K=K, h=h, lr=eta, momentum=gamma, total=total)
   c.gossip.topology = topo
   c.gasloc.alpha, c.gasloc.mix_momentum = alpha, mix_momentum
@@ -28,18 +45,20 @@ def test_gossip_step_equals_hand_formulas():
   topo = topology.from_config(cfg)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   start = get(state.outer.start_K)
-  y_prev = start                                       # y_{-1} = θ_0
+  y_prev = start  # y_{-1} = θ_0
   data = tokens(K, 2 * h)
   for r in range(2):
-    state = algo.inner(state, replicas.put_workers(data[:, r * h:(r + 1) * h], mesh),
-                       np.int32(h))
+    state = algo.inner(
+        state, replicas.put_workers(data[:, r * h : (r + 1) * h], mesh), np.int32(h)
+    )
     theta = get(state.params_K)
     state, metrics = algo.sync(state, everyone(K, mesh))
     # Spec §5 with Λ the matching's Laplacian, (Λy)_k = y_k − y_partner, α = 1/2.
     partner = topo.neighbors(r)[0]
     y = jax.tree.map(lambda s, t: s + eta * (t - s), start, theta)
-    new = jax.tree.map(lambda y_, yp: y_ - 0.5 * (y_ - y_[partner]) + gamma * (y_ - yp),
-                       y, y_prev)
+    new = jax.tree.map(
+        lambda y_, yp: y_ - 0.5 * (y_ - y_[partner]) + gamma * (y_ - yp), y, y_prev
+    )
     assert_trees_close(get(state.params_K), new)
     assert_trees_close(get(state.outer.y_prev_K), y)
     start, y_prev = new, y
@@ -52,15 +71,19 @@ def diloco_config(K, h, lr, momentum):
   return c
 
 
-@pytest.mark.parametrize("gamma,mix_momentum", [(0.9, True), (0.0, False)],
-                         ids=["nesterov-mixed-momentum", "no-momentum-spec-form"])
+@pytest.mark.parametrize(
+    "gamma,mix_momentum",
+    [(0.9, True), (0.0, False)],
+    ids=["nesterov-mixed-momentum", "no-momentum-spec-form"],
+)
 def test_complete_graph_is_diloco(gamma, mix_momentum):
   # The mapping: η = α_DiLoCo, γ = β_DiLoCo, α Λ = I − 11ᵀ/K (α = 1/K, the default
   # 1/(d+1)), and the momentum term mixed too (or γ = β = 0).
   K, h, lr = 4, 2, 0.7
   hs = [h] * 3
-  g_cfg = gasloc_config(K=K, h=h, eta=lr, gamma=gamma, topo="complete",
-                        mix_momentum=mix_momentum)
+  g_cfg = gasloc_config(
+      K=K, h=h, eta=lr, gamma=gamma, topo="complete", mix_momentum=mix_momentum
+  )
   d_cfg = diloco_config(K, h, lr, gamma)
   mesh = replicas.make_mesh(K, 2)
   _, g_state, g_metrics = run_rounds(g_cfg, mesh, hs)
@@ -69,7 +92,7 @@ def test_complete_graph_is_diloco(gamma, mix_momentum):
   for gm, dm in zip(g_metrics, d_metrics):
     np.testing.assert_allclose(gm["loss_mean"], dm["loss_mean"], rtol=1e-5)
     np.testing.assert_allclose(gm["delta_norm"], dm["delta_norm"], rtol=1e-4)
-    assert float(gm["spread"]) < 1e-5                  # one model, K copies
+    assert float(gm["spread"]) < 1e-5  # one model, K copies
 
 
 def test_complete_graph_spec_form_mean_follows_diloco_but_replicas_differ():
@@ -78,15 +101,18 @@ def test_complete_graph_spec_form_mean_follows_diloco_but_replicas_differ():
   # θ_{1,k} = θ_0 + η ḡ + γ η g_k, with g_k = θ_{0,k} − θ_0 the worker's drift.
   K, h, lr, beta = 4, 2, 0.7, 0.9
   mesh = replicas.make_mesh(K, 1)
-  algo = algorithms.make(gasloc_config(K=K, h=h, eta=lr, gamma=beta, topo="complete"),
-                         toy_loss, mesh)
+  algo = algorithms.make(
+      gasloc_config(K=K, h=h, eta=lr, gamma=beta, topo="complete"), toy_loss, mesh
+  )
   s = state_lib.place(algo.init_state(toy_params()), mesh)
   theta0 = get(s.params_K)
   s = algo.inner(s, replicas.put_workers(tokens(K, h), mesh), np.int32(h))
   g = jax.tree.map(lambda t, t0: t - t0, get(s.params_K), theta0)
   s, metrics = algo.sync(s, everyone(K, mesh))
   new = get(s.params_K)
-  diloco_step = jax.tree.map(lambda t0, gk: t0[0] + lr * (1 + beta) * gk.mean(0), theta0, g)
+  diloco_step = jax.tree.map(
+      lambda t0, gk: t0[0] + lr * (1 + beta) * gk.mean(0), theta0, g
+  )
   assert_trees_close(jax.tree.map(lambda x: x.mean(0), new), diloco_step)
   expected = jax.tree.map(lambda t0, gk: t0 + lr * gk.mean(0) + beta * lr * gk, theta0, g)
   assert_trees_close(new, expected)
@@ -105,8 +131,9 @@ def test_slow_workers_take_fewer_steps():
   K, h = 4, 4
   mesh = replicas.make_mesh(K, 2)
   data = tokens(K, h)
-  hetero = algorithms.make(gasloc_config(K=K, h=h, speeds=(1.0, 1.0, 2.0, 2.0)),
-                           toy_loss, mesh)
+  hetero = algorithms.make(
+      gasloc_config(K=K, h=h, speeds=(1.0, 1.0, 2.0, 2.0)), toy_loss, mesh
+  )
   s = state_lib.place(hetero.init_state(toy_params()), mesh)
   s = hetero.inner(s, replicas.put_workers(data, mesh), np.int32(h))
   hetero_params, hetero_opt = get(s.params_K), get(s.inner_opt_K)

@@ -3,6 +3,7 @@
 One shared suite runs over every controller in ``CONTROLLERS``; a new
 controller gets all of it by adding one entry (a test checks none is missing).
 """
+
 import doctest
 import functools
 
@@ -26,9 +27,18 @@ NAMES = sorted(CONTROLLERS)
 
 def stats(*, rnd=0, step=0, h=16, lr=1e-3, loss=3.0, rho=0.5, k=4):
   return intervals.sync_stats(
-      round=rnd, step=step, h=h, lr_sum=lr * h, lr=lr,
-      loss_mean=loss, loss_start=loss * 1.02, loss_end=loss * 0.98,
-      delta_sq_norm=rho, worker_sq_norm=1.0, num_workers=k)
+      round=rnd,
+      step=step,
+      h=h,
+      lr_sum=lr * h,
+      lr=lr,
+      loss_mean=loss,
+      loss_start=loss * 1.02,
+      loss_end=loss * 0.98,
+      delta_sq_norm=rho,
+      worker_sq_norm=1.0,
+      num_workers=k,
+  )
 
 
 def stack(seq):
@@ -84,6 +94,7 @@ def run_jit(name, seq, h0=None):
 
 # --- the shared suite ---------------------------------------------------------
 
+
 def test_every_registered_controller_is_in_the_suite():
   assert set(CONTROLLERS) == set(intervals.CONTROLLERS)
 
@@ -136,44 +147,56 @@ def test_init_accepts_an_interval_within_bounds(name):
     ctrl.init(0)
 
 
-@pytest.mark.parametrize('name, kwargs, match', [
-    ('fixed', dict(h=0), 'h '),
-    ('fixed', dict(h=2.5), 'h '),
-    ('lr_quadratic', dict(c=0.0, h_min=1, h_max=10), 'c '),
-    ('lr_quadratic', dict(c=0.1, h_min=0, h_max=10), 'h_min'),
-    ('lr_quadratic', dict(c=0.1, h_min=20, h_max=10), 'h_min must be <= h_max'),
-    ('lr_quadratic', dict(c=0.1, h_min=1, h_max=True), 'h_max'),
-    ('loss_ratio', dict(h0=100, h_min=1, h_max=10), 'h0'),
-    ('loss_ratio', dict(h0=0, h_min=1, h_max=10), 'h0'),
-    ('agreement', dict(h0=4, h_min=8, h_max=10), 'h0'),
-    ('agreement', dict(h0=8, h_min=1, h_max=10, target=1.0), 'target'),
-    ('agreement', dict(h0=8, h_min=1, h_max=10, grow=1.0), 'grow'),
-    ('agreement', dict(h0=8, h_min=1, h_max=10, shrink=1.2), 'shrink'),
-    ('agreement', dict(h0=8, h_min=1, h_max=10, ema=1.0), 'ema'),
-    ('agreement', dict(h0=8, h_min=1, h_max=10, hysteresis=-0.1), 'hysteresis'),
-    ('agreement', dict(h0=8, h_min=1, h_max=10, target=0.2, hysteresis=0.3), 'hysteresis'),
-])
+@pytest.mark.parametrize(
+    'name, kwargs, match',
+    [
+        ('fixed', dict(h=0), 'h '),
+        ('fixed', dict(h=2.5), 'h '),
+        ('lr_quadratic', dict(c=0.0, h_min=1, h_max=10), 'c '),
+        ('lr_quadratic', dict(c=0.1, h_min=0, h_max=10), 'h_min'),
+        ('lr_quadratic', dict(c=0.1, h_min=20, h_max=10), 'h_min must be <= h_max'),
+        ('lr_quadratic', dict(c=0.1, h_min=1, h_max=True), 'h_max'),
+        ('loss_ratio', dict(h0=100, h_min=1, h_max=10), 'h0'),
+        ('loss_ratio', dict(h0=0, h_min=1, h_max=10), 'h0'),
+        ('agreement', dict(h0=4, h_min=8, h_max=10), 'h0'),
+        ('agreement', dict(h0=8, h_min=1, h_max=10, target=1.0), 'target'),
+        ('agreement', dict(h0=8, h_min=1, h_max=10, grow=1.0), 'grow'),
+        ('agreement', dict(h0=8, h_min=1, h_max=10, shrink=1.2), 'shrink'),
+        ('agreement', dict(h0=8, h_min=1, h_max=10, ema=1.0), 'ema'),
+        ('agreement', dict(h0=8, h_min=1, h_max=10, hysteresis=-0.1), 'hysteresis'),
+        (
+            'agreement',
+            dict(h0=8, h_min=1, h_max=10, target=0.2, hysteresis=0.3),
+            'hysteresis',
+        ),
+    ],
+)
 def test_bad_arguments_raise(name, kwargs, match):
   with pytest.raises(ValueError, match=match):
     intervals.make(name, **kwargs)
 
 
 def test_unknown_name_lists_the_known_ones():
-  with pytest.raises(ValueError, match="unknown interval controller 'adaptive'.*agreement"):
+  with pytest.raises(
+      ValueError, match="unknown interval controller 'adaptive'.*agreement"
+  ):
     intervals.make('adaptive')
 
 
 @pytest.mark.parametrize('name', NAMES)
 def test_make_builds_each(name):
   kwargs = {
-      'fixed': dict(h=8), 'lr_quadratic': dict(c=0.01, h_min=2, h_max=64),
-      'loss_ratio': dict(h0=8, h_min=2, h_max=64), 'agreement': dict(h0=8, h_min=2, h_max=64),
+      'fixed': dict(h=8),
+      'lr_quadratic': dict(c=0.01, h_min=2, h_max=64),
+      'loss_ratio': dict(h0=8, h_min=2, h_max=64),
+      'agreement': dict(h0=8, h_min=2, h_max=64),
   }[name]
   ctrl = intervals.make(name, **kwargs)
   assert ctrl.h_min <= int(ctrl.init().h) <= ctrl.h_max
 
 
 # --- each controller's rule -----------------------------------------------------
+
 
 def test_fixed_is_constant():
   hs, _ = run_jit('fixed', random_stats(1))
@@ -184,12 +207,21 @@ def test_lr_quadratic_formula_and_growth_as_lr_decays():
   ctrl = CONTROLLERS['lr_quadratic']()
   assert int(ctrl.init().h) == 2  # H_base
   # floor((0.01 / 0.002)²) = 25; lr 0 -> h_max; huge lr -> h_min.
-  for lr, want in [(2e-3, 25), (1e-3, 100), (0.0, 200), (10.0, 2), (7e-4, 200), (1.5e-3, 44)]:
+  for lr, want in [
+      (2e-3, 25),
+      (1e-3, 100),
+      (0.0, 200),
+      (10.0, 2),
+      (7e-4, 200),
+      (1.5e-3, 44),
+  ]:
     h, _ = ctrl.next_h(ctrl.init(), stats(lr=lr))
     assert int(h) == want, (lr, int(h))
   # A cosine schedule from 4e-3 down to 4e-4: H never shrinks and ends longer.
   lrs = 4e-4 + 0.5 * (4e-3 - 4e-4) * (1 + np.cos(np.pi * np.arange(40) / 39))
-  hs, _ = run_jit('lr_quadratic', [stats(rnd=t, lr=float(lr)) for t, lr in enumerate(lrs)])
+  hs, _ = run_jit(
+      'lr_quadratic', [stats(rnd=t, lr=float(lr)) for t, lr in enumerate(lrs)]
+  )
   assert all(b >= a for a, b in zip(hs, hs[1:])), hs
   assert hs[0] == 6 and hs[-1] > 100  # floor(2.5²) = 6; floor(25²) = 625 -> 200
 
@@ -205,7 +237,9 @@ def test_loss_ratio_formula_and_shrink_as_loss_falls():
   h, state = ctrl.next_h(state, stats(loss=float('nan')))
   assert int(h) == 16  # a bad round holds H
   losses = 4.0 * np.exp(-np.arange(40) / 10.0)
-  hs, _ = run_jit('loss_ratio', [stats(rnd=t, loss=float(x)) for t, x in enumerate(losses)])
+  hs, _ = run_jit(
+      'loss_ratio', [stats(rnd=t, loss=float(x)) for t, x in enumerate(losses)]
+  )
   assert hs[0] == 32
   assert all(b <= a for a, b in zip(hs, hs[1:])), hs
   assert hs[-1] == int(np.ceil(32 * np.sqrt(losses[-1] / losses[0])))
@@ -232,15 +266,26 @@ def test_normalized_agreement():
     d = rng.normal(size=dim)
     noise = 0.5 * rng.normal(size=(k, dim))  # σ² = 0.25 ‖d‖² in expectation
     delta_k = d + noise
-    rho = intervals.agreement_ratio(np.sum(delta_k.mean(0) ** 2),
-                                    np.mean(np.sum(delta_k ** 2, axis=1)))
+    rho = intervals.agreement_ratio(
+        np.sum(delta_k.mean(0) ** 2), np.mean(np.sum(delta_k**2, axis=1))
+    )
     np.testing.assert_allclose(intervals.normalized_agreement(rho, k), 0.8, atol=0.02)
 
 
 def test_sync_stats_derives_norm_and_agreement():
-  s = intervals.sync_stats(round=3, step=96, h=32, lr_sum=0.01, lr=3e-4,
-                           loss_mean=2.5, loss_start=2.6, loss_end=2.4,
-                           delta_sq_norm=4.0, worker_sq_norm=8.0, num_workers=4)
+  s = intervals.sync_stats(
+      round=3,
+      step=96,
+      h=32,
+      lr_sum=0.01,
+      lr=3e-4,
+      loss_mean=2.5,
+      loss_start=2.6,
+      loss_end=2.4,
+      delta_sq_norm=4.0,
+      worker_sq_norm=8.0,
+      num_workers=4,
+  )
   assert float(s.delta_norm) == 2.0 and float(s.agreement) == 0.5
   assert s.round.dtype == jnp.int32 and s.num_workers.dtype == jnp.int32
   assert s.lr.dtype == jnp.float32

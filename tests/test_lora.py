@@ -20,10 +20,26 @@ from autoloco_jax import inner, model
 from autoloco_jax.projects.plora import lora
 from tests.helpers import assert_trees_close, host_params
 
-MODEL = dict(vocab_size=32, d_model=32, num_layers=1, num_heads=2, mlp_dim=64,
-             seq_len=8, tie_embeddings=False, dtype="float32")
-OPT = dict(lr=0.05, warmup_steps=1, min_lr_ratio=0.1, weight_decay=0.1, b1=0.9,
-           b2=0.95, eps=1e-8, clip_norm=1.0)
+MODEL = dict(
+    vocab_size=32,
+    d_model=32,
+    num_layers=1,
+    num_heads=2,
+    mlp_dim=64,
+    seq_len=8,
+    tie_embeddings=False,
+    dtype="float32",
+)
+OPT = dict(
+    lr=0.05,
+    warmup_steps=1,
+    min_lr_ratio=0.1,
+    weight_decay=0.1,
+    b1=0.9,
+    b2=0.95,
+    eps=1e-8,
+    clip_norm=1.0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +55,12 @@ def tokens(shape=(2, 9), seed=1):
 def perturbed(adapter, seed=3):
   """Random non-zero factors everywhere, padding included (the mask must hide it)."""
   rng = np.random.default_rng(seed)
-  return adapter._replace(factors=jax.tree.map(
-      lambda x: jnp.asarray(0.1 * rng.standard_normal(x.shape), jnp.float32),
-      adapter.factors))
+  return adapter._replace(
+      factors=jax.tree.map(
+          lambda x: jnp.asarray(0.1 * rng.standard_normal(x.shape), jnp.float32),
+          adapter.factors,
+      )
+  )
 
 
 def test_targets_resolve_aliases_in_canonical_order():
@@ -54,10 +73,17 @@ def test_layers_found_in_the_projects_transformer():
   init, _ = model.make(dict(MODEL, num_layers=2))
   params = jax.eval_shape(init, jax.random.key(0))
   assert lora.dense_layers(params, "attn") == {
-      "block_0/attn/qkv": (32, 96), "block_0/attn/out": (32, 32),
-      "block_1/attn/qkv": (32, 96), "block_1/attn/out": (32, 32)}
+      "block_0/attn/qkv": (32, 96),
+      "block_0/attn/out": (32, 32),
+      "block_1/attn/qkv": (32, 96),
+      "block_1/attn/out": (32, 32),
+  }
   assert set(lora.dense_layers(params, "mlp")) == {
-      "block_0/mlp/up", "block_0/mlp/down", "block_1/mlp/up", "block_1/mlp/down"}
+      "block_0/mlp/up",
+      "block_0/mlp/down",
+      "block_1/mlp/up",
+      "block_1/mlp/down",
+  }
 
 
 def test_fresh_adapter_leaves_the_model_unchanged(base):
@@ -73,11 +99,13 @@ def test_fresh_adapter_leaves_the_model_unchanged(base):
 @pytest.mark.parametrize("targets", ["qkv", "out+up", "all"])
 def test_merged_adapter_gives_the_same_outputs_as_base_plus_adapter(base, targets):
   apply, params = base
-  adapter = perturbed(lora.init(2, params, 4, 16.0, targets,
-                                pad_rank=8, pad_targets="all"))
+  adapter = perturbed(
+      lora.init(2, params, 4, 16.0, targets, pad_rank=8, pad_targets="all")
+  )
   x = tokens()[:, :-1]
-  run = jax.jit(lambda a, x, mode: lora.lora_apply(apply, params, a, x, mode=mode),
-                static_argnums=2)
+  run = jax.jit(
+      lambda a, x, mode: lora.lora_apply(apply, params, a, x, mode=mode), static_argnums=2
+  )
   factored = run(adapter, x, "factored")
   merged = jax.jit(apply)(lora.merge(params, adapter), x)
   np.testing.assert_allclose(factored, merged, atol=2e-5)
@@ -86,8 +114,11 @@ def test_merged_adapter_gives_the_same_outputs_as_base_plus_adapter(base, target
   assert np.abs(factored - jax.jit(apply)(params, x)).max() > 1e-3
   # merge touches only the adapted kernels.
   merged_params = lora.merge(params, adapter)
-  changed = {p for p in lora.dense_layers(params, "all")
-             if not np.array_equal(_kernel(merged_params, p), _kernel(params, p))}
+  changed = {
+      p
+      for p in lora.dense_layers(params, "all")
+      if not np.array_equal(_kernel(merged_params, p), _kernel(params, p))
+  }
   assert changed == set(lora.dense_layers(params, targets))
 
 
@@ -100,8 +131,7 @@ def _kernel(params, path):
 def test_padded_init_is_the_lone_adapter(base):
   _, params = base
   lone = lora.init(5, params, 4, 8.0, "qkv")
-  padded = lora.init(5, params, 4, 8.0, "qkv", pad_rank=16,
-                     pad_targets="all")
+  padded = lora.init(5, params, 4, 8.0, "qkv", pad_rank=16, pad_targets="all")
   assert padded.factors["block_0/attn/qkv"]["a"].shape == (32, 16)
   assert set(padded.factors) == set(lora.dense_layers(params, "all"))
   compact = lora.compact(padded)
@@ -111,11 +141,14 @@ def test_padded_init_is_the_lone_adapter(base):
   np.testing.assert_array_equal(padded.factors["block_0/mlp/up"]["a"], 0)
   assert lora.rank_of(padded) == 4
   # pad() of the lone adapter is the padded init.
-  chex.assert_trees_all_equal(lora.pad(lone, 16, lora.dense_layers(params, "all")), padded)
+  chex.assert_trees_all_equal(
+      lora.pad(lone, 16, lora.dense_layers(params, "all")), padded
+  )
 
 
 def _adamw_step(apply, params, tx):
   """One jitted AdamW step of an adapter's factors (mask and scale frozen)."""
+
   def loss(factors, mask, scale, tokens_BxL1):
     adapted = lambda a, x: lora.lora_apply(apply, params, a, x)
     return model.loss_fn(adapted, lora.Adapter(factors, mask, scale), tokens_BxL1)
@@ -133,13 +166,14 @@ def test_padding_masks_make_a_rank4_adapter_in_a_rank16_group_the_lone_one(base)
   """Outputs, gradients and 8 AdamW steps (weight decay 0.1) agree; padding stays 0."""
   apply, params = base
   lone = lora.init(7, params, 4, 8.0, "attn")
-  padded = lora.init(7, params, 4, 8.0, "attn", pad_rank=16,
-                     pad_targets="all")
+  padded = lora.init(7, params, 4, 8.0, "attn", pad_rank=16, pad_targets="all")
   opt_cfg = types.SimpleNamespace(**OPT)
   tx = inner.optimizer(opt_cfg, inner.schedule(opt_cfg, 8))
   step = _adamw_step(apply, params, tx)
-  states = {"lone": (lone.factors, tx.init(lone.factors)),
-            "padded": (padded.factors, tx.init(padded.factors))}
+  states = {
+      "lone": (lone.factors, tx.init(lone.factors)),
+      "padded": (padded.factors, tx.init(padded.factors)),
+  }
   adapters = {"lone": lone, "padded": padded}
   for i in range(8):
     batch = tokens((4, 9), seed=10 + i)
@@ -192,9 +226,11 @@ def test_bad_input_errors(base):
     lora.dense_layers({"embed": {"embedding": jnp.zeros((4, 4))}}, "attn")
   adapter = lora.init(0, params, 4, 8.0, "attn")
   stray = adapter._replace(
-      factors=dict(adapter.factors,
-                   **{"block_9/attn/qkv": adapter.factors["block_0/attn/qkv"]}),
-      mask=dict(adapter.mask, **{"block_9/attn/qkv": adapter.mask["block_0/attn/qkv"]}))
+      factors=dict(
+          adapter.factors, **{"block_9/attn/qkv": adapter.factors["block_0/attn/qkv"]}
+      ),
+      mask=dict(adapter.mask, **{"block_9/attn/qkv": adapter.mask["block_0/attn/qkv"]}),
+  )
   with pytest.raises(ValueError, match="block_9/attn/qkv"):
     lora.merge(params, stray)
   x = tokens()[:, :-1]

@@ -13,9 +13,18 @@ from autoloco_jax import model
 
 
 def _cfg(**overrides):
-  cfg = ml_collections.ConfigDict(dict(
-      vocab_size=32, d_model=32, num_layers=2, num_heads=4, mlp_dim=64,
-      seq_len=16, tie_embeddings=False, dtype="float32"))
+  cfg = ml_collections.ConfigDict(
+      dict(
+          vocab_size=32,
+          d_model=32,
+          num_layers=2,
+          num_heads=4,
+          mlp_dim=64,
+          seq_len=16,
+          tie_embeddings=False,
+          dtype="float32",
+      )
+  )
   cfg.update(overrides)
   return cfg
 
@@ -42,10 +51,10 @@ def test_output_shape_and_dtype(base, dtype):
   # Params stay float32 whatever the activation dtype, and have the same
   # structure, so the float32 params are reused (saves compiling an init).
   assert all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(params))
-  bf_params = jax.eval_shape(
-      model.make(_cfg(dtype=dtype))[0], jax.random.PRNGKey(0))
+  bf_params = jax.eval_shape(model.make(_cfg(dtype=dtype))[0], jax.random.PRNGKey(0))
   assert jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), bf_params) == (
-      jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), params))
+      jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), params)
+  )
   apply = model.make(_cfg(dtype=dtype))[1]
   logits_BxLxV = jax.jit(apply)(params, _tokens((2, 16), cfg.vocab_size))
   assert logits_BxLxV.shape == (2, 16, cfg.vocab_size)
@@ -82,8 +91,9 @@ def test_rope_relative_position():
   assert abs(score(7, 0) - score(3, 0)) > 1e-3
   np.testing.assert_allclose(rope(q_1x1x1xK, 0), q_1x1x1xK, atol=1e-7)
   # Rotations preserve norms.
-  np.testing.assert_allclose(jnp.linalg.norm(rope(q_1x1x1xK, 17)),
-                             jnp.linalg.norm(q_1x1x1xK), rtol=1e-5)
+  np.testing.assert_allclose(
+      jnp.linalg.norm(rope(q_1x1x1xK, 17)), jnp.linalg.norm(q_1x1x1xK), rtol=1e-5
+  )
 
 
 def test_tie_embeddings(base):
@@ -92,13 +102,16 @@ def test_tie_embeddings(base):
   init, apply = model.make(tied)
   apply = jax.jit(apply)
   p_tied_shapes = jax.eval_shape(init, jax.random.PRNGKey(0))
-  assert (model.param_count(p_untied) - model.param_count(p_tied_shapes)
-          == tied.vocab_size * tied.d_model)
+  assert (
+      model.param_count(p_untied) - model.param_count(p_tied_shapes)
+      == tied.vocab_size * tied.d_model
+  )
   assert "head" not in p_tied_shapes and "head" in p_untied
   # Tied params are the untied ones minus the head (saves compiling an init).
   p_tied = {k: v for k, v in p_untied.items() if k != "head"}
-  assert (jax.tree_util.tree_structure(p_tied)
-          == jax.tree_util.tree_structure(p_tied_shapes))
+  assert jax.tree_util.tree_structure(p_tied) == jax.tree_util.tree_structure(
+      p_tied_shapes
+  )
   # The head uses the embedding: changing the embedding row of a token that is
   # absent from the input changes only that token's logits.
   tokens_BxL = jnp.zeros((1, 8), jnp.int32)
@@ -132,14 +145,14 @@ def test_flops_per_token(tie):
   non_embedding = n * (4 * d * d + 2 * d * f + 2 * d) + d
   expected = 6 * (non_embedding + v * d) + 12 * n * d * l
   assert model.flops_per_token(cfg) == pytest.approx(expected)
-  assert model.flops_per_token(cfg, model.param_count(params)) == pytest.approx(
-      expected)
+  assert model.flops_per_token(cfg, model.param_count(params)) == pytest.approx(expected)
 
 
 def test_loss_at_init_is_log_vocab(base):
   cfg, apply, params, _ = base
   loss = jax.jit(lambda p, t: model.loss_fn(apply, p, t))(
-      params, _tokens((8, 17), cfg.vocab_size))
+      params, _tokens((8, 17), cfg.vocab_size)
+  )
   assert loss.shape == ()
   assert abs(float(loss) - math.log(cfg.vocab_size)) < 0.1
 
@@ -151,27 +164,32 @@ def test_overfits_one_batch(base):
 
   def step(carry, _):
     params, opt_state = carry
-    loss, grads = jax.value_and_grad(
-        lambda p: model.loss_fn(apply, p, tokens_BxL1))(params)
+    loss, grads = jax.value_and_grad(lambda p: model.loss_fn(apply, p, tokens_BxL1))(
+        params
+    )
     updates, opt_state = opt.update(grads, opt_state, params)
     return (optax.apply_updates(params, updates), opt_state), loss
 
-  _, losses = jax.jit(lambda p: jax.lax.scan(
-      step, (p, opt.init(p)), None, length=100))(params)
+  _, losses = jax.jit(lambda p: jax.lax.scan(step, (p, opt.init(p)), None, length=100))(
+      params
+  )
   assert float(losses[-1]) < 0.5 * float(losses[0]), losses[::10]
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("d_model", 30, "num_heads"),        # 30 % 4 != 0
-    ("num_heads", 32, "RoPE"),           # head dim 1 is odd
-    ("d_model", 0, "d_model"),
-    ("vocab_size", -1, "vocab_size"),
-    ("num_layers", 0, "num_layers"),
-    ("num_heads", 0, "num_heads"),
-    ("mlp_dim", 0, "mlp_dim"),
-    ("seq_len", 0, "seq_len"),
-    ("dtype", "float16", "dtype"),
-])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("d_model", 30, "num_heads"),  # 30 % 4 != 0
+        ("num_heads", 32, "RoPE"),  # head dim 1 is odd
+        ("d_model", 0, "d_model"),
+        ("vocab_size", -1, "vocab_size"),
+        ("num_layers", 0, "num_layers"),
+        ("num_heads", 0, "num_heads"),
+        ("mlp_dim", 0, "mlp_dim"),
+        ("seq_len", 0, "seq_len"),
+        ("dtype", "float16", "dtype"),
+    ],
+)
 def test_validate_rejects(field, value, match):
   with pytest.raises(ValueError, match=match):
     model.validate(_cfg(**{field: value}))
@@ -201,6 +219,7 @@ def test_causal_attention_matches_dot_product_attention():
   q, k, v = (jnp.asarray(rng.normal(size=(2, 3, 16, 8)), jnp.float32) for _ in range(3))
   ours = model.causal_attention(q, k, v)
   to_blhk = lambda t: t.transpose(0, 2, 1, 3)
-  ref = to_blhk(jax.nn.dot_product_attention(to_blhk(q), to_blhk(k), to_blhk(v),
-                                             is_causal=True))
+  ref = to_blhk(
+      jax.nn.dot_product_attention(to_blhk(q), to_blhk(k), to_blhk(v), is_causal=True)
+  )
   np.testing.assert_allclose(ours, ref, atol=1e-5, rtol=1e-5)

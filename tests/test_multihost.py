@@ -18,13 +18,21 @@ from tests.helpers import ROOT, rounds, tiny
 
 pytestmark = pytest.mark.slow
 
-COMMON = ["--config.num_workers=4", "--config.data.batch_size=8",
-          "--config.log.progress=False", "--config.log.tensorboard=False",
-          "--config.network.step_time=0.01"]
+COMMON = [
+    "--config.num_workers=4",
+    "--config.data.batch_size=8",
+    "--config.log.progress=False",
+    "--config.log.tensorboard=False",
+    "--config.network.step_time=0.01",
+]
 FLAGS = ["--config", "configs/diloco.py:tiny"] + COMMON
 SHORT = ["--config.total_steps=40", "--config.eval.every_steps=20"]
-LONG = ["--config.total_steps=120", "--config.interval.h=5", "--config.eval.every_steps=60",
-        "--config.checkpoint.every_rounds=2"]
+LONG = [
+    "--config.total_steps=120",
+    "--config.interval.h=5",
+    "--config.eval.every_steps=60",
+    "--config.checkpoint.every_rounds=2",
+]
 
 # Not bitwise: a process with one device and a process with two get different
 # XLA CPU thread pools, so matmuls reduce in other orders (measured: 1e-5
@@ -34,8 +42,9 @@ RTOL = 2e-4
 
 def reference(workdir, module=diloco_config, **overrides):
   """The same config in this process, on 2 of the simulated devices."""
-  cfg = tiny(module, num_workers=4, num_devices=2, **{"network.step_time": 0.01},
-             **overrides)
+  cfg = tiny(
+      module, num_workers=4, num_devices=2, **{"network.step_time": 0.01}, **overrides
+  )
   train.train_and_evaluate(cfg, str(workdir))
   return rounds(workdir)
 
@@ -50,12 +59,14 @@ def assert_same_rounds(a, b):
     assert ra["bytes_per_worker"] == rb["bytes_per_worker"]
 
 
-@pytest.mark.parametrize("name, module", [("diloco", diloco_config),
-                                          ("noloco", noloco_config)])
+@pytest.mark.parametrize(
+    "name, module", [("diloco", diloco_config), ("noloco", noloco_config)]
+)
 def test_two_processes_equal_one_process_with_two_devices(tmp_path, name, module):
   flags = ["--config", f"configs/{name}.py:tiny"] + COMMON + SHORT
-  code = launch_local.launch(flags + ["--workdir", str(tmp_path / "mp")],
-                             num_processes=2, timeout=300)
+  code = launch_local.launch(
+      flags + ["--workdir", str(tmp_path / "mp")], num_processes=2, timeout=300
+  )
   assert code == 0, open(tmp_path / "mp" / "process_0.log").read()
   ref = reference(tmp_path / "ref", module, total_steps=40, **{"eval.every_steps": 20})
   assert_same_rounds(rounds(tmp_path / "mp"), ref)
@@ -67,15 +78,34 @@ def test_two_processes_equal_one_process_with_two_devices(tmp_path, name, module
 def test_dead_process_stops_the_run_and_it_resumes(tmp_path):
   workdir = tmp_path / "mp"
   workdir.mkdir()
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=1")
+  env = dict(
+      os.environ,
+      JAX_PLATFORMS="cpu",
+      XLA_FLAGS="--xla_force_host_platform_device_count=1",
+  )
   address = f"127.0.0.1:{launch_local.free_port()}"
-  procs = [subprocess.Popen(
-      [sys.executable, "-m", "experiments.run", *FLAGS, *LONG, "--workdir", str(workdir),
-       f"--coordinator_address={address}", "--num_processes=2", f"--process_id={i}",
-       "--heartbeat_timeout=10"],
-      cwd=ROOT, env=env, stdout=open(tmp_path / f"p{i}.log", "w"),
-      stderr=subprocess.STDOUT) for i in range(2)]
+  procs = [
+      subprocess.Popen(
+          [
+              sys.executable,
+              "-m",
+              "experiments.run",
+              *FLAGS,
+              *LONG,
+              "--workdir",
+              str(workdir),
+              f"--coordinator_address={address}",
+              "--num_processes=2",
+              f"--process_id={i}",
+              "--heartbeat_timeout=10",
+          ],
+          cwd=ROOT,
+          env=env,
+          stdout=open(tmp_path / f"p{i}.log", "w"),
+          stderr=subprocess.STDOUT,
+      )
+      for i in range(2)
+  ]
   try:
     deadline = time.time() + 180
     while len(rounds(workdir)) < 4 if (workdir / "metrics.jsonl").exists() else True:
@@ -95,8 +125,9 @@ def test_dead_process_stops_the_run_and_it_resumes(tmp_path):
   stopped_at = len(rounds(workdir))
   assert stopped_at < 24
 
-  code = launch_local.launch(FLAGS + LONG + ["--workdir", str(workdir)],
-                             num_processes=2, timeout=300)
+  code = launch_local.launch(
+      FLAGS + LONG + ["--workdir", str(workdir)], num_processes=2, timeout=300
+  )
   log = open(workdir / "process_0.log").read()
   assert code == 0, log
   assert "Resumed from the checkpoint" in log

@@ -9,8 +9,16 @@ import optax
 import pytest
 
 from autoloco_jax import algorithms, comm, network, replicas, state as state_lib, topology
-from tests.helpers import (assert_trees_close, config, everyone, get, run_rounds, tokens, toy_loss,
-                           toy_params)
+from tests.helpers import (
+    assert_trees_close,
+    config,
+    everyone,
+    get,
+    run_rounds,
+    tokens,
+    toy_loss,
+    toy_params,
+)
 
 
 def noloco_config(K=4, h=2, alpha=0.7, beta=0.5, gamma=None, topo="matching", total=40):
@@ -27,11 +35,14 @@ def test_outer_step_equals_hand_formulas_on_four_devices():
   algo = algorithms.make(cfg, toy_loss, mesh)
   topo = topology.from_config(cfg)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  phi, m = get(state.outer.params_K), jax.tree.map(np.zeros_like, get(state.outer.params_K))
+  phi, m = get(state.outer.params_K), jax.tree.map(
+      np.zeros_like, get(state.outer.params_K)
+  )
   data = tokens(K, 3 * h)
   for r in range(3):
-    state = algo.inner(state, replicas.put_workers(data[:, r * h:(r + 1) * h], mesh),
-                       np.int32(h))
+    state = algo.inner(
+        state, replicas.put_workers(data[:, r * h : (r + 1) * h], mesh), np.int32(h)
+    )
     theta = get(state.params_K)
     state, metrics = algo.sync(state, everyone(K, mesh))
 
@@ -40,20 +51,29 @@ def test_outer_step_equals_hand_formulas_on_four_devices():
     pair_mean = lambda x: (x + x[partner]) / 2
     delta_bar = jax.tree.map(lambda t, p: pair_mean(t - p), theta, phi)
     phi_bar = jax.tree.map(pair_mean, phi)
-    m = jax.tree.map(lambda m_, d, pb, p: beta * m_ + alpha * d + gamma * (pb - p),
-                     m, delta_bar, phi_bar, phi)
+    m = jax.tree.map(
+        lambda m_, d, pb, p: beta * m_ + alpha * d + gamma * (pb - p),
+        m,
+        delta_bar,
+        phi_bar,
+        phi,
+    )
     phi = jax.tree.map(np.add, phi, m)
     assert_trees_close(get(state.outer.params_K), phi)
     assert_trees_close(get(state.outer.momentum_K), m)
-    assert_trees_close(get(state.params_K), phi)        # θ_k ← φ_k
+    assert_trees_close(get(state.params_K), phi)  # θ_k ← φ_k
 
     mean = jax.tree.map(lambda x: x.mean(0), phi)
-    dist = np.sqrt(sum(((x - mu) ** 2).reshape(K, -1).sum(1)
-                       for x, mu in zip(jax.tree.leaves(phi), jax.tree.leaves(mean))))
+    dist = np.sqrt(
+        sum(
+            ((x - mu) ** 2).reshape(K, -1).sum(1)
+            for x, mu in zip(jax.tree.leaves(phi), jax.tree.leaves(mean))
+        )
+    )
     np.testing.assert_allclose(metrics["spread"], dist.mean(), rtol=1e-4)
     assert int(metrics["pool_index"]) == topo.index(r)
-  assert float(metrics["spread"]) > 0                  # replicas differ a little
-  assert algo.sync._cache_size() == 1                  # a new matching never recompiles
+  assert float(metrics["spread"]) > 0  # replicas differ a little
+  assert algo.sync._cache_size() == 1  # a new matching never recompiles
 
   evals = get(algo.eval_params(state))
   assert_trees_close(evals["mean"], mean)
@@ -74,8 +94,9 @@ def test_gamma_zero_on_the_complete_graph_is_diloco_with_heavy_ball_momentum():
   opt = outer.init(phi)
   data = tokens(K, 3 * h)
   for r in range(3):
-    state = algo.inner(state, replicas.put_workers(data[:, r * h:(r + 1) * h], mesh),
-                       np.int32(h))
+    state = algo.inner(
+        state, replicas.put_workers(data[:, r * h : (r + 1) * h], mesh), np.int32(h)
+    )
     theta = get(state.params_K)
     state, _ = algo.sync(state, everyone(K, mesh))
     delta = jax.tree.map(lambda p, t: (p[None] - t).mean(0), phi, theta)
@@ -99,7 +120,9 @@ def test_learns_and_reports_its_communication():
     assert pattern.kind == "gossip"
     np.testing.assert_array_equal(pattern.neighbors_DxK, topo.neighbors(r))
     np.testing.assert_array_equal(pattern.steps_K, [3] * 4)
-  clock = comm.SimClock(network.NETWORKS["homogeneous"](4), num_params=256, step_time=0.01)
+  clock = comm.SimClock(
+      network.NETWORKS["homogeneous"](4), num_params=256, step_time=0.01
+  )
   record = clock.advance_round(algo, 0, 3)
   assert record["bytes_per_worker"] == 256 * 4 and record["messages_per_worker"] == 1
 

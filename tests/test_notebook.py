@@ -17,13 +17,26 @@ def test_quickstart_notebook_executes(tmp_path, monkeypatch):
   monkeypatch.setenv("QUICKSTART_SIZE", "tiny")
   monkeypatch.setenv("QUICKSTART_WORKDIR", str(tmp_path / "runs"))
   monkeypatch.setenv("MPLBACKEND", "Agg")
-  NotebookClient(nb, timeout=300, kernel_name="python3",
-                 resources={"metadata": {"path": os.path.join(ROOT, "notebooks")}}).execute()
-  outputs = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
-                    for out in cell.outputs)
+  NotebookClient(
+      nb,
+      timeout=300,
+      kernel_name="python3",
+      resources={"metadata": {"path": os.path.join(ROOT, "notebooks")}},
+  ).execute()
+  outputs = "".join(
+      out.get("text", "")
+      for cell in nb.cells
+      if cell.cell_type == "code"
+      for out in cell.outputs
+  )
   assert "final eval loss" in outputs and "fewer syncs" in outputs
   for name in ("autoloco", "diloco"):
     assert os.path.exists(tmp_path / "runs" / name / "metrics.jsonl")
-  errors = [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs
-            if out.output_type == "error"]
+  errors = [
+      out
+      for cell in nb.cells
+      if cell.cell_type == "code"
+      for out in cell.outputs
+      if out.output_type == "error"
+  ]
   assert not errors

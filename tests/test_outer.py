@@ -3,6 +3,7 @@
 One shared suite runs over every transform in ``TRANSFORMS``; a new outer
 transform gets all of it by adding one entry.
 """
+
 import doctest
 import functools
 
@@ -76,11 +77,14 @@ def sgd_reference(momentum, use_jit):
 
 SUMS_AT_RATIO_ONE = {
     'omitted': {},
-    'equal_array': dict(inner_lr_sum=jnp.float32(3.5e-3),
-                        reference_lr_sum=jnp.float32(3.5e-3)),
+    'equal_array': dict(
+        inner_lr_sum=jnp.float32(3.5e-3), reference_lr_sum=jnp.float32(3.5e-3)
+    ),
     # Summed in different orders: a few ulps apart, snapped to r = 1.
-    'within_snap': dict(inner_lr_sum=np.float32(0.01),
-                        reference_lr_sum=np.nextafter(np.float32(0.01), np.float32(1))),
+    'within_snap': dict(
+        inner_lr_sum=np.float32(0.01),
+        reference_lr_sum=np.nextafter(np.float32(0.01), np.float32(1)),
+    ),
 }
 
 
@@ -136,8 +140,12 @@ def test_state_fields(name):
   for m, p in zip(jax.tree.leaves(state.momentum), jax.tree.leaves(params)):
     assert m.shape == p.shape and m.dtype == p.dtype
     assert not np.any(m)
-  for field, dtype in [('count', jnp.int32), ('alpha', jnp.float32),
-                       ('beta', jnp.float32), ('ratio', jnp.float32)]:
+  for field, dtype in [
+      ('count', jnp.int32),
+      ('alpha', jnp.float32),
+      ('beta', jnp.float32),
+      ('ratio', jnp.float32),
+  ]:
     value = getattr(state, field)
     assert value.shape == () and value.dtype == dtype, field
   _, state = tx.update(params, state, params, inner_lr_sum=0.5, reference_lr_sum=1.0)
@@ -170,8 +178,11 @@ def test_vmap_over_replicas_matches_a_loop(name):
   state_N = jax.vmap(tx.init)(params_N)
   inner_N = jnp.array([0.2, 0.5, 1.0], jnp.float32)
   ref = jnp.float32(0.5)
-  update_N = jax.jit(jax.vmap(
-      lambda d, s, p, si: tx.update(d, s, p, inner_lr_sum=si, reference_lr_sum=ref)))
+  update_N = jax.jit(
+      jax.vmap(
+          lambda d, s, p, si: tx.update(d, s, p, inner_lr_sum=si, reference_lr_sum=ref)
+      )
+  )
   states = [tx.init(params) for _ in range(n)]
   for i in range(4):
     delta_N = random_tree(jax.random.PRNGKey(100 + i), 0.1)
@@ -179,13 +190,20 @@ def test_vmap_over_replicas_matches_a_loop(name):
     updates_N, state_N = update_N(delta_N, state_N, params_N, inner_N)
     for j in range(n):
       d = jax.tree.map(lambda x: x[j], delta_N)
-      u, states[j] = update(d, states[j], params, inner_lr_sum=inner_N[j],
-                            reference_lr_sum=ref)
-      jax.tree.map(lambda a, b: np.testing.assert_allclose(a[j], b, rtol=1e-6, atol=1e-7),
-                   updates_N, u)
+      u, states[j] = update(
+          d, states[j], params, inner_lr_sum=inner_N[j], reference_lr_sum=ref
+      )
+      jax.tree.map(
+          lambda a, b: np.testing.assert_allclose(a[j], b, rtol=1e-6, atol=1e-7),
+          updates_N,
+          u,
+      )
   for j in range(n):
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a[j], b, rtol=1e-6, atol=1e-7),
-                 state_N, states[j])
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a[j], b, rtol=1e-6, atol=1e-7),
+        state_N,
+        states[j],
+    )
 
 
 @pytest.mark.parametrize('name', NAMES)
@@ -193,24 +211,28 @@ def test_ignores_unrelated_extra_args_and_chains(name):
   tx = optax.chain(optax.clip_by_global_norm(1e6), TRANSFORMS[name](ALPHA, BETA))
   params = random_tree(jax.random.PRNGKey(0))
   state = tx.init(params)
-  updates, _ = tx.update(params, state, params, inner_lr_sum=0.5,
-                         reference_lr_sum=1.0, something_else=3)
+  updates, _ = tx.update(
+      params, state, params, inner_lr_sum=0.5, reference_lr_sum=1.0, something_else=3
+  )
   assert jax.tree.structure(updates) == jax.tree.structure(params)
 
 
 @pytest.mark.parametrize('name', NAMES)
-@pytest.mark.parametrize('kwargs, match', [
-    (dict(learning_rate=0.0), 'learning_rate'),
-    (dict(learning_rate=-1.0), 'learning_rate'),
-    (dict(learning_rate=None), 'learning_rate'),
-    (dict(learning_rate='0.7'), 'learning_rate'),
-    (dict(momentum='0.9'), 'momentum'),
-    (dict(momentum=lambda count: 0.9), 'momentum'),
-    (dict(learning_rate=float('nan')), 'learning_rate'),
-    (dict(momentum=1.0), 'momentum'),
-    (dict(momentum=-0.1), 'momentum'),
-    (dict(momentum=None), 'momentum'),
-])
+@pytest.mark.parametrize(
+    'kwargs, match',
+    [
+        (dict(learning_rate=0.0), 'learning_rate'),
+        (dict(learning_rate=-1.0), 'learning_rate'),
+        (dict(learning_rate=None), 'learning_rate'),
+        (dict(learning_rate='0.7'), 'learning_rate'),
+        (dict(momentum='0.9'), 'momentum'),
+        (dict(momentum=lambda count: 0.9), 'momentum'),
+        (dict(learning_rate=float('nan')), 'learning_rate'),
+        (dict(momentum=1.0), 'momentum'),
+        (dict(momentum=-0.1), 'momentum'),
+        (dict(momentum=None), 'momentum'),
+    ],
+)
 def test_bad_hyperparameters_raise(name, kwargs, match):
   args = dict(learning_rate=ALPHA, momentum=BETA) | kwargs
   with pytest.raises(ValueError, match=match):
@@ -218,14 +240,17 @@ def test_bad_hyperparameters_raise(name, kwargs, match):
 
 
 @pytest.mark.parametrize('name', NAMES)
-@pytest.mark.parametrize('sums, match', [
-    (dict(inner_lr_sum=0.0, reference_lr_sum=1.0), 'inner_lr_sum'),
-    (dict(inner_lr_sum=-1.0, reference_lr_sum=1.0), 'inner_lr_sum'),
-    (dict(inner_lr_sum=1.0, reference_lr_sum=0.0), 'reference_lr_sum'),
-    (dict(inner_lr_sum=1.0, reference_lr_sum=np.float32(np.inf)), 'reference_lr_sum'),
-    (dict(inner_lr_sum=1.0), 'together'),
-    (dict(reference_lr_sum=1.0), 'together'),
-])
+@pytest.mark.parametrize(
+    'sums, match',
+    [
+        (dict(inner_lr_sum=0.0, reference_lr_sum=1.0), 'inner_lr_sum'),
+        (dict(inner_lr_sum=-1.0, reference_lr_sum=1.0), 'inner_lr_sum'),
+        (dict(inner_lr_sum=1.0, reference_lr_sum=0.0), 'reference_lr_sum'),
+        (dict(inner_lr_sum=1.0, reference_lr_sum=np.float32(np.inf)), 'reference_lr_sum'),
+        (dict(inner_lr_sum=1.0), 'together'),
+        (dict(reference_lr_sum=1.0), 'together'),
+    ],
+)
 def test_bad_sums_raise_eagerly(name, sums, match):
   tx = TRANSFORMS[name](ALPHA, BETA)
   params = random_tree(jax.random.PRNGKey(0))
@@ -239,8 +264,13 @@ def test_bad_traced_sums_apply_the_uncorrected_step(name):
   delta = DELTAS[0]
   want, _ = update(delta, tx.init(PARAMS), PARAMS)
   for inner, ref in [(0.0, 1.0), (-1.0, 1.0), (1.0, 0.0), (np.nan, 1.0), (1.0, np.inf)]:
-    got, state = update(delta, tx.init(PARAMS), PARAMS,
-                        inner_lr_sum=jnp.float32(inner), reference_lr_sum=jnp.float32(ref))
+    got, state = update(
+        delta,
+        tx.init(PARAMS),
+        PARAMS,
+        inner_lr_sum=jnp.float32(inner),
+        reference_lr_sum=jnp.float32(ref),
+    )
     chex.assert_trees_all_equal(got, want)
     assert float(state.ratio) == 1.0
 
@@ -271,12 +301,15 @@ def test_config_is_kept_for_introspection():
 
 # --- the correction formulas --------------------------------------------------
 
+
 def expected_hyperparams(mode, r, alpha=ALPHA, beta=BETA):
-  beta_r = beta ** r
+  beta_r = beta**r
   alpha_r = alpha * (1 - beta_r) / (1 - beta)
   return {
-      'none': (alpha, beta), 'diloco': (alpha, beta),
-      'momentum': (alpha, beta_r), 'lr': (alpha_r, beta),
+      'none': (alpha, beta),
+      'diloco': (alpha, beta),
+      'momentum': (alpha, beta_r),
+      'lr': (alpha_r, beta),
       'both': (alpha_r, beta_r),
   }[mode]
 
@@ -293,10 +326,15 @@ def test_corrections_against_hand_computed_numbers(name, r):
   beta_r, alpha_r = HAND[r]
   mode = name
   want_alpha, want_beta = {
-      'diloco': (ALPHA, BETA), 'none': (ALPHA, BETA), 'momentum': (ALPHA, beta_r),
-      'lr': (alpha_r, BETA), 'both': (alpha_r, beta_r)}[mode]
-  np.testing.assert_allclose(expected_hyperparams(name, r), (want_alpha, want_beta),
-                             rtol=1e-6)
+      'diloco': (ALPHA, BETA),
+      'none': (ALPHA, BETA),
+      'momentum': (ALPHA, beta_r),
+      'lr': (alpha_r, BETA),
+      'both': (alpha_r, beta_r),
+  }[mode]
+  np.testing.assert_allclose(
+      expected_hyperparams(name, r), (want_alpha, want_beta), rtol=1e-6
+  )
   tx = TRANSFORMS[name](ALPHA, BETA)
   params = jnp.zeros(2)
   state = tx.init(params)
@@ -305,7 +343,9 @@ def test_corrections_against_hand_computed_numbers(name, r):
   sums = dict(inner_lr_sum=0.01 * r, reference_lr_sum=0.01)
   u1, state = tx.update(delta, state, params, **sums)
   np.testing.assert_allclose(state.ratio, r, rtol=1e-6)
-  np.testing.assert_allclose((state.alpha, state.beta), (want_alpha, want_beta), rtol=1e-6)
+  np.testing.assert_allclose(
+      (state.alpha, state.beta), (want_alpha, want_beta), rtol=1e-6
+  )
   # m_1 = Δ; u_1 = −α_t (Δ + β_t Δ)
   np.testing.assert_allclose(u1, -want_alpha * (1 + want_beta) * delta, rtol=1e-6)
   u2, state = tx.update(delta, state, params, **sums)
@@ -338,8 +378,12 @@ def test_inject_hyperparams_forwards_the_sums():
   update = jax.jit(tx.update)
   got, state = update(delta, state, params, inner_lr_sum=0.5, reference_lr_sum=1.0)
   want, _ = outer.autoloco(0.7, 0.9).update(
-      delta, outer.autoloco(0.7, 0.9).init(params), params,
-      inner_lr_sum=0.5, reference_lr_sum=1.0)
+      delta,
+      outer.autoloco(0.7, 0.9).init(params),
+      params,
+      inner_lr_sum=0.5,
+      reference_lr_sum=1.0,
+  )
   chex.assert_trees_all_close(got, want, rtol=1e-6, atol=0)
   np.testing.assert_allclose(state.inner_state.ratio, 0.5)
   np.testing.assert_allclose(state.inner_state.alpha, HAND[0.5][1], rtol=1e-6)
@@ -355,7 +399,9 @@ def test_inject_hyperparams_at_ratio_one_is_injected_nesterov_sgd():
   params = random_tree(jax.random.PRNGKey(0))
   deltas = deltas_for(20, seed=7)
   tx = optax.inject_hyperparams(outer.autoloco)(learning_rate=0.7, momentum=0.9)
-  ref = optax.inject_hyperparams(optax.sgd)(learning_rate=0.7, momentum=0.9, nesterov=True)
+  ref = optax.inject_hyperparams(optax.sgd)(
+      learning_rate=0.7, momentum=0.9, nesterov=True
+  )
   got, _ = run(tx, deltas, params, jax.jit(tx.update))
   want, _ = run(ref, deltas, params, jax.jit(ref.update))
   chex.assert_trees_all_equal(got, want)
@@ -391,6 +437,7 @@ def _make_steady_state(mode):
     def body(state, _):
       u, state = tx.update(r * g0, state, inner_lr_sum=r, reference_lr_sum=1.0)
       return state, u
+
     _, us = jax.lax.scan(body, tx.init(g0), None, length=STEADY_ROUNDS)
     return us[-1] / r
 
@@ -400,6 +447,7 @@ def _make_steady_state(mode):
       d = jnp.where(i == 0, 1.0, 0.0) * g0
       u, state = tx.update(d, state, inner_lr_sum=r, reference_lr_sum=1.0)
       return state, u
+
     _, us = jax.lax.scan(body, tx.init(g0), jnp.arange(STEADY_ROUNDS))
     return jnp.sum(us.astype(jnp.float32), axis=0)
 
@@ -427,13 +475,18 @@ def test_single_corrections_do_not_keep_the_gain(mode):
 # --- reference sums -----------------------------------------------------------
 
 SCHEDULE = optax.warmup_cosine_decay_schedule(
-    init_value=1e-5, peak_value=4e-4, warmup_steps=20, decay_steps=300, end_value=4e-5)
+    init_value=1e-5, peak_value=4e-4, warmup_steps=20, decay_steps=300, end_value=4e-5
+)
 
 
-@pytest.mark.parametrize('start, h_ref', [(0, 1), (0, 16), (13, 16), (250, 40), (290, 50)])
+@pytest.mark.parametrize(
+    'start, h_ref', [(0, 1), (0, 16), (13, 16), (250, 40), (290, 50)]
+)
 def test_reference_lr_sum_is_the_schedule_sum(start, h_ref):
   want = sum(float(SCHEDULE(s)) for s in range(start, start + h_ref))
-  np.testing.assert_allclose(outer.reference_lr_sum(SCHEDULE, start, h_ref), want, rtol=1e-6)
+  np.testing.assert_allclose(
+      outer.reference_lr_sum(SCHEDULE, start, h_ref), want, rtol=1e-6
+  )
   traced = jax.jit(outer.reference_lr_sum, static_argnums=(0, 2))
   np.testing.assert_allclose(traced(SCHEDULE, jnp.int32(start), h_ref), want, rtol=1e-6)
 
@@ -448,8 +501,10 @@ def test_round_of_h_ref_steps_has_ratio_exactly_one():
     def body(carry):
       i, acc = carry
       return i + 1, acc + SCHEDULE(step0 + i)
-    return jax.lax.while_loop(lambda c: c[0] < n, body,
-                              (jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32)))[1]
+
+    return jax.lax.while_loop(
+        lambda c: c[0] < n, body, (jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32))
+    )[1]
 
   ref = jax.jit(lambda s0: outer.reference_lr_sum(SCHEDULE, s0, h_ref))
   for step0 in (0, 7, 19, 100, 276):
@@ -464,13 +519,16 @@ def test_reference_lr_sum_constant_and_peak():
   assert outer.peak_reference_lr_sum(4e-4, 500).dtype == jnp.float32
 
 
-@pytest.mark.parametrize('call, match', [
-    (lambda: outer.reference_lr_sum(SCHEDULE, 0, 0), 'h_ref'),
-    (lambda: outer.reference_lr_sum(SCHEDULE, 0, 2.5), 'h_ref'),
-    (lambda: outer.reference_lr_sum(-1.0, 0, 4), 'schedule'),
-    (lambda: outer.peak_reference_lr_sum(0.0, 4), 'peak_lr'),
-    (lambda: outer.peak_reference_lr_sum(1e-3, 0), 'h_ref'),
-])
+@pytest.mark.parametrize(
+    'call, match',
+    [
+        (lambda: outer.reference_lr_sum(SCHEDULE, 0, 0), 'h_ref'),
+        (lambda: outer.reference_lr_sum(SCHEDULE, 0, 2.5), 'h_ref'),
+        (lambda: outer.reference_lr_sum(-1.0, 0, 4), 'schedule'),
+        (lambda: outer.peak_reference_lr_sum(0.0, 4), 'peak_lr'),
+        (lambda: outer.peak_reference_lr_sum(1e-3, 0), 'h_ref'),
+    ],
+)
 def test_reference_sum_bad_arguments(call, match):
   with pytest.raises(ValueError, match=match):
     call()

@@ -26,10 +26,25 @@ from autoloco_jax.projects import plora
 from autoloco_jax.projects.plora import lora
 from tests.helpers import assert_trees_close, host_params
 
-MODEL = dict(vocab_size=32, d_model=32, num_layers=1, num_heads=2, mlp_dim=64,
-             seq_len=8, tie_embeddings=True, dtype="float32")
-OPT = dict(warmup_steps=2, min_lr_ratio=0.1, weight_decay=0.1, b1=0.9, b2=0.95,
-           eps=1e-8, clip_norm=1.0)
+MODEL = dict(
+    vocab_size=32,
+    d_model=32,
+    num_layers=1,
+    num_heads=2,
+    mlp_dim=64,
+    seq_len=8,
+    tie_embeddings=True,
+    dtype="float32",
+)
+OPT = dict(
+    warmup_steps=2,
+    min_lr_ratio=0.1,
+    weight_decay=0.1,
+    b1=0.9,
+    b2=0.95,
+    eps=1e-8,
+    clip_norm=1.0,
+)
 STEPS, B, L = 6, 2, 8
 CONFIGS = (
     plora.LoraConfig("r4-attn", rank=4, alpha=8.0, lr=1e-2, targets=("attn",), seed=0),
@@ -41,8 +56,10 @@ CONFIGS = (
 def streams(configs):
   """Each job reads its own permutation (seeded by the config) of shared rows."""
   rows = np.random.default_rng(0).integers(0, 32, (64, L + 1)).astype(np.uint8)
-  return {c.name: data_lib.WorkerData(rows, [np.arange(64)], rows[:8], seed=c.seed)
-          for c in configs}
+  return {
+      c.name: data_lib.WorkerData(rows, [np.arange(64)], rows[:8], seed=c.seed)
+      for c in configs
+  }
 
 
 @pytest.fixture(scope="module")
@@ -52,20 +69,30 @@ def setup():
   eval_tokens = np.random.default_rng(5).integers(0, 32, (2, B, L + 1)).astype(np.int32)
   kw = dict(opt_cfg=OPT, total_steps=STEPS, batch_size=B, chunk_steps=4)
   data = streams(CONFIGS)
-  packed = plora.run_group(apply, base, CONFIGS, data, eval_tokens_MxBxL1=eval_tokens, **kw)
+  packed = plora.run_group(
+      apply, base, CONFIGS, data, eval_tokens_MxBxL1=eval_tokens, **kw
+  )
   # Lone runs without evaluation (one compilation less each): equal adapters
   # on the same base give equal evaluations.
   lone = {c.name: plora.run_group(apply, base, [c], data, **kw) for c in CONFIGS}
-  return types.SimpleNamespace(apply=apply, base=base, kw=kw, data=data,
-                               eval_tokens=eval_tokens, packed=packed, lone=lone)
+  return types.SimpleNamespace(
+      apply=apply,
+      base=base,
+      kw=kw,
+      data=data,
+      eval_tokens=eval_tokens,
+      packed=packed,
+      lone=lone,
+  )
 
 
 def test_packed_run_of_n_adapters_equals_n_separate_runs(setup):
   for c in CONFIGS:
     alone = setup.lone[c.name]
     for field in ("final_loss", "mean_loss"):
-      np.testing.assert_allclose(getattr(setup.packed, field)[c.name],
-                                 getattr(alone, field)[c.name], rtol=1e-5)
+      np.testing.assert_allclose(
+          getattr(setup.packed, field)[c.name], getattr(alone, field)[c.name], rtol=1e-5
+      )
     assert_trees_close(setup.packed.adapters[c.name], alone.adapters[c.name])
   # The jobs did train, and differently.
   finals = [setup.packed.final_loss[c.name] for c in CONFIGS]
@@ -92,6 +119,7 @@ def test_a_lone_job_is_adamw_at_its_own_learning_rate(setup):
     def loss(f):
       adapted = lambda a, x: lora.lora_apply(setup.apply, setup.base, a, x)
       return model.loss_fn(adapted, adapter._replace(factors=f), tokens_BxL1)
+
     value, grads = jax.value_and_grad(loss)(factors)
     updates, opt = tx.update(grads, opt, factors)
     return optax.apply_updates(factors, updates), opt, value
@@ -114,18 +142,22 @@ def test_evaluating_exported_adapters_together_matches_the_groups_evaluation(set
 
 def test_adapter_axis_split_over_devices_with_a_filler_changes_nothing(setup):
   # 3 jobs on 2 devices: 4 slots, one of them an inert filler.
-  sharded = plora.run_group(setup.apply, setup.base, CONFIGS, setup.data,
-                            num_devices=2, **setup.kw)
+  sharded = plora.run_group(
+      setup.apply, setup.base, CONFIGS, setup.data, num_devices=2, **setup.kw
+  )
   for c in CONFIGS:
-    np.testing.assert_allclose(sharded.final_loss[c.name],
-                               setup.packed.final_loss[c.name], rtol=1e-5)
+    np.testing.assert_allclose(
+        sharded.final_loss[c.name], setup.packed.final_loss[c.name], rtol=1e-5
+    )
     assert_trees_close(sharded.adapters[c.name], setup.packed.adapters[c.name])
 
 
 def test_groups_of_one_shape_share_one_compiled_program(setup):
   mesh = plora.replicas.make_mesh(3, 1)
-  other = [plora.LoraConfig(f"x{i}", c.rank, 2 * c.alpha, c.lr / 2, c.targets, 10 + i)
-           for i, c in enumerate(CONFIGS)]
+  other = [
+      plora.LoraConfig(f"x{i}", c.rank, 2 * c.alpha, c.lr / 2, c.targets, 10 + i)
+      for i, c in enumerate(CONFIGS)
+  ]
   g1 = plora.make_group(setup.apply, setup.base, CONFIGS, OPT, STEPS, mesh)
   g2 = plora.make_group(setup.apply, setup.base, other, OPT, STEPS, mesh)
   # One jitted function per shape, whose compilation the packed run cached.
@@ -144,12 +176,16 @@ def memory_model(batch=4, seq=16):
   return plora.MemoryModel.for_model(shapes, dict(MODEL, num_layers=2), batch, seq)
 
 
-COST = plora.CostModel.linear(fixed_s=0.01, per_slot_s=0.004, per_param_s=1e-7, compile_s=2.0)
+COST = plora.CostModel.linear(
+    fixed_s=0.01, per_slot_s=0.004, per_param_s=1e-7, compile_s=2.0
+)
 
 
 def sweep(ranks, targets=("attn",)):
-  return [plora.LoraConfig(f"c{i}-r{r}", r, 2.0 * r, 1e-3, targets, i)
-          for i, r in enumerate(ranks)]
+  return [
+      plora.LoraConfig(f"c{i}-r{r}", r, 2.0 * r, 1e-3, targets, i)
+      for i, r in enumerate(ranks)
+  ]
 
 
 def check_plan(p, configs, mem, budget):
@@ -160,25 +196,40 @@ def check_plan(p, configs, mem, budget):
     assert g.rank == max(c.rank for c in g.configs)
     assert g.slots_per_device == math.ceil(len(g.configs) / p.num_devices)
     np.testing.assert_allclose(
-        g.memory_bytes, mem.group_bytes(g.slots_per_device, g.rank, g.targets))
+        g.memory_bytes, mem.group_bytes(g.slots_per_device, g.rank, g.targets)
+    )
   np.testing.assert_allclose(p.makespan_s, sum(g.time_s for g in p.groups))
 
 
 @hypothesis.settings(max_examples=40, deadline=None)
 @hypothesis.given(
     ranks=st.lists(st.sampled_from([1, 2, 4, 8, 16, 32]), min_size=1, max_size=10),
-    targets=st.lists(st.sampled_from(["attn", "mlp", "all", "qkv"]), min_size=10, max_size=10),
-    slots_budget=st.floats(1.0, 12.0), devices=st.integers(1, 4),
-    mixed=st.sampled_from(plora.MIXED_RANKS))
+    targets=st.lists(
+        st.sampled_from(["attn", "mlp", "all", "qkv"]), min_size=10, max_size=10
+    ),
+    slots_budget=st.floats(1.0, 12.0),
+    devices=st.integers(1, 4),
+    mixed=st.sampled_from(plora.MIXED_RANKS),
+)
 def test_planner_never_exceeds_the_budget_and_places_every_config(
-    ranks, targets, slots_budget, devices, mixed):
+    ranks, targets, slots_budget, devices, mixed
+):
   mem = memory_model()
-  configs = [plora.LoraConfig(f"c{i}", r, 8.0, 1e-3, (t,), i)
-             for i, (r, t) in enumerate(zip(ranks, targets))]
+  configs = [
+      plora.LoraConfig(f"c{i}", r, 8.0, 1e-3, (t,), i)
+      for i, (r, t) in enumerate(zip(ranks, targets))
+  ]
   biggest = max(mem.slot_bytes(c.rank, c.targets) for c in configs)
   budget = mem.base_bytes() + slots_budget * biggest  # every config fits alone
-  p = plora.plan(configs, mem, COST, budget_bytes=budget, steps=100,
-                 num_devices=devices, mixed_ranks=mixed)
+  p = plora.plan(
+      configs,
+      mem,
+      COST,
+      budget_bytes=budget,
+      steps=100,
+      num_devices=devices,
+      mixed_ranks=mixed,
+  )
   check_plan(p, configs, mem, budget)
   if mixed == "group":
     assert all(len({c.rank for c in g.configs}) == 1 for g in p.groups)
@@ -191,13 +242,18 @@ def all_partitions(items):
   first, rest = items[0], items[1:]
   for part in all_partitions(rest):
     for i in range(len(part)):
-      yield part[:i] + [[first] + part[i]] + part[i + 1:]
+      yield part[:i] + [[first] + part[i]] + part[i + 1 :]
     yield [[first]] + part
 
 
-@pytest.mark.parametrize("ranks,slots", [([4, 4, 8, 16, 32, 32], 3.0),
-                                         ([2, 8, 8, 8, 64, 64], 2.5),
-                                         ([16, 16, 16, 16, 16, 16], 4.0)])
+@pytest.mark.parametrize(
+    "ranks,slots",
+    [
+        ([4, 4, 8, 16, 32, 32], 3.0),
+        ([2, 8, 8, 8, 64, 64], 2.5),
+        ([16, 16, 16, 16, 16, 16], 4.0),
+    ],
+)
 def test_planner_finds_the_best_partition_when_targets_agree(ranks, slots):
   mem, configs = memory_model(), sweep(ranks)
   budget = mem.base_bytes() + slots * mem.slot_bytes(max(ranks), ("attn",))
@@ -225,21 +281,29 @@ def test_planner_packs_everything_when_it_fits_and_prints_the_plan():
 
 
 def test_cost_model_interpolates_measured_slot_counts():
-  cost = plora.CostModel(slots=(1, 2, 4), step_s=(1.0, 1.5, 4.0), ref_params=100,
-                         per_param_s=0.01, compile_s=3.0)
+  cost = plora.CostModel(
+      slots=(1, 2, 4),
+      step_s=(1.0, 1.5, 4.0),
+      ref_params=100,
+      per_param_s=0.01,
+      compile_s=3.0,
+  )
   assert cost.step_seconds(2, 100) == 1.5
   np.testing.assert_allclose(cost.step_seconds(3, 100), 2.75)  # between 2 and 4
-  np.testing.assert_allclose(cost.step_seconds(6, 100), 6.5)   # slope of the last segment
+  np.testing.assert_allclose(cost.step_seconds(6, 100), 6.5)  # slope of the last segment
   np.testing.assert_allclose(cost.step_seconds(2, 150), 1.5 + 2 * 0.01 * 50)
   np.testing.assert_allclose(cost.group_seconds(10, 1, 100), 3.0 + 10 * 1.0)
   lin = plora.CostModel.linear(0.5, 0.25, 0.0)
-  np.testing.assert_allclose([lin.step_seconds(s, 7) for s in (1, 3, 8)], [0.75, 1.25, 2.5])
+  np.testing.assert_allclose(
+      [lin.step_seconds(s, 7) for s in (1, 3, 8)], [0.75, 1.25, 2.5]
+  )
 
 
 def test_planner_picks_the_group_size_the_measured_costs_favour():
   # Per slot, a step costs 1.0 alone, 0.6 in pairs and 1.0 in fours: pairs win.
-  cost = plora.CostModel(slots=(1, 2, 4), step_s=(1.0, 1.2, 4.0), ref_params=0,
-                         per_param_s=0.0)
+  cost = plora.CostModel(
+      slots=(1, 2, 4), step_s=(1.0, 1.2, 4.0), ref_params=0, per_param_s=0.0
+  )
   mem, configs = memory_model(), sweep([8] * 6)
   p = plora.plan(configs, mem, cost, budget_bytes=1e12, steps=10)
   assert [len(g.configs) for g in p.groups] == [2, 2, 2]
@@ -249,9 +313,16 @@ def test_planner_picks_the_group_size_the_measured_costs_favour():
 
 def test_a_tighter_budget_never_shortens_the_makespan():
   mem, configs = memory_model(), sweep([4, 8, 8, 16, 32, 2, 4])
-  spans = [plora.plan(configs, mem, COST, budget_bytes=mem.base_bytes() + k *
-                      mem.slot_bytes(32, ("attn",)), steps=100).makespan_s
-           for k in (1, 2, 3, 5, 8)]
+  spans = [
+      plora.plan(
+          configs,
+          mem,
+          COST,
+          budget_bytes=mem.base_bytes() + k * mem.slot_bytes(32, ("attn",)),
+          steps=100,
+      ).makespan_s
+      for k in (1, 2, 3, 5, 8)
+  ]
   assert all(a >= b - 1e-9 for a, b in zip(spans, spans[1:]))
 
 
@@ -259,8 +330,11 @@ def test_a_config_that_cannot_fit_anywhere_is_named():
   mem = memory_model()
   configs = sweep([4, 8]) + [plora.LoraConfig("huge", 4096, 1.0, 1e-3, ("all",), 0)]
   budget = mem.group_bytes(2, 8, ("attn",))
-  with pytest.raises(ValueError, match=r"LoRA config 'huge' \(rank 4096.*cannot fit on any "
-                                       r"device: alone it needs .* MiB.*budget"):
+  with pytest.raises(
+      ValueError,
+      match=r"LoRA config 'huge' \(rank 4096.*cannot fit on any "
+      r"device: alone it needs .* MiB.*budget",
+  ):
     plora.plan(configs, mem, COST, budget_bytes=budget, steps=10)
   p = plora.plan(configs[:2], mem, COST, budget_bytes=budget, steps=10)
   check_plan(p, configs[:2], mem, budget)
@@ -275,14 +349,23 @@ def test_memory_model_counts_adapter_state_and_activations():
   extra = mem.slot_bytes(16, ("qkv",)) - mem.slot_bytes(8, ("qkv",))
   assert extra == 4 * (4 * p + 8 * 2 + 4 * 16 * 8 * 2)
   assert mem.base_bytes() == 4 * model.param_count(
-      jax.eval_shape(model.make(dict(MODEL, num_layers=2))[0], jax.random.key(0)))
+      jax.eval_shape(model.make(dict(MODEL, num_layers=2))[0], jax.random.key(0))
+  )
 
 
 def test_memory_model_activation_scale_fits_xla_measurements():
   mem = memory_model(batch=4, seq=16)
   base_bytes, slot = 1e6, 3.0 * mem.slot_bytes(8, ("all",))  # XLA: 3x the analytic slot
-  rows = [dict(slots=n, rank=8, targets=["qkv", "out", "up", "down"],
-               xla_argument_bytes=base_bytes, xla_temp_bytes=n * slot) for n in (1, 4)]
+  rows = [
+      dict(
+          slots=n,
+          rank=8,
+          targets=["qkv", "out", "up", "down"],
+          xla_argument_bytes=base_bytes,
+          xla_temp_bytes=n * slot,
+      )
+      for n in (1, 4)
+  ]
   fitted = mem.fit_activations(rows)
   assert fitted.act_scale > 3.0  # the adapter-state part of the slot is not scaled
   np.testing.assert_allclose(fitted.slot_bytes(8, ("all",)), slot, rtol=1e-9)
@@ -302,17 +385,21 @@ def test_bad_input_errors(setup):
     plora.LoraConfig("s", 4, 1.0, 1e-3, seed=-1)
   mem = memory_model()
   with pytest.raises(ValueError, match="names must be unique; repeated: \\['a'\\]"):
-    plora.plan([plora.LoraConfig("a", 4, 1.0, 1e-3)] * 2, mem, COST,
-               budget_bytes=1e12, steps=1)
+    plora.plan(
+        [plora.LoraConfig("a", 4, 1.0, 1e-3)] * 2, mem, COST, budget_bytes=1e12, steps=1
+    )
   with pytest.raises(ValueError, match="unknown mixed_ranks 'merge'"):
     plora.plan(sweep([4]), mem, COST, budget_bytes=1e12, steps=1, mixed_ranks="merge")
   with pytest.raises(ValueError, match="no data stream for configs \\['r8-mlp'\\]"):
-    plora.run_group(setup.apply, setup.base, CONFIGS, {c.name: None for c in CONFIGS[:2]},
-                    **setup.kw)
+    plora.run_group(
+        setup.apply, setup.base, CONFIGS, {c.name: None for c in CONFIGS[:2]}, **setup.kw
+    )
   with pytest.raises(ValueError, match="missing field\\(s\\) \\['clip_norm'\\]"):
     plora.adapter_optimizer({k: v for k, v in OPT.items() if k != "clip_norm"}, 10)
   mesh = plora.replicas.make_mesh(3, 1)
-  with pytest.raises(ValueError, match="group rank 8 is below the largest config rank 16"):
+  with pytest.raises(
+      ValueError, match="group rank 8 is below the largest config rank 16"
+  ):
     plora.make_group(setup.apply, setup.base, CONFIGS, OPT, STEPS, mesh, rank=8)
   with pytest.raises(ValueError, match="miss some of the configs' targets"):
     plora.make_group(setup.apply, setup.base, CONFIGS, OPT, STEPS, mesh, targets="attn")

@@ -14,8 +14,19 @@ import optax
 import pytest
 
 from autoloco_jax import algorithms, inner, replicas, state as state_lib
-from tests.helpers import (B, L, assert_trees_close, config, everyone, get, run_rounds,
-                           tokens, toy_loss, toy_params, worker0)
+from tests.helpers import (
+    B,
+    L,
+    assert_trees_close,
+    config,
+    everyone,
+    get,
+    run_rounds,
+    tokens,
+    toy_loss,
+    toy_params,
+    worker0,
+)
 
 
 def test_diloco_k1_h1_no_momentum_is_adamw():
@@ -79,16 +90,23 @@ def test_averaged_pseudo_gradient_is_the_mean_of_worker_moves():
   np.testing.assert_allclose(m["agreement"], sq(delta) / worker_sq, rtol=1e-5)
   # After the sync every worker starts the next round from θ_{t+1}.
   for k in range(4):
-    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a[k], b),
-                 jax.device_get(state.params_K), jax.device_get(state.outer.params))
+    jax.tree.map(
+        lambda a, b: np.testing.assert_array_equal(a[k], b),
+        jax.device_get(state.params_K),
+        jax.device_get(state.outer.params),
+    )
 
 
 def test_lr_sum_is_the_sum_of_applied_learning_rates():
   cfg = config(K=2)
   _, _, metrics = run_rounds(cfg, replicas.make_mesh(2, 1), [3, 4])
   sched = inner.schedule(cfg.inner, cfg.total_steps)
-  np.testing.assert_allclose(metrics[0]["lr_sum"], sum(sched(s) for s in range(3)), rtol=1e-6)
-  np.testing.assert_allclose(metrics[1]["lr_sum"], sum(sched(s) for s in range(3, 7)), rtol=1e-6)
+  np.testing.assert_allclose(
+      metrics[0]["lr_sum"], sum(sched(s) for s in range(3)), rtol=1e-6
+  )
+  np.testing.assert_allclose(
+      metrics[1]["lr_sum"], sum(sched(s) for s in range(3, 7)), rtol=1e-6
+  )
 
 
 def test_ddp_equals_adamw_on_the_global_batch():
@@ -135,14 +153,20 @@ def test_global_state_is_one_copy_per_device(name):
   mesh = replicas.make_mesh(K, D)
   algo = algorithms.make(config(name, K=K), toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  state, _ = algo.sync(algo.inner(state, replicas.put_workers(tokens(K, 3), mesh),
-                                  np.int32(3)), everyone(K, mesh))
+  state, _ = algo.sync(
+      algo.inner(state, replicas.put_workers(tokens(K, 3), mesh), np.int32(3)),
+      everyone(K, mesh),
+  )
   params = toy_params()
   chex.assert_trees_all_equal_shapes(state.outer.params, params)
   chex.assert_trees_all_equal_shapes(state.outer.opt.momentum, params)
   device = mesh.devices.flat[0]
-  on_device = lambda tree: sum(s.data.nbytes for x in jax.tree.leaves(tree)
-                               for s in x.addressable_shards if s.device == device)
+  on_device = lambda tree: sum(
+      s.data.nbytes
+      for x in jax.tree.leaves(tree)
+      for s in x.addressable_shards
+      if s.device == device
+  )
   param_bytes = sum(x.nbytes for x in jax.tree.leaves(params))
   assert on_device(state.outer.params) == param_bytes
   assert on_device(state.outer.opt.momentum) == param_bytes

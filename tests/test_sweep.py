@@ -25,7 +25,8 @@ def quick(tmp_path_factory):
   for module in STUDIES:
     study = module.get_config("quick")
     results[study.name] = sweep.run_study(
-        study, root, os.path.join(reports, study.name), progress=False)
+        study, root, os.path.join(reports, study.name), progress=False
+    )
   return root, reports, results
 
 
@@ -43,9 +44,14 @@ def test_quick_study_writes_table_plots_and_summary(quick, module):
       data = f.read()
     assert data.startswith(PNG_MAGIC) and len(data) > 5000, name
     assert f"({name})" in text
-  expected = {"loss_vs_tokens.png", "loss_vs_syncs.png", "loss_vs_bytes_per_worker.png",
-              "loss_vs_sim_time_homogeneous.png", "loss_vs_sim_time_hetero.png",
-              "final_loss_vs_syncs.png"}
+  expected = {
+      "loss_vs_tokens.png",
+      "loss_vs_syncs.png",
+      "loss_vs_bytes_per_worker.png",
+      "loss_vs_sim_time_homogeneous.png",
+      "loss_vs_sim_time_hetero.png",
+      "final_loss_vs_syncs.png",
+  }
   assert expected <= set(results[study.name]["plots"])
   adaptive = any(study.runs[l].algorithm == "autoloco" for l in study.labels)
   assert ({"interval.png", "outer.png"} <= set(results[study.name]["plots"])) == adaptive
@@ -65,8 +71,11 @@ def test_quick_study_writes_table_plots_and_summary(quick, module):
 @pytest.mark.slow
 def test_studies_share_identical_runs(quick):
   root, _, _ = quick
-  dirs = {sweep.run_dir(root, config) for module in STUDIES
-          for *_, config, _ in sweep.jobs(module.get_config("quick"), root)}
+  dirs = {
+      sweep.run_dir(root, config)
+      for module in STUDIES
+      for *_, config, _ in sweep.jobs(module.get_config("quick"), root)
+  }
   assert sorted(os.listdir(root)) == sorted(os.path.basename(d) for d in dirs)
   # DiLoCo at H_ref is in all four studies (decentralized's diloco_k4 too) and
   # the default AutoLoCo in three: 25 labelled runs, 20 trainings.
@@ -92,7 +101,9 @@ def test_report_only_names_missing_runs(quick, tmp_path):
   root, _, _ = quick
   study = heterogeneity.get_config("quick")
   base.add_run(study, "extra", base.run_config("diloco", True, interval__h=7))
-  with pytest.raises(ValueError, match="report_only: 1 runs are not finished: extra seed 0"):
+  with pytest.raises(
+      ValueError, match="report_only: 1 runs are not finished: extra seed 0"
+  ):
     sweep.run_study(study, root, str(tmp_path), progress=False, report_only=True)
 
 
@@ -101,19 +112,34 @@ def test_command_line_quick_mode_reports_finished_runs(quick, tmp_path):
   """``--quick`` loads the study's quick mode; ``--report_only`` trains nothing."""
   import subprocess
   import sys
+
   root, _, results = quick
   out = tmp_path / "report"
   proc = subprocess.run(
-      [sys.executable, "-m", "experiments.sweep", "--study",
-       "configs/studies/heterogeneity.py", "--quick", "--report_only", "--root", root,
-       "--report_dir", str(out)],
+      [
+          sys.executable,
+          "-m",
+          "experiments.sweep",
+          "--study",
+          "configs/studies/heterogeneity.py",
+          "--quick",
+          "--report_only",
+          "--root",
+          root,
+          "--report_dir",
+          str(out),
+      ],
       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-      capture_output=True, text=True, timeout=300)
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "0 runs trained, 4 already finished" in proc.stdout
   summary = json.load(open(out / "summary.json"))
-  assert summary["quick"] and summary["stats"] == json.loads(json.dumps(
-      results["heterogeneity"]["stats"]))
+  assert summary["quick"] and summary["stats"] == json.loads(
+      json.dumps(results["heterogeneity"]["stats"])
+  )
 
 
 @pytest.mark.slow
@@ -122,7 +148,9 @@ def test_stale_finished_run_is_refused(quick, tmp_path):
   not silently reused."""
   root, _, _ = quick
   study = autoloco_vs_diloco.get_config("quick")
-  (label, _, config, workdir), = [j for j in sweep.jobs(study, root) if j[0] == "autoloco"]
+  ((label, _, config, workdir),) = [
+      j for j in sweep.jobs(study, root) if j[0] == "autoloco"
+  ]
   one = base.new_study("one", "one", quick=True)
   base.add_run(one, label, study.runs[label])
   stale = sweep.run_dir(str(tmp_path), config)
@@ -137,8 +165,9 @@ def test_stale_finished_run_is_refused(quick, tmp_path):
 
 
 def test_interrupted_run_stops_the_study(monkeypatch, tmp_path):
-  monkeypatch.setattr(train, "train_and_evaluate",
-                      lambda config, workdir: dict(preempted=True, step=7))
+  monkeypatch.setattr(
+      train, "train_and_evaluate", lambda config, workdir: dict(preempted=True, step=7)
+  )
   study = autoloco_vs_diloco.get_config("quick")
   with pytest.raises(sweep.Interrupted, match="step 7"):
     sweep.run_study(study, str(tmp_path), str(tmp_path / "r"), progress=False)
@@ -183,14 +212,25 @@ def test_run_dir_depends_on_trajectory_only():
 
 
 def _stats(points):
-  return {k: {"syncs": (s, 0.0), "final_eval_loss": (l, sd)} for k, (s, l, sd) in points.items()}
+  return {
+      k: {"syncs": (s, 0.0), "final_eval_loss": (l, sd)}
+      for k, (s, l, sd) in points.items()
+  }
 
 
 def test_frontier_is_pareto_and_claims_follow_their_definition():
   # h30 (20 syncs, 2.30) is beaten by h40 (fewer syncs, lower loss); bad ties
   # h20's syncs with a higher loss: neither is on the frontier.
-  st = _stats({"h10": (60, 2.00, 0.01), "h20": (30, 2.05, 0.02), "h40": (15, 2.20, 0.01),
-               "h30": (20, 2.30, 0.0), "h60": (10, 2.40, 0.0), "bad": (30, 2.50, 0.0)})
+  st = _stats(
+      {
+          "h10": (60, 2.00, 0.01),
+          "h20": (30, 2.05, 0.02),
+          "h40": (15, 2.20, 0.01),
+          "h30": (20, 2.30, 0.0),
+          "h60": (10, 2.40, 0.0),
+          "bad": (30, 2.50, 0.0),
+      }
+  )
   pts = report.frontier_points(st, ["h10", "h20", "h30", "h40", "h60", "bad"])
   np.testing.assert_allclose(pts, [[10, 2.40], [15, 2.20], [30, 2.05], [60, 2.00]])
   st["cand"] = {"syncs": (21.0, 0.0), "final_eval_loss": (2.06, 0.01)}
@@ -216,17 +256,33 @@ def test_mean_std_uses_sample_spread():
 
 
 def test_claim_pairs_seeds_when_both_runs_have_the_same():
-  st = {"ref": {"seeds": [0, 1], "loss_by_seed": [2.0, 2.2], "syncs": (30.0, 0.0),
-                "final_eval_loss": (2.1, 0.14)},
-        "cand": {"seeds": [0, 1], "loss_by_seed": [1.9, 2.15], "syncs": (20.0, 0.0),
-                 "final_eval_loss": (2.025, 0.18)},
-        "other": {"seeds": [5], "loss_by_seed": [1.0], "syncs": (20.0, 0.0),
-                  "final_eval_loss": (1.0, 0.0)}}
-  np.testing.assert_allclose(report.evaluate_claim(st, "ref", "cand", 0.27)["paired_deltas"],
-                             [-0.1, -0.05])
+  st = {
+      "ref": {
+          "seeds": [0, 1],
+          "loss_by_seed": [2.0, 2.2],
+          "syncs": (30.0, 0.0),
+          "final_eval_loss": (2.1, 0.14),
+      },
+      "cand": {
+          "seeds": [0, 1],
+          "loss_by_seed": [1.9, 2.15],
+          "syncs": (20.0, 0.0),
+          "final_eval_loss": (2.025, 0.18),
+      },
+      "other": {
+          "seeds": [5],
+          "loss_by_seed": [1.0],
+          "syncs": (20.0, 0.0),
+          "final_eval_loss": (1.0, 0.0),
+      },
+  }
+  np.testing.assert_allclose(
+      report.evaluate_claim(st, "ref", "cand", 0.27)["paired_deltas"], [-0.1, -0.05]
+  )
   assert report.evaluate_claim(st, "ref", "other", 0.27)["paired_deltas"] is None
   assert "per seed -0.100, -0.050" in report.claim_sentence(
-      "c", report.evaluate_claim(st, "ref", "cand", 0.27))
+      "c", report.evaluate_claim(st, "ref", "cand", 0.27)
+  )
 
 
 def test_time_to_loss_interpolates_between_evals():

@@ -63,5 +63,18 @@ from benchmarks.throughput.plan import Plan, make_plan
 from benchmarks.throughput.report import markdown, targets
 from benchmarks.throughput.timing import bracketed, summarize, timed
 
-__all__ = ["Plan", "bracketed", "hot_path", "machine", "make_plan", "markdown", "matmul_rate",
-           "measure_rows", "scaling", "shape_matmul", "summarize", "targets", "timed"]
+__all__ = [
+    "Plan",
+    "bracketed",
+    "hot_path",
+    "machine",
+    "make_plan",
+    "markdown",
+    "matmul_rate",
+    "measure_rows",
+    "scaling",
+    "shape_matmul",
+    "summarize",
+    "targets",
+    "timed",
+]

@@ -22,47 +22,89 @@ from benchmarks.throughput.peak import machine, shape_matmul
 from benchmarks.throughput.plan import Plan, make_plan
 from benchmarks.throughput.report import markdown, targets
 
-_QUICK = flags.DEFINE_bool("quick", False, "CI mode: a one-layer toy model, one repeat, "
-                           "fast XLA compile settings; structure, not speed.")
-_OUT = flags.DEFINE_string("out", "docs/benchmarks.json", "Where to write the raw numbers.")
-_MD = flags.DEFINE_string("md", "docs/benchmarks.md", "Where to write the report ('' = none).")
-_REPEATS = flags.DEFINE_integer("repeats", 0, "Timed units per row of the throughput table "
-                                "(0: 3, quick 1).")
-_SWEEP_REPEATS = flags.DEFINE_integer("sweep_repeats", 0, "Timed units per point of the "
-                                      "sweeps and the scan check (0: 2, quick 1).")
+_QUICK = flags.DEFINE_bool(
+    "quick",
+    False,
+    "CI mode: a one-layer toy model, one repeat, "
+    "fast XLA compile settings; structure, not speed.",
+)
+_OUT = flags.DEFINE_string(
+    "out", "docs/benchmarks.json", "Where to write the raw numbers."
+)
+_MD = flags.DEFINE_string(
+    "md", "docs/benchmarks.md", "Where to write the report ('' = none)."
+)
+_REPEATS = flags.DEFINE_integer(
+    "repeats", 0, "Timed units per row of the throughput table " "(0: 3, quick 1)."
+)
+_SWEEP_REPEATS = flags.DEFINE_integer(
+    "sweep_repeats",
+    0,
+    "Timed units per point of the " "sweeps and the scan check (0: 2, quick 1).",
+)
 _WORKERS = flags.DEFINE_integer("num_workers", 4, "K simulated workers.")
-_H = flags.DEFINE_integer("h", 10, "Inner steps per timed unit and the H of its rounds; a row "
-                          "whose config has a smaller H keeps it (0: DiLoCo's configured H; "
-                          "quick: 3).")
-_SIM_DEVICES = flags.DEFINE_integer("sim_devices", 2, "N devices of the shard_map rows "
-                                    "(0 = skip them).")
-_SCALE_WORKERS = flags.DEFINE_list("scale_workers", ["1", "2", "4", "8", "16"],
-                                   "K of the scaling sweep (quick: 1,4).")
-_SCALE_WIDTHS = flags.DEFINE_list("scale_widths", ["64", "128", "256"],
-                                  "d_model of the width sweep (quick: 16,32).")
-_SCALE_STEPS = flags.DEFINE_integer("scale_steps", 2, "Inner steps per timed unit (one "
-                                    "round) in the sweeps.")
-_CHILD = flags.DEFINE_integer("child_devices", 0, "Internal: measure the shard_map rows "
-                              "on this many devices and write JSON to --child_out.")
+_H = flags.DEFINE_integer(
+    "h",
+    10,
+    "Inner steps per timed unit and the H of its rounds; a row "
+    "whose config has a smaller H keeps it (0: DiLoCo's configured H; "
+    "quick: 3).",
+)
+_SIM_DEVICES = flags.DEFINE_integer(
+    "sim_devices", 2, "N devices of the shard_map rows " "(0 = skip them)."
+)
+_SCALE_WORKERS = flags.DEFINE_list(
+    "scale_workers", ["1", "2", "4", "8", "16"], "K of the scaling sweep (quick: 1,4)."
+)
+_SCALE_WIDTHS = flags.DEFINE_list(
+    "scale_widths", ["64", "128", "256"], "d_model of the width sweep (quick: 16,32)."
+)
+_SCALE_STEPS = flags.DEFINE_integer(
+    "scale_steps", 2, "Inner steps per timed unit (one " "round) in the sweeps."
+)
+_CHILD = flags.DEFINE_integer(
+    "child_devices",
+    0,
+    "Internal: measure the shard_map rows "
+    "on this many devices and write JSON to --child_out.",
+)
 _CHILD_OUT = flags.DEFINE_string("child_out", "", "Internal: the child's JSON file.")
-_RENDER = flags.DEFINE_bool("render_only", False, "Only rewrite --md from the numbers "
-                            "already in --out (no measurement).")
+_RENDER = flags.DEFINE_bool(
+    "render_only",
+    False,
+    "Only rewrite --md from the numbers " "already in --out (no measurement).",
+)
 
-_FAST_COMPILE = ["--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true"]
+_FAST_COMPILE = [
+    "--xla_backend_optimization_level=0",
+    "--xla_llvm_disable_expensive_passes=true",
+]
 
 
 def _plan() -> Plan:
-  return make_plan(quick=_QUICK.value, num_workers=_WORKERS.value, h=_H.value,
-                   repeats=_REPEATS.value, sweep_repeats=_SWEEP_REPEATS.value,
-                   scale_workers=_SCALE_WORKERS.value, scale_widths=_SCALE_WIDTHS.value,
-                   scale_steps=_SCALE_STEPS.value)
+  return make_plan(
+      quick=_QUICK.value,
+      num_workers=_WORKERS.value,
+      h=_H.value,
+      repeats=_REPEATS.value,
+      sweep_repeats=_SWEEP_REPEATS.value,
+      scale_workers=_SCALE_WORKERS.value,
+      scale_widths=_SCALE_WIDTHS.value,
+      scale_steps=_SCALE_STEPS.value,
+  )
 
 
 def _start_child():
   """The shard_map rows' child process, with this run's plan flags."""
-  return start_child(_SIM_DEVICES.value, [
-      f"--num_workers={_WORKERS.value}", f"--repeats={_REPEATS.value}", f"--h={_H.value}",
-      "--quick" if _QUICK.value else "--noquick"])
+  return start_child(
+      _SIM_DEVICES.value,
+      [
+          f"--num_workers={_WORKERS.value}",
+          f"--repeats={_REPEATS.value}",
+          f"--h={_H.value}",
+          "--quick" if _QUICK.value else "--noquick",
+      ],
+  )
 
 
 def _write(result: dict) -> None:
@@ -109,11 +151,17 @@ def _sharded(plan: Plan, child, result: dict, t0: float) -> None:
 
 def _run(plan: Plan, t0: float) -> None:
   """The main process: every measurement, then the JSON and the report."""
-  result = dict(mode="quick" if _QUICK.value else "full", plan=dataclasses.asdict(plan),
-                command=" ".join(["python -m benchmarks.throughput"] + sys.argv[1:]),
-                machine=machine())
-  print(f"[throughput] {result['machine']['cpu']}, {result['machine']['cores']} cores, "
-        f"{result['machine']['uptime']}", flush=True)
+  result = dict(
+      mode="quick" if _QUICK.value else "full",
+      plan=dataclasses.asdict(plan),
+      command=" ".join(["python -m benchmarks.throughput"] + sys.argv[1:]),
+      machine=machine(),
+  )
+  print(
+      f"[throughput] {result['machine']['cpu']}, {result['machine']['cores']} cores, "
+      f"{result['machine']['uptime']}",
+      flush=True,
+  )
   child = None
   if _SIM_DEVICES.value > 1 and jax.default_backend() == "cpu" and _QUICK.value:
     # Structure only: let the child compile while this process does.
@@ -139,9 +187,13 @@ def main(argv):
   if _RENDER.value:
     _render_only()
     return
-  if _QUICK.value and "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+  if _QUICK.value and "xla_backend_optimization_level" not in os.environ.get(
+      "XLA_FLAGS", ""
+  ):
     # Structure, not speed: cheaper XLA compiles (set before the backend starts).
-    os.environ["XLA_FLAGS"] = " ".join(os.environ.get("XLA_FLAGS", "").split() + _FAST_COMPILE)
+    os.environ["XLA_FLAGS"] = " ".join(
+        os.environ.get("XLA_FLAGS", "").split() + _FAST_COMPILE
+    )
   plan, t0 = _plan(), time.perf_counter()
   if _CHILD.value:
     _child(plan, t0)

@@ -35,11 +35,18 @@ def start_child(devices: int, flags: list[str]) -> Callable[[], dict]:
   waits for it and returns its result (or ``{"error": ...}``)."""
   tmp = tempfile.mkdtemp(prefix="throughput_child_")
   out, log = os.path.join(tmp, "child.json"), os.path.join(tmp, "child.log")
-  args = [sys.executable, "-m", "benchmarks.throughput", f"--child_devices={devices}",
-          f"--child_out={out}", *flags]
+  args = [
+      sys.executable,
+      "-m",
+      "benchmarks.throughput",
+      f"--child_devices={devices}",
+      f"--child_out={out}",
+      *flags,
+  ]
   log_file = open(log, "w")
-  proc = subprocess.Popen(args, cwd=_ROOT, env=child_env(devices), stdout=log_file,
-                          stderr=subprocess.STDOUT)
+  proc = subprocess.Popen(
+      args, cwd=_ROOT, env=child_env(devices), stdout=log_file, stderr=subprocess.STDOUT
+  )
 
   def finish() -> dict:
     code = proc.wait()

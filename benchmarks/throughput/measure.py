@@ -11,10 +11,22 @@ import numpy as np
 from autoloco_jax import replicas, rounds
 from benchmarks.throughput.peak import matmul_rate
 from benchmarks.throughput.plan import Plan, algorithm_config, build_model, synthetic_data
-from benchmarks.throughput.runners import (AlgoRunner, NaiveRunner, ReferenceRunner, Runner,
-                                           scan_inner)
-from benchmarks.throughput.timing import (bracketed, compile_check, median, round_memory,
-                                          summarize, timed, warm_up)
+from benchmarks.throughput.runners import (
+    AlgoRunner,
+    NaiveRunner,
+    ReferenceRunner,
+    Runner,
+    scan_inner,
+)
+from benchmarks.throughput.timing import (
+    bracketed,
+    compile_check,
+    median,
+    round_memory,
+    summarize,
+    timed,
+    warm_up,
+)
 
 ALGORITHMS = ("ddp", "diloco", "autoloco", "noloco", "gasloc")
 SHARDED = ("ddp", "diloco", "autoloco")
@@ -24,8 +36,12 @@ _shared: dict = {}
 
 
 def _sweep_key(config: Any) -> tuple:
-  return (config.num_workers, json.dumps(config.model.to_dict(), sort_keys=True),
-          config.data.batch_size, int(config.interval.h))
+  return (
+      config.num_workers,
+      json.dumps(config.model.to_dict(), sort_keys=True),
+      config.data.batch_size,
+      int(config.interval.h),
+  )
 
 
 def _shorten(runner: Runner, h: int) -> Runner:
@@ -42,20 +58,28 @@ def try_row(name: str, build: Callable[[], Runner]) -> tuple[Runner | None, str]
     return None, f"{type(e).__name__}: {message}"
 
 
-def _build_rows(plan: Plan, devices: int, with_naive: bool, steps: int, data, mesh
-                ) -> tuple[list[Runner], dict]:
+def _build_rows(
+    plan: Plan, devices: int, with_naive: bool, steps: int, data, mesh
+) -> tuple[list[Runner], dict]:
   """The warm algorithm rows (and the naive loop), and why any was skipped."""
   rows, skipped = [], {}
   suffix = "" if devices == 1 else f"@{devices}"
   builds = []
   for name in (ALGORITHMS if devices == 1 else SHARDED):
     config = algorithm_config(plan, name, num_devices=devices)
-    builds.append((name + suffix, lambda n=name + suffix, c=config: _shorten(
-        AlgoRunner(n, c, build_model(c), mesh, data), steps)))
+    builds.append(
+        (
+            name + suffix,
+            lambda n=name + suffix, c=config: _shorten(
+                AlgoRunner(n, c, build_model(c), mesh, data), steps
+            ),
+        )
+    )
   if with_naive:
     base = algorithm_config(plan, "diloco", num_devices=devices)
-    builds.append(("naive", lambda: _shorten(NaiveRunner(base, build_model(base), data),
-                                             steps)))
+    builds.append(
+        ("naive", lambda: _shorten(NaiveRunner(base, build_model(base), data), steps))
+    )
   for name, build in builds:
     runner, why = try_row(name, build)
     if runner is None:
@@ -78,20 +102,36 @@ def measure_rows(plan: Plan, devices: int, with_naive: bool) -> tuple[dict, dict
   mesh = replicas.make_mesh(plan.num_workers, devices)
   reference = warm_up(_shorten(ReferenceRunner(base, model, data), steps))
   rows, skipped = _build_rows(plan, devices, with_naive, steps, data, mesh)
-  timing = bracketed(reference, rows, steps, plan.repeats,
-                     peak=lambda: max(matmul_rate(n) for n in plan.matmul_n))
-  peaks = [p for i, p in enumerate(timing["reference"]["peak"])
-           if i % (len(rows) + 1) == 0]
+  timing = bracketed(
+      reference,
+      rows,
+      steps,
+      plan.repeats,
+      peak=lambda: max(matmul_rate(n) for n in plan.matmul_n),
+  )
+  peaks = [
+      p for i, p in enumerate(timing["reference"]["peak"]) if i % (len(rows) + 1) == 0
+  ]
   result = dict(
-      devices=devices, steps_per_unit=steps, config_h=int(base.interval.h),
+      devices=devices,
+      steps_per_unit=steps,
+      config_h=int(base.interval.h),
       repeats=plan.repeats,
-      num_workers=plan.num_workers, batch_per_worker=base.data.batch_size,
-      seq_len=base.data.seq_len, model=base.model.to_dict(), num_params=model.num_params,
-      flops_per_token=model.flops_per_token, matmul_n=plan.matmul_n, matmul_peaks=peaks,
-      matmul_peak_max=max(peaks), matmul_peak_median=median(peaks),
+      num_workers=plan.num_workers,
+      batch_per_worker=base.data.batch_size,
+      seq_len=base.data.seq_len,
+      model=base.model.to_dict(),
+      num_params=model.num_params,
+      flops_per_token=model.flops_per_token,
+      matmul_n=plan.matmul_n,
+      matmul_peaks=peaks,
+      matmul_peak_max=max(peaks),
+      matmul_peak_median=median(peaks),
       rows=[summarize(r, timing[r.name], steps) for r in [reference] + rows],
-      skipped=skipped, compiles={})
-  check_hs = tuple(h for h in (2, 1, 3) if h <= steps)   # H changes every round
+      skipped=skipped,
+      compiles={},
+  )
+  check_hs = tuple(h for h in (2, 1, 3) if h <= steps)  # H changes every round
   for runner in [reference] + rows:
     result["compiles"][runner.name] = compile_check(runner, check_hs)
     result["compiles"][runner.name]["compile_seconds"] = runner.compile_seconds
@@ -104,9 +144,10 @@ def measure_rows(plan: Plan, devices: int, with_naive: bool) -> tuple[dict, dict
 def _stage_uint8(batch_KxnxBxL1: np.ndarray, chunk: int, mesh) -> jax.Array:
   """The alternative the staging check prices: ``rounds.stage`` with a uint8
   buffer (cast to int32 on device instead of on the host)."""
-  tokens_KxCxBxL1 = np.zeros(batch_KxnxBxL1.shape[:1] + (chunk,) + batch_KxnxBxL1.shape[2:],
-                             np.uint8)
-  tokens_KxCxBxL1[:, :batch_KxnxBxL1.shape[1]] = batch_KxnxBxL1
+  tokens_KxCxBxL1 = np.zeros(
+      batch_KxnxBxL1.shape[:1] + (chunk,) + batch_KxnxBxL1.shape[2:], np.uint8
+  )
+  tokens_KxCxBxL1[:, : batch_KxnxBxL1.shape[1]] = batch_KxnxBxL1
   return replicas.put_workers(tokens_KxCxBxL1, mesh)
 
 
@@ -125,32 +166,52 @@ def staging_cost(runner: AlgoRunner, repeats: int = 5) -> dict:
     for n in [min(chunk, h - start) for start in range(0, h, chunk)]:
       jax.block_until_ready(_stage_uint8(read(n), chunk, mesh))
 
-  seconds = {str(np.dtype(d)): median(timed(f) for _ in range(repeats))
-             for d, f in ((np.int32, int32), (np.uint8, uint8))}
+  seconds = {
+      str(np.dtype(d)): median(timed(f) for _ in range(repeats))
+      for d, f in ((np.int32, int32), (np.uint8, uint8))
+  }
   K, L1 = runner.config.num_workers, runner.config.data.seq_len + 1
-  return dict(h=h, chunk=chunk, seconds=seconds,
-              buffer_bytes_int32=K * chunk * runner.batch * L1 * 4)
+  return dict(
+      h=h,
+      chunk=chunk,
+      seconds=seconds,
+      buffer_bytes_int32=K * chunk * runner.batch * L1 * 4,
+  )
 
 
 def hot_path(plan: Plan, runners: dict, main: dict) -> dict:
   """Donation, transfers, staging, and ``while_loop`` vs ``scan``, paired."""
   library = runners["diloco"]
   model = build_model(library.config)
-  scan = warm_up(library.with_inner("diloco, scan of chunk", scan_inner(library, model),
-                                    model))
+  scan = warm_up(
+      library.with_inner("diloco, scan of chunk", scan_inner(library, model), model)
+  )
   timing = bracketed(library, [scan], library.h, plan.sweep_repeats)
-  round_seconds = median(next(r for r in main["rows"] if r["name"] == "diloco")["seconds"])
+  round_seconds = median(
+      next(r for r in main["rows"] if r["name"] == "diloco")["seconds"]
+  )
   return dict(
       donated={r["name"]: r["donated"] for r in main["rows"] if "donated" in r},
-      donation_warnings={r["name"]: r["donation_warnings"] for r in main["rows"]
-                         if r["donation_warnings"]},
-      device_to_host_inside_round=("none: every inner call of every row ran under "
-                                   "jax.transfer_guard_device_to_host('disallow')"),
-      scan_vs_while=dict(h=library.h, chunk=library.chunk,
-                         ratio=median(timing[scan.name]["ratio"]),
-                         ratios=timing[scan.name]["ratio"]),
+      donation_warnings={
+          r["name"]: r["donation_warnings"]
+          for r in main["rows"]
+          if r["donation_warnings"]
+      },
+      device_to_host_inside_round=(
+          "none: every inner call of every row ran under "
+          "jax.transfer_guard_device_to_host('disallow')"
+      ),
+      scan_vs_while=dict(
+          h=library.h,
+          chunk=library.chunk,
+          ratio=median(timing[scan.name]["ratio"]),
+          ratios=timing[scan.name]["ratio"],
+      ),
       staging=dict(staging_cost(library), diloco_round_seconds=round_seconds),
-      autoloco_staging=staging_cost(runners["autoloco"]) if "autoloco" in runners else None)
+      autoloco_staging=staging_cost(runners["autoloco"])
+      if "autoloco" in runners
+      else None,
+  )
 
 
 def _scaling_point(plan: Plan, config: Any) -> dict:
@@ -166,11 +227,16 @@ def _scaling_point(plan: Plan, config: Any) -> dict:
     reference = warm_up(ReferenceRunner(config, model, data))
   timing = bracketed(reference, [algo], h, plan.sweep_repeats, round_h=h)
   row = summarize(algo, timing["diloco"], h, round_h=h)
-  row.update(reference_tokens_per_sec=summarize(reference, timing["reference"],
-                                                h)["tokens_per_sec"],
-             num_params=model.num_params, flops_per_token=model.flops_per_token,
-             global_batch=config.num_workers * config.data.batch_size,
-             xla=algo.memory(), memory=round_memory(algo, h))
+  row.update(
+      reference_tokens_per_sec=summarize(reference, timing["reference"], h)[
+          "tokens_per_sec"
+      ],
+      num_params=model.num_params,
+      flops_per_token=model.flops_per_token,
+      global_batch=config.num_workers * config.data.batch_size,
+      xla=algo.memory(),
+      memory=round_memory(algo, h),
+  )
   return row
 
 
@@ -181,10 +247,15 @@ def scaling(plan: Plan) -> dict:
   Rounds of ``scale_steps`` inner steps; the configs keep DiLoCo's H for the
   staged chunk, so the point equal to the throughput table's config reuses its
   compiled runners."""
-  by_k = [dict(num_workers=k,
-               **_scaling_point(plan, algorithm_config(plan, "diloco", num_workers=k)))
-          for k in plan.scale_workers]
-  by_width = [dict(d_model=d,
-                   **_scaling_point(plan, algorithm_config(plan, "diloco", d_model=d)))
-              for d in plan.scale_widths]
+  by_k = [
+      dict(
+          num_workers=k,
+          **_scaling_point(plan, algorithm_config(plan, "diloco", num_workers=k)),
+      )
+      for k in plan.scale_workers
+  ]
+  by_width = [
+      dict(d_model=d, **_scaling_point(plan, algorithm_config(plan, "diloco", d_model=d)))
+      for d in plan.scale_widths
+  ]
   return dict(steps=plan.scale_steps, by_workers=by_k, by_width=by_width)

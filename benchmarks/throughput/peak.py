@@ -29,7 +29,9 @@ def _cpuinfo() -> dict:
 def machine() -> dict:
   """CPU model, cores, load, devices, and the nominal fp32 peak with its formula."""
   cpu = _cpuinfo()
-  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  cores = (
+      len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  )
   cpu_flags = set(cpu.get("flags", "").split())
   vendor = cpu.get("vendor_id", "")
   mhz = float(cpu.get("cpu MHz", "0") or 0)
@@ -45,24 +47,37 @@ def machine() -> dict:
   else:
     per_cycle, unit = 0, "unknown vector unit"
   try:
-    uptime = subprocess.run(["uptime"], capture_output=True, text=True,
-                            timeout=5).stdout.strip()
+    uptime = subprocess.run(
+        ["uptime"], capture_output=True, text=True, timeout=5
+    ).stdout.strip()
   except (OSError, subprocess.SubprocessError):
     uptime = ""
   return dict(
-      cpu=cpu.get("model name", platform.processor()), vendor=vendor, cores=cores,
-      mhz=mhz, flop_per_cycle_per_core=per_cycle, vector_unit=unit,
+      cpu=cpu.get("model name", platform.processor()),
+      vendor=vendor,
+      cores=cores,
+      mhz=mhz,
+      flop_per_cycle_per_core=per_cycle,
+      vector_unit=unit,
       nominal_peak_flops=cores * mhz * 1e6 * per_cycle,
-      nominal_formula=(f"{cores} cores x {mhz / 1e3:.2f} GHz (/proc/cpuinfo clock) x "
-                       f"{per_cycle} fp32 FLOP/cycle ({unit})"),
-      load_avg=list(os.getloadavg()), uptime=uptime,
-      backend=jax.default_backend(), device_count=jax.device_count(),
-      device_kind=jax.devices()[0].device_kind, jax=jax.__version__,
-      python=platform.python_version(), xla_flags=os.environ.get("XLA_FLAGS", ""))
+      nominal_formula=(
+          f"{cores} cores x {mhz / 1e3:.2f} GHz (/proc/cpuinfo clock) x "
+          f"{per_cycle} fp32 FLOP/cycle ({unit})"
+      ),
+      load_avg=list(os.getloadavg()),
+      uptime=uptime,
+      backend=jax.default_backend(),
+      device_count=jax.device_count(),
+      device_kind=jax.devices()[0].device_kind,
+      jax=jax.__version__,
+      python=platform.python_version(),
+      xla_flags=os.environ.get("XLA_FLAGS", ""),
+  )
 
 
-def matmul_rate(n: int, m: int | None = None, k: int | None = None, repeats: int = 3,
-                batch: int = 0) -> float:
+def matmul_rate(
+    n: int, m: int | None = None, k: int | None = None, repeats: int = 3, batch: int = 0
+) -> float:
   """Best FLOP/s of a jitted float32 ``[n, k] @ [k, m]`` matmul (square by
   default); with ``batch``, ``batch`` independent ones as one batched matmul
   (what ``vmap`` over workers makes of a layer)."""
@@ -84,12 +99,21 @@ def shape_matmul(plan: Plan) -> dict:
   c = algorithm_config(plan, "diloco")
   n, d, f = c.data.batch_size * c.data.seq_len, c.model.d_model, c.model.mlp_dim
   K = plan.num_workers
-  rates = dict(global_flops_per_sec=[], batched_flops_per_sec=[], worker_flops_per_sec=[],
-               square_flops_per_sec=[])
+  rates = dict(
+      global_flops_per_sec=[],
+      batched_flops_per_sec=[],
+      worker_flops_per_sec=[],
+      square_flops_per_sec=[],
+  )
   for _ in range(3):
     rates["global_flops_per_sec"].append(matmul_rate(K * n, f, d, 5))
     rates["batched_flops_per_sec"].append(matmul_rate(n, f, d, 5, batch=K))
     rates["worker_flops_per_sec"].append(matmul_rate(n, f, d, 5))
     rates["square_flops_per_sec"].append(matmul_rate(plan.matmul_n[-1]))
-  return dict(global_shape=[K * n, d, f], batched_shape=[K, n, d, f], worker_shape=[n, d, f],
-              square_n=plan.matmul_n[-1], **{k: max(v) for k, v in rates.items()})
+  return dict(
+      global_shape=[K * n, d, f],
+      batched_shape=[K, n, d, f],
+      worker_shape=[n, d, f],
+      square_n=plan.matmul_n[-1],
+      **{k: max(v) for k, v in rates.items()},
+  )

@@ -18,34 +18,70 @@ from configs import common
 @dataclasses.dataclass
 class Plan:
   """Sizes of one benchmark mode."""
-  size: str            # configs/common.py size preset
-  model: dict          # overrides of config.model (and data.seq_len)
-  num_workers: int     # K
-  h: int               # inner steps per timed unit, the longest round (0: config's H)
-  repeats: int         # timed units per row
-  sweep_repeats: int   # timed units per sweep point
+
+  size: str  # configs/common.py size preset
+  model: dict  # overrides of config.model (and data.seq_len)
+  num_workers: int  # K
+  h: int  # inner steps per timed unit, the longest round (0: config's H)
+  repeats: int  # timed units per row
+  sweep_repeats: int  # timed units per sweep point
   scale_workers: list  # K of the scaling sweep
-  scale_widths: list   # d_model of the width sweep
-  scale_steps: int     # inner steps per round and per unit in the sweeps
-  matmul_n: tuple      # sides of the square matmuls that measure the peak
-  head_dim: int        # head size kept when the width sweep changes d_model
+  scale_widths: list  # d_model of the width sweep
+  scale_steps: int  # inner steps per round and per unit in the sweeps
+  matmul_n: tuple  # sides of the square matmuls that measure the peak
+  head_dim: int  # head size kept when the width sweep changes d_model
 
 
-def make_plan(*, quick: bool, num_workers: int, h: int, repeats: int, sweep_repeats: int,
-              scale_workers: list, scale_widths: list, scale_steps: int) -> Plan:
+def make_plan(
+    *,
+    quick: bool,
+    num_workers: int,
+    h: int,
+    repeats: int,
+    sweep_repeats: int,
+    scale_workers: list,
+    scale_widths: list,
+    scale_steps: int,
+) -> Plan:
   """The plan of ``--quick`` (a one-layer toy model) or of a full run; ``repeats``
   and ``sweep_repeats`` of 0 take the mode's default."""
   if quick:
-    return Plan("tiny", dict(d_model=32, num_layers=1, num_heads=2, mlp_dim=128, seq_len=32),
-                num_workers, 3, repeats or 1, sweep_repeats or 1, [1, 4], [16, 32], 2,
-                (256,), 16)
-  return Plan("cpu", {}, num_workers, h, repeats or 3, sweep_repeats or 2,
-              [int(k) for k in scale_workers], [int(d) for d in scale_widths], scale_steps,
-              (1024, 2048), 32)
+    return Plan(
+        "tiny",
+        dict(d_model=32, num_layers=1, num_heads=2, mlp_dim=128, seq_len=32),
+        num_workers,
+        3,
+        repeats or 1,
+        sweep_repeats or 1,
+        [1, 4],
+        [16, 32],
+        2,
+        (256,),
+        16,
+    )
+  return Plan(
+      "cpu",
+      {},
+      num_workers,
+      h,
+      repeats or 3,
+      sweep_repeats or 2,
+      [int(k) for k in scale_workers],
+      [int(d) for d in scale_widths],
+      scale_steps,
+      (1024, 2048),
+      32,
+  )
 
 
-def algorithm_config(plan: Plan, name: str, num_workers: int = 0, num_devices: int = 1,
-                     d_model: int = 0, h: int = 0) -> Any:
+def algorithm_config(
+    plan: Plan,
+    name: str,
+    num_workers: int = 0,
+    num_devices: int = 1,
+    d_model: int = 0,
+    h: int = 0,
+) -> Any:
   """``configs/<name>.py`` at the plan's size (the common base if there is no
   such file), with K, devices, model overrides and optionally ``H`` set."""
   try:
@@ -57,8 +93,9 @@ def algorithm_config(plan: Plan, name: str, num_workers: int = 0, num_devices: i
   config.num_devices = num_devices
   model = dict(plan.model)
   if d_model:
-    model.update(d_model=d_model, num_heads=max(d_model // plan.head_dim, 1),
-                 mlp_dim=4 * d_model)
+    model.update(
+        d_model=d_model, num_heads=max(d_model // plan.head_dim, 1), mlp_dim=4 * d_model
+    )
   for key, value in model.items():
     if key == "seq_len":
       config.data.seq_len = value
@@ -90,8 +127,12 @@ def build_model(config: Any) -> Model:
     init, apply = model_lib.make(model_cfg)
     params = init(jax.random.key(config.seed))
     num_params = model_lib.param_count(params)
-    _models[key] = Model(functools.partial(model_lib.loss_fn, apply), params, num_params,
-                         model_lib.flops_per_token(model_cfg, num_params))
+    _models[key] = Model(
+        functools.partial(model_lib.loss_fn, apply),
+        params,
+        num_params,
+        model_lib.flops_per_token(model_cfg, num_params),
+    )
   return _models[key]
 
 
@@ -110,14 +151,16 @@ class Reader:
   """``read(n) -> tokens_KxnxBxL1``: the next ``n`` batches of every worker, read
   from ``data`` as ``train.py`` reads them (the ``rounds.Reader`` of a row)."""
 
-  def __init__(self, data: data_lib.WorkerData, batch: int,
-               positions_K: np.ndarray | None = None):
+  def __init__(
+      self, data: data_lib.WorkerData, batch: int, positions_K: np.ndarray | None = None
+  ):
     self.data, self.batch = data, batch
     self.positions_K = data.init_positions() if positions_K is None else positions_K
 
   def __call__(self, n: int) -> np.ndarray:
-    batch_KxnxBxL1, self.positions_K = self.data.train_batches(self.positions_K, n,
-                                                               self.batch)
+    batch_KxnxBxL1, self.positions_K = self.data.train_batches(
+        self.positions_K, n, self.batch
+    )
     return batch_KxnxBxL1
 
   def fork(self) -> "Reader":

@@ -20,22 +20,29 @@ def targets(result: dict) -> dict:
     if name not in rows:
       continue
     r = rows[name]
-    out[f"{name} / reference tokens/s"] = dict(value=r["ratio"], target=TARGET_RATIO,
-                                               met=r["ratio"] >= TARGET_RATIO)
+    out[f"{name} / reference tokens/s"] = dict(
+        value=r["ratio"], target=TARGET_RATIO, met=r["ratio"] >= TARGET_RATIO
+    )
     if naive:
       value = median(a / b for a, b in zip(r["ratios"], naive["ratios"]))
-      out[f"{name} / naive loop tokens/s"] = dict(value=value, target=TARGET_NAIVE,
-                                                  met=value >= TARGET_NAIVE)
+      out[f"{name} / naive loop tokens/s"] = dict(
+          value=value, target=TARGET_NAIVE, met=value >= TARGET_NAIVE
+      )
   compiles = dict(result["main"]["compiles"])
   compiles.update(result.get("sharded", {}).get("compiles", {}))
   out["compilations of each round function"] = dict(
-      value=max(v for c in compiles.values() for k, v in c.items() if k in ("inner", "sync")),
-      target=1, met=all(c["once"] for c in compiles.values()))
+      value=max(
+          v for c in compiles.values() for k, v in c.items() if k in ("inner", "sync")
+      ),
+      target=1,
+      met=all(c["once"] for c in compiles.values()),
+  )
   for name in ("reference", "diloco", "autoloco"):
     if name in rows and "mfu_vs_measured_peak" in rows[name]:
       v = rows[name]["mfu_vs_measured_peak"]
-      out[f"{name} MFU / measured matmul peak"] = dict(value=v, target=TARGET_MFU,
-                                                       met=v >= TARGET_MFU)
+      out[f"{name} MFU / measured matmul peak"] = dict(
+          value=v, target=TARGET_MFU, met=v >= TARGET_MFU
+      )
   return out
 
 
@@ -73,18 +80,24 @@ def _row_table(block: dict, child: bool, nominal: float) -> list[str]:
       layout = f"K={K}, vmap, 1 device" if D == 1 else f"K={K}, shard_map, {D} devices"
     process = f"child ({D} simulated devices)" if child else "main"
     c = block["compiles"].get(r["name"], {})
-    ratio = ("1 (by definition)" if r["name"] == "reference" else
-             f"**{r['ratio']:.3f}** [{r['ratio_min']:.2f}, {r['ratio_max']:.2f}]")
+    ratio = (
+        "1 (by definition)"
+        if r["name"] == "reference"
+        else f"**{r['ratio']:.3f}** [{r['ratio_min']:.2f}, {r['ratio_max']:.2f}]"
+    )
     compiles = "/".join(str(c[k]) for k in ("inner", "sync") if k in c)
     mfu_nominal = r["model_flops_per_sec"] / nominal if nominal else float("nan")
     lines.append(
         f"| `{r['name']}` | {_WHAT.get(base, base)} | {layout} | {process} | {r['h']} | "
         f"{r['tokens_per_sec']:.0f} | {ratio} | {_g(r['model_flops_per_sec'])} | "
         f"{_pct(r.get('mfu_vs_measured_peak'))} | {_pct(mfu_nominal)} | {compiles} | "
-        f"{r['compile_seconds']:.1f} |")
+        f"{r['compile_seconds']:.1f} |"
+    )
   for name, why in block.get("skipped", {}).items():
-    lines.append(f"| `{name}` | skipped: {why} | | {'child' if child else 'main'} "
-                 "| | | | | | | | |")
+    lines.append(
+        f"| `{name}` | skipped: {why} | | {'child' if child else 'main'} "
+        "| | | | | | | | |"
+    )
   return lines
 
 
@@ -92,32 +105,43 @@ def markdown(result: dict) -> str:
   """``docs/benchmarks.md`` from the result dict."""
   nominal = result["machine"]["nominal_peak_flops"]
   main = result["main"]
-  L = _machine_lines(result) + _config_lines(result) + [
-      "## Throughput",
-      "",
-      "| row | what | layout | process | H | tokens/s | x reference | model GFLOP/s | "
-      "MFU / measured peak | MFU / nominal | compiles inner/sync | compile s |",
-      "|---|---|---|---|---|---|---|---|---|---|---|---|",
-  ]
+  L = (
+      _machine_lines(result)
+      + _config_lines(result)
+      + [
+          "## Throughput",
+          "",
+          "| row | what | layout | process | H | tokens/s | x reference | model GFLOP/s | "
+          "MFU / measured peak | MFU / nominal | compiles inner/sync | compile s |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|",
+      ]
+  )
   L += _row_table(main, False, nominal)
   sharded = result.get("sharded")
   if sharded and "rows" in sharded:
     L += _row_table(sharded, True, nominal)
   L.append("")
   if sharded and "rows" in sharded:
-    L.append(f"Rows whose process is *child* come from a separate process started with "
-             f"`XLA_FLAGS={DEVICE_COUNT}={sharded['devices']}` (simulated devices must be "
-             "set before JAX starts); their ratios are against the `reference` row measured "
-             "in that same child process (one device), and their MFU against the matmul peak "
-             f"measured there (median {_g(sharded['matmul_peak_median'])} GFLOP/s). The "
-             "simulated devices share the machine's cores, so these rows measure the "
-             "shard_map code path (per-device blocks, collectives) on the same hardware; a "
-             "ratio above 1 means the devices' programs, run concurrently, use the cores "
-             "better than one program does.")
+    L.append(
+        f"Rows whose process is *child* come from a separate process started with "
+        f"`XLA_FLAGS={DEVICE_COUNT}={sharded['devices']}` (simulated devices must be "
+        "set before JAX starts); their ratios are against the `reference` row measured "
+        "in that same child process (one device), and their MFU against the matmul peak "
+        f"measured there (median {_g(sharded['matmul_peak_median'])} GFLOP/s). The "
+        "simulated devices share the machine's cores, so these rows measure the "
+        "shard_map code path (per-device blocks, collectives) on the same hardware; a "
+        "ratio above 1 means the devices' programs, run concurrently, use the cores "
+        "better than one program does."
+    )
   elif sharded and "error" in sharded:
     L.append(f"shard_map rows: the child process failed: `{sharded['error'][-500:]}`")
-  L += ["", "## Targets (reported, never asserted)", "",
-        "| target | measured | goal | met |", "|---|---|---|---|"]
+  L += [
+      "",
+      "## Targets (reported, never asserted)",
+      "",
+      "| target | measured | goal | met |",
+      "|---|---|---|---|",
+  ]
   for name, t in result["targets"].items():
     value = f"{t['value']:.3f}" if isinstance(t["value"], float) else str(t["value"])
     goal = f">= {t['target']}" if "compilations" not in name else f"== {t['target']}"
@@ -140,8 +164,9 @@ def _machine_lines(result: dict) -> list[str]:
       "file). Regenerate with:",
       "",
       "```bash",
-      result["command"] if result["mode"] == "full" else
-      "python -m benchmarks.throughput --out docs/benchmarks.json --md docs/benchmarks.md",
+      result["command"]
+      if result["mode"] == "full"
+      else "python -m benchmarks.throughput --out docs/benchmarks.json --md docs/benchmarks.md",
       "```",
       "",
       f"Mode: **{result['mode']}**; wall time {result['wall_seconds']:.0f} s.",
@@ -201,15 +226,25 @@ def _shape_lines(sm: dict | None) -> list[str]:
   if not sm:
     return []
   sq = sm["square_flops_per_sec"]
-  line = lambda label, key, shape: (f"  - {label} `{shape}`: {_g(sm[key])} GFLOP/s "
-                                    f"({_pct(sm[key] / sq)} of the square one)")
-  return [f"- The model's MLP matmul, measured right after a {sm['square_n']}^2 one "
-          f"({_g(sq)} GFLOP/s), best of 5, 3 interleaved rounds:",
-          line("one model, [K·B·L, d] x [d, F]", "global_flops_per_sec", sm["global_shape"]),
-          line("replica axis, K x [B·L, d] x [d, F] batched", "batched_flops_per_sec",
-               sm["batched_shape"]),
-          line("one naive worker step, [B·L, d] x [d, F]", "worker_flops_per_sec",
-               sm["worker_shape"])]
+  line = lambda label, key, shape: (
+      f"  - {label} `{shape}`: {_g(sm[key])} GFLOP/s "
+      f"({_pct(sm[key] / sq)} of the square one)"
+  )
+  return [
+      f"- The model's MLP matmul, measured right after a {sm['square_n']}^2 one "
+      f"({_g(sq)} GFLOP/s), best of 5, 3 interleaved rounds:",
+      line("one model, [K·B·L, d] x [d, F]", "global_flops_per_sec", sm["global_shape"]),
+      line(
+          "replica axis, K x [B·L, d] x [d, F] batched",
+          "batched_flops_per_sec",
+          sm["batched_shape"],
+      ),
+      line(
+          "one naive worker step, [B·L, d] x [d, F]",
+          "worker_flops_per_sec",
+          sm["worker_shape"],
+      ),
+  ]
 
 
 def _target_notes(result: dict) -> list[str]:
@@ -219,31 +254,45 @@ def _target_notes(result: dict) -> list[str]:
   nan = float("nan")
   sm = result.get("shape_matmul") or {}
   sc = result.get("scaling") or {}
-  sharded = {r["name"].split("@")[0]: r for r in (result.get("sharded") or {}).get("rows", [])}
+  sharded = {
+      r["name"].split("@")[0]: r for r in (result.get("sharded") or {}).get("rows", [])
+  }
   notes = []
   missed = lambda tag: [k for k, v in t.items() if tag in k and not v["met"]]
   if missed("/ reference"):
-    shortfall = "; ".join(f"{k} {t[k]['value']:.3f}, short by "
-                          f"{TARGET_RATIO - t[k]['value']:.3f}" for k in missed("/ reference"))
-    trend = ", ".join(f"K={p['num_workers']}: {p['ratio']:.2f}" for p in sc.get("by_workers", []))
-    line = (f"- **Replica axis vs reference** ({shortfall}). Each layer's matmul becomes "
-            "one batched matmul of K x [B·L, d] x [d, F] instead of one [K·B·L, d] x [d, F] "
-            f"({_g(sm.get('batched_flops_per_sec', nan))} vs "
-            f"{_g(sm.get('global_flops_per_sec', nan))} GFLOP/s here), and every elementwise "
-            "pass and reduction gains a worker axis; the round adds the sync and the "
-            "per-worker statistics. The spread of the repeats (the [min, max] column) is as "
-            "wide as the shortfall on this shared machine. Ratio vs K at a fixed per-worker "
-            f"batch (rounds of H = {sc.get('steps', '?')}): {trend}.")
+    shortfall = "; ".join(
+        f"{k} {t[k]['value']:.3f}, short by " f"{TARGET_RATIO - t[k]['value']:.3f}"
+        for k in missed("/ reference")
+    )
+    trend = ", ".join(
+        f"K={p['num_workers']}: {p['ratio']:.2f}" for p in sc.get("by_workers", [])
+    )
+    line = (
+        f"- **Replica axis vs reference** ({shortfall}). Each layer's matmul becomes "
+        "one batched matmul of K x [B·L, d] x [d, F] instead of one [K·B·L, d] x [d, F] "
+        f"({_g(sm.get('batched_flops_per_sec', nan))} vs "
+        f"{_g(sm.get('global_flops_per_sec', nan))} GFLOP/s here), and every elementwise "
+        "pass and reduction gains a worker axis; the round adds the sync and the "
+        "per-worker statistics. The spread of the repeats (the [min, max] column) is as "
+        "wide as the shortfall on this shared machine. Ratio vs K at a fixed per-worker "
+        f"batch (rounds of H = {sc.get('steps', '?')}): {trend}."
+    )
     if sharded.get("diloco") and sharded.get("reference"):
-      line += (" The same workers split over 2 simulated devices run at "
-               f"{sharded['diloco']['ratio']:.2f}x that process's one-device reference: "
-               "the two devices' programs run concurrently, which overlaps work that one "
-               "program runs serially (not profiled further).")
+      line += (
+          " The same workers split over 2 simulated devices run at "
+          f"{sharded['diloco']['ratio']:.2f}x that process's one-device reference: "
+          "the two devices' programs run concurrently, which overlaps work that one "
+          "program runs serially (not profiled further)."
+      )
     notes.append(line)
   if missed("/ naive"):
     naive = rows["naive"]
-    step_ms = 1e3 * median(naive["seconds"]) / (main["num_workers"] * main["steps_per_unit"])
-    values = ", ".join(f"{k.split(' /')[0]} {t[k]['value']:.2f}x" for k in missed("/ naive"))
+    step_ms = (
+        1e3 * median(naive["seconds"]) / (main["num_workers"] * main["steps_per_unit"])
+    )
+    values = ", ".join(
+        f"{k.split(' /')[0]} {t[k]['value']:.2f}x" for k in missed("/ naive")
+    )
     notes.append(
         f"- **Replica axis vs the naive per-worker loop** ({values}; goal {TARGET_NAIVE}x). "
         f"On this CPU one worker's jitted step ({main['batch_per_worker']} x "
@@ -253,13 +302,16 @@ def _target_notes(result: dict) -> list[str]:
         "dispatch of microseconds per worker-step; what the replica axis saves here is "
         "that gap, not a multiple. A several-fold gain needs per-worker steps too small "
         "to fill the device (an accelerator, or a much smaller model), where one "
-        "vmapped step replaces K under-occupied ones.")
+        "vmapped step replaces K under-occupied ones."
+    )
   if missed("MFU"):
     ref = rows["reference"]
     tokens = main["num_workers"] * main["batch_per_worker"] * main["seq_len"]
     step_s = tokens / ref["tokens_per_sec"]
     gemm_s = tokens * main["flops_per_token"] / sm.get("global_flops_per_sec", nan)
-    values = ", ".join(f"{k.split(' MFU')[0]} {_pct(t[k]['value'])}" for k in missed("MFU"))
+    values = ", ".join(
+        f"{k.split(' MFU')[0]} {_pct(t[k]['value'])}" for k in missed("MFU")
+    )
     notes.append(
         f"- **MFU** ({values} of the measured matmul peak; goal {_pct(TARGET_MFU)}). The "
         f"model's big matmuls are not the limit: its MLP matmul alone runs at "
@@ -271,31 +323,45 @@ def _target_notes(result: dict) -> list[str]:
         "(`docs/perf_proposals.md` has a per-op profile). With that work at "
         f"{_pct(1 - gemm_s / step_s)} of the step, MFU is capped near "
         f"{_pct(gemm_s / step_s)} of the matmul rate until it gets cheaper; MFU rises with "
-        "width (table below).")
+        "width (table below)."
+    )
   if not t.get("compilations of each round function", {}).get("met", True):
-    notes.append("- **Recompilation**: see the compilation table; a round function "
-                 "compiled more than once over the run.")
+    notes.append(
+        "- **Recompilation**: see the compilation table; a round function "
+        "compiled more than once over the run."
+    )
   if not notes:
     notes.append("All targets met.")
   return notes
 
 
 def _compile_section(result: dict) -> list[str]:
-  L = ["## Compilation", "",
-       "Each row's functions after its timed units and three more rounds of H = 2, 1, 3 "
-       "(a run whose H changes every round: the timed rounds use the row's H, the warm-up "
-       "round H = 1). `_cache_size()` counts compiled versions; compile seconds are JAX's "
-       "trace + lowering + XLA compile events during the warm-up round.", "",
-       "| row | H of the rounds run | distinct H | inner | sync | compile s |",
-       "|---|---|---|---|---|---|"]
-  blocks = [result["main"]] + ([result["sharded"]] if "rows" in result.get("sharded", {}) else [])
+  L = [
+      "## Compilation",
+      "",
+      "Each row's functions after its timed units and three more rounds of H = 2, 1, 3 "
+      "(a run whose H changes every round: the timed rounds use the row's H, the warm-up "
+      "round H = 1). `_cache_size()` counts compiled versions; compile seconds are JAX's "
+      "trace + lowering + XLA compile events during the warm-up round.",
+      "",
+      "| row | H of the rounds run | distinct H | inner | sync | compile s |",
+      "|---|---|---|---|---|---|",
+  ]
+  blocks = [result["main"]] + (
+      [result["sharded"]] if "rows" in result.get("sharded", {}) else []
+  )
   for block in blocks:
     for name, c in block["compiles"].items():
       hs = c["hs"]
-      shown = ", ".join(map(str, hs)) if len(hs) <= 12 else (
-          ", ".join(map(str, hs[:4])) + ", ..., " + ", ".join(map(str, hs[-4:])))
-      L.append(f"| `{name}` | {shown} | {c['distinct_h']} | {c.get('inner', '')} | "
-               f"{c.get('sync', '-')} | {c['compile_seconds']:.1f} |")
+      shown = (
+          ", ".join(map(str, hs))
+          if len(hs) <= 12
+          else (", ".join(map(str, hs[:4])) + ", ..., " + ", ".join(map(str, hs[-4:])))
+      )
+      L.append(
+          f"| `{name}` | {shown} | {c['distinct_h']} | {c.get('inner', '')} | "
+          f"{c.get('sync', '-')} | {c['compile_seconds']:.1f} |"
+      )
   return L + [""]
 
 
@@ -305,36 +371,49 @@ def _scaling_section(result: dict) -> list[str]:
     return []
   nominal = result["machine"]["nominal_peak_flops"]
   method = sc["by_workers"][0]["memory"]["method"] if sc["by_workers"] else ""
-  L = ["## Scaling", "",
-       f"DiLoCo on one device (vmap) against the reference at the same global batch, "
-       f"units of one round of H = {sc['steps']} (so the sync weighs more than at the "
-       "configured H), bracketed as above. Memory: the state (params, anchor, AdamW moments, outer "
-       "momentum, all K copies), XLA's buffer estimate of the compiled inner loop "
-       "(arguments + outputs - aliased + temporaries), and the process's resident-set "
-       f"peak during one round ({method}; "
-       "growth = peak minus the resident set before the round).", "",
-       "### With K (fixed per-worker batch)", "",
-       "| K | global batch | tokens/s | x reference | tokens/s vs K=1 | state MiB | "
-       "XLA inner MiB | RSS peak MiB | RSS growth MiB |",
-       "|---|---|---|---|---|---|---|---|---|"]
+  L = [
+      "## Scaling",
+      "",
+      f"DiLoCo on one device (vmap) against the reference at the same global batch, "
+      f"units of one round of H = {sc['steps']} (so the sync weighs more than at the "
+      "configured H), bracketed as above. Memory: the state (params, anchor, AdamW moments, outer "
+      "momentum, all K copies), XLA's buffer estimate of the compiled inner loop "
+      "(arguments + outputs - aliased + temporaries), and the process's resident-set "
+      f"peak during one round ({method}; "
+      "growth = peak minus the resident set before the round).",
+      "",
+      "### With K (fixed per-worker batch)",
+      "",
+      "| K | global batch | tokens/s | x reference | tokens/s vs K=1 | state MiB | "
+      "XLA inner MiB | RSS peak MiB | RSS growth MiB |",
+      "|---|---|---|---|---|---|---|---|---|",
+  ]
   first = sc["by_workers"][0]["tokens_per_sec"] if sc["by_workers"] else float("nan")
   for p in sc["by_workers"]:
-    L.append(f"| {p['num_workers']} | {p['global_batch']} | {p['tokens_per_sec']:.0f} | "
-             f"{p['ratio']:.3f} | {p['tokens_per_sec'] / first:.2f} | "
-             f"{_mb(p['xla'].get('state_bytes'))} | "
-             f"{_mb(p['xla'].get('inner', {}).get('peak_estimate'))} | "
-             f"{_mb(p['memory'].get('peak_bytes'))} | {_mb(p['memory'].get('growth_bytes'))} |")
-  L += ["", "### With width (K fixed)", "",
-        "| d_model | params | MFLOP/token | tokens/s | x reference | MFU / nominal | "
-        "state MiB | XLA inner MiB | RSS growth MiB |",
-        "|---|---|---|---|---|---|---|---|---|"]
+    L.append(
+        f"| {p['num_workers']} | {p['global_batch']} | {p['tokens_per_sec']:.0f} | "
+        f"{p['ratio']:.3f} | {p['tokens_per_sec'] / first:.2f} | "
+        f"{_mb(p['xla'].get('state_bytes'))} | "
+        f"{_mb(p['xla'].get('inner', {}).get('peak_estimate'))} | "
+        f"{_mb(p['memory'].get('peak_bytes'))} | {_mb(p['memory'].get('growth_bytes'))} |"
+    )
+  L += [
+      "",
+      "### With width (K fixed)",
+      "",
+      "| d_model | params | MFLOP/token | tokens/s | x reference | MFU / nominal | "
+      "state MiB | XLA inner MiB | RSS growth MiB |",
+      "|---|---|---|---|---|---|---|---|---|",
+  ]
   for p in sc["by_width"]:
-    L.append(f"| {p['d_model']} | {p['num_params']:,} | {p['flops_per_token'] / 1e6:.2f} | "
-             f"{p['tokens_per_sec']:.0f} | {p['ratio']:.3f} | "
-             f"{_pct(p['model_flops_per_sec'] / nominal if nominal else None)} | "
-             f"{_mb(p['xla'].get('state_bytes'))} | "
-             f"{_mb(p['xla'].get('inner', {}).get('peak_estimate'))} | "
-             f"{_mb(p['memory'].get('growth_bytes'))} |")
+    L.append(
+        f"| {p['d_model']} | {p['num_params']:,} | {p['flops_per_token'] / 1e6:.2f} | "
+        f"{p['tokens_per_sec']:.0f} | {p['ratio']:.3f} | "
+        f"{_pct(p['model_flops_per_sec'] / nominal if nominal else None)} | "
+        f"{_mb(p['xla'].get('state_bytes'))} | "
+        f"{_mb(p['xla'].get('inner', {}).get('peak_estimate'))} | "
+        f"{_mb(p['memory'].get('growth_bytes'))} |"
+    )
   return L + [""]
 
 
@@ -345,30 +424,39 @@ def _hot_path_section(result: dict) -> list[str]:
   st = hp["staging"]
   share = st["seconds"]["int32"] / st["diloco_round_seconds"]
   sv = hp["scan_vs_while"]
-  L = ["## Hot path", "",
-       f"- **Donation**: the state's buffers are consumed by every round function "
-       f"({', '.join(f'`{k}`: {v}' for k, v in hp['donated'].items())}); "
-       f"donation warnings: {hp['donation_warnings'] or 'none'}.",
-       f"- **Host round-trips inside a round**: {hp['device_to_host_inside_round']}; the "
-       "round statistics stay on device in `RoundAcc` until the sync; the one read is the "
-       "sync's metrics.",
-       f"- **while_loop vs scan**: the library's `lax.while_loop` with a traced count vs a "
-       f"`lax.scan` over the staged chunk (C = {sv['chunk']}) with `lax.cond` skipping "
-       f"unused slots, same step code, paired: scan / while tokens/s = **{sv['ratio']:.3f}** "
-       f"({', '.join(f'{x:.3f}' for x in sv['ratios'])}). "
-       + ("No measurable difference: keep the while_loop, which also skips a short "
-          "round's padding." if abs(sv["ratio"] - 1) < 0.03 else
-          ("scan is faster here." if sv["ratio"] > 1 else "while_loop is faster here.")),
-       "- **Staging** (`rounds.stage`, as `train.py` stages: read, zero-pad to "
-       f"C = {st['chunk']}, put): "
-       f"{1e3 * st['seconds']['int32']:.1f} ms per DiLoCo round of H = {st['h']} "
-       f"({_pct(share)} of the round's {st['diloco_round_seconds']:.2f} s); the buffer is "
-       f"{st['buffer_bytes_int32'] / 2**10:.0f} KiB of int32. Staging uint8 instead (cast "
-       f"on device) takes {1e3 * st['seconds']['uint8']:.1f} ms.",
+  L = [
+      "## Hot path",
+      "",
+      f"- **Donation**: the state's buffers are consumed by every round function "
+      f"({', '.join(f'`{k}`: {v}' for k, v in hp['donated'].items())}); "
+      f"donation warnings: {hp['donation_warnings'] or 'none'}.",
+      f"- **Host round-trips inside a round**: {hp['device_to_host_inside_round']}; the "
+      "round statistics stay on device in `RoundAcc` until the sync; the one read is the "
+      "sync's metrics.",
+      f"- **while_loop vs scan**: the library's `lax.while_loop` with a traced count vs a "
+      f"`lax.scan` over the staged chunk (C = {sv['chunk']}) with `lax.cond` skipping "
+      f"unused slots, same step code, paired: scan / while tokens/s = **{sv['ratio']:.3f}** "
+      f"({', '.join(f'{x:.3f}' for x in sv['ratios'])}). "
+      + (
+          "No measurable difference: keep the while_loop, which also skips a short "
+          "round's padding."
+          if abs(sv["ratio"] - 1) < 0.03
+          else (
+              "scan is faster here." if sv["ratio"] > 1 else "while_loop is faster here."
+          )
+      ),
+      "- **Staging** (`rounds.stage`, as `train.py` stages: read, zero-pad to "
+      f"C = {st['chunk']}, put): "
+      f"{1e3 * st['seconds']['int32']:.1f} ms per DiLoCo round of H = {st['h']} "
+      f"({_pct(share)} of the round's {st['diloco_round_seconds']:.2f} s); the buffer is "
+      f"{st['buffer_bytes_int32'] / 2**10:.0f} KiB of int32. Staging uint8 instead (cast "
+      f"on device) takes {1e3 * st['seconds']['uint8']:.1f} ms.",
   ]
   au = hp.get("autoloco_staging")
   if au:
-    L.append(f"- AutoLoCo's buffer is sized by its `h_max` (C = {au['chunk']} for rounds of "
-             f"H = {au['h']}): {1e3 * au['seconds']['int32']:.1f} ms of staging per round, "
-             f"{au['buffer_bytes_int32'] / 2**10:.0f} KiB, most of it padding.")
+    L.append(
+        f"- AutoLoCo's buffer is sized by its `h_max` (C = {au['chunk']} for rounds of "
+        f"H = {au['h']}): {1e3 * au['seconds']['int32']:.1f} ms of staging per round, "
+        f"{au['buffer_bytes_int32'] / 2**10:.0f} KiB, most of it padding."
+    )
   return L + [""]

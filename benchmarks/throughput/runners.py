@@ -27,9 +27,10 @@ from benchmarks.throughput.plan import Model, Reader
 
 class Runner:
   """A row of the throughput table."""
+
   name: str
-  h: int                 # inner steps per round
-  tokens_per_step: int   # K · B · L
+  h: int  # inner steps per round
+  tokens_per_step: int  # K · B · L
   flops_per_token: float
   compile_seconds: float = float("nan")
   donation_warnings: tuple = ()
@@ -41,7 +42,7 @@ class Runner:
     self.tokens_per_step = config.num_workers * self.batch * config.data.seq_len
     self.flops_per_token = model.flops_per_token
     self.h = int(config.interval.h)
-    self.hs: list[int] = []   # the H of every round run
+    self.hs: list[int] = []  # the H of every round run
 
   def round(self, h: int) -> None:
     raise NotImplementedError
@@ -78,11 +79,12 @@ class AlgoRunner(Runner):
     old = self.state
     # A device-to-host read inside a round would stall the pipeline: forbid it.
     with jax.transfer_guard_device_to_host("disallow"):
-      self.state, metrics = rounds.run_round(self.algo, self.state, self.read, h,
-                                             self.chunk, self.mesh)
+      self.state, metrics = rounds.run_round(
+          self.algo, self.state, self.read, h, self.chunk, self.mesh
+      )
     if self.donated is None:
       self.donated = all(x.is_deleted() for x in jax.tree.leaves(old))
-    jax.device_get(metrics)   # the round's one host read, as in train.py
+    jax.device_get(metrics)  # the round's one host read, as in train.py
     self.hs.append(h)
 
   def compiles(self) -> dict:
@@ -92,16 +94,28 @@ class AlgoRunner(Runner):
     """XLA's buffer sizes of the compiled round functions (a cache hit)."""
     out = {}
     K, L1 = self.config.num_workers, self.config.data.seq_len + 1
-    tokens = rounds.stage(np.zeros((K, 1, self.batch, L1), np.int32), self.chunk, self.mesh)
+    tokens = rounds.stage(
+        np.zeros((K, 1, self.batch, L1), np.int32), self.chunk, self.mesh
+    )
     present_K = replicas.put_workers(np.ones(K, np.float32), self.mesh)
-    for name, fn, args in (("inner", self.algo.inner, (self.state, tokens, np.int32(1))),
-                           ("sync", self.algo.sync, (self.state, present_K))):
+    for name, fn, args in (
+        ("inner", self.algo.inner, (self.state, tokens, np.int32(1))),
+        ("sync", self.algo.sync, (self.state, present_K)),
+    ):
       try:
         m = fn.lower(*args).compile().memory_analysis()
-        out[name] = dict(argument=m.argument_size_in_bytes, output=m.output_size_in_bytes,
-                         alias=m.alias_size_in_bytes, temp=m.temp_size_in_bytes,
-                         peak_estimate=(m.argument_size_in_bytes + m.output_size_in_bytes
-                                        - m.alias_size_in_bytes + m.temp_size_in_bytes))
+        out[name] = dict(
+            argument=m.argument_size_in_bytes,
+            output=m.output_size_in_bytes,
+            alias=m.alias_size_in_bytes,
+            temp=m.temp_size_in_bytes,
+            peak_estimate=(
+                m.argument_size_in_bytes
+                + m.output_size_in_bytes
+                - m.alias_size_in_bytes
+                + m.temp_size_in_bytes
+            ),
+        )
       except Exception as e:  # noqa: BLE001 -- optional on some backends
         out[name] = dict(error=f"{type(e).__name__}: {e}")
     out["state_bytes"] = int(sum(x.nbytes for x in jax.tree.leaves(self.state)))
@@ -109,8 +123,14 @@ class AlgoRunner(Runner):
 
   def with_inner(self, name: str, inner_fn: Callable, model: Model) -> "AlgoRunner":
     """The same algorithm, config, mesh and data with another jitted inner loop."""
-    return AlgoRunner(name, self.config, model, self.mesh, self.data,
-                      algo=dataclasses.replace(self.algo, inner=inner_fn))
+    return AlgoRunner(
+        name,
+        self.config,
+        model,
+        self.mesh,
+        self.data,
+        algo=dataclasses.replace(self.algo, inner=inner_fn),
+    )
 
 
 class RefCarry(NamedTuple):
@@ -134,7 +154,8 @@ def _reference_loop(loss_fn: Callable, tx: optax.GradientTransformation) -> Call
       return i + 1, optax.apply_updates(params, updates), opt, loss_sum + loss
 
     _, params, opt, loss_sum = lax.while_loop(
-        lambda c: c[0] < num_steps, body, (jnp.zeros((), jnp.int32),) + tuple(carry))
+        lambda c: c[0] < num_steps, body, (jnp.zeros((), jnp.int32),) + tuple(carry)
+    )
     return RefCarry(params, opt, loss_sum)
 
   return run
@@ -152,13 +173,15 @@ class ReferenceRunner(Runner):
     tx = inner.optimizer(config.inner, inner.schedule(config.inner, config.total_steps))
     self.run = _reference_loop(model.loss_fn, tx)
     carry = RefCarry(model.params, tx.init(model.params), jnp.zeros((), jnp.float32))
-    self.carry = jax.device_put(carry, NamedSharding(self.mesh, replicas.REPLICATED),
-                                may_alias=False)
+    self.carry = jax.device_put(
+        carry, NamedSharding(self.mesh, replicas.REPLICATED), may_alias=False
+    )
 
   def round(self, h: int) -> None:
     with jax.transfer_guard_device_to_host("disallow"):
-      self.carry = rounds.run_steps(self.run, self.carry, self.read, h, self.chunk,
-                                    self.mesh)
+      self.carry = rounds.run_steps(
+          self.run, self.carry, self.read, h, self.chunk, self.mesh
+      )
     jax.device_get(self.carry.loss_sum)
     self.hs.append(h)
 
@@ -191,9 +214,11 @@ class NaiveRunner(Runner):
     self.step, self.sync = _naive_step(model.loss_fn, tx), _naive_sync(outer_tx)
     self.anchor = self._copy(model.params)
     self.outer_opt = self._copy(outer_tx.init(model.params))
-    self.workers = NaiveState([self._copy(model.params) for _ in range(self.K)],
-                              [self._copy(tx.init(model.params)) for _ in range(self.K)],
-                              [self._copy(jnp.zeros((), jnp.float32)) for _ in range(self.K)])
+    self.workers = NaiveState(
+        [self._copy(model.params) for _ in range(self.K)],
+        [self._copy(tx.init(model.params)) for _ in range(self.K)],
+        [self._copy(jnp.zeros((), jnp.float32)) for _ in range(self.K)],
+    )
 
   def _copy(self, tree):
     return jax.device_put(tree, self.device, may_alias=False)
@@ -204,7 +229,8 @@ class NaiveRunner(Runner):
     for i in range(int(num_steps)):
       for k in range(self.K):
         w.params[k], w.opt[k], w.loss[k] = self.step(
-            w.params[k], w.opt[k], w.loss[k], tokens_KxCxBxL1, np.int32(k), np.int32(i))
+            w.params[k], w.opt[k], w.loss[k], tokens_KxCxBxL1, np.int32(k), np.int32(i)
+        )
     return w
 
   def round(self, h: int) -> None:
@@ -244,8 +270,9 @@ def _naive_sync(outer_tx: optax.GradientTransformation) -> Callable:
   return sync
 
 
-def scan_inner_loop(loss_fn: Callable, tx: optax.GradientTransformation,
-                    lr_schedule: optax.Schedule) -> Callable:
+def scan_inner_loop(
+    loss_fn: Callable, tx: optax.GradientTransformation, lr_schedule: optax.Schedule
+) -> Callable:
   """``inner.make_inner_loop`` (homogeneous, no DDP) as a ``lax.scan`` over the
   ``C`` staged batches with steps ``i >= num_steps`` skipped by ``lax.cond``:
   the alternative loop structure the hot-path check compares against."""
@@ -260,10 +287,13 @@ def scan_inner_loop(loss_fn: Callable, tx: optax.GradientTransformation,
       grad_norm_K = jax.vmap(optax.tree.norm)(grads_K)
       updates_K, opt_K = update_fn(grads_K, opt_K, params_K)
       acc = inner.RoundAcc(
-          steps=acc.steps + 1, lr_sum=acc.lr_sum + lr_schedule(step0 + i),
+          steps=acc.steps + 1,
+          lr_sum=acc.lr_sum + lr_schedule(step0 + i),
           loss_sum_K=acc.loss_sum_K + loss_K,
           loss_first_K=jnp.where(acc.steps == 0, loss_K, acc.loss_first_K),
-          loss_last_K=loss_K, grad_norm_sum_K=acc.grad_norm_sum_K + grad_norm_K)
+          loss_last_K=loss_K,
+          grad_norm_sum_K=acc.grad_norm_sum_K + grad_norm_K,
+      )
       return optax.apply_updates(params_K, updates_K), opt_K, acc
 
     def body(carry, i):
@@ -283,4 +313,5 @@ def scan_inner(runner: AlgoRunner, model: Model) -> Callable:
   sched = inner.schedule(config.inner, config.total_steps)
   return algorithms.jit_inner(
       scan_inner_loop(model.loss_fn, inner.optimizer(config.inner, sched), sched),
-      runner.mesh)
+      runner.mesh,
+  )

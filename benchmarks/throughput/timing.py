@@ -19,9 +19,11 @@ from jax._src import monitoring
 
 from benchmarks.throughput.runners import AlgoRunner, Runner
 
-_COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
-                   "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                   "/jax/core/compile/backend_compile_duration")
+_COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
 
 _compile_seconds = [0.0]
 
@@ -54,13 +56,20 @@ def warm_up(runner: Runner) -> Runner:
     warnings.simplefilter("always")
     runner.round(1)
   runner.compile_seconds = _compile_seconds[0] - before
-  runner.donation_warnings = tuple(str(w.message)[:200] for w in caught
-                                   if "donat" in str(w.message).lower())
+  runner.donation_warnings = tuple(
+      str(w.message)[:200] for w in caught if "donat" in str(w.message).lower()
+  )
   return runner
 
 
-def bracketed(reference: Runner, rows: list[Runner], steps: int, repeats: int,
-              peak: Callable[[], float] | None = None, round_h: int = 0) -> dict:
+def bracketed(
+    reference: Runner,
+    rows: list[Runner],
+    steps: int,
+    repeats: int,
+    peak: Callable[[], float] | None = None,
+    round_h: int = 0,
+) -> dict:
   """Times ``rows`` side by side with ``reference``: ref, row 1, ref, row 2, ...,
   ref, every unit ``steps`` inner steps (in rounds of ``round_h``, default each
   row's own H). A row's ratio uses the mean of its two
@@ -91,14 +100,23 @@ def summarize(runner: Runner, timing: dict, steps: int, round_h: int = 0) -> dic
   """One row from its units: medians of tokens/s, ratio, model FLOP/s, MFU."""
   rates = [runner.tokens_per_step * steps / s for s in timing["seconds"]]
   flops = [r * runner.flops_per_token for r in rates]
-  row = dict(name=runner.name, h=round_h or runner.h, steps_per_unit=steps,
-             seconds=timing["seconds"],
-             tokens_per_sec=median(rates), model_flops_per_sec=median(flops),
-             compile_seconds=runner.compile_seconds,
-             donation_warnings=list(runner.donation_warnings))
+  row = dict(
+      name=runner.name,
+      h=round_h or runner.h,
+      steps_per_unit=steps,
+      seconds=timing["seconds"],
+      tokens_per_sec=median(rates),
+      model_flops_per_sec=median(flops),
+      compile_seconds=runner.compile_seconds,
+      donation_warnings=list(runner.donation_warnings),
+  )
   if timing["ratio"]:
-    row.update(ratio=median(timing["ratio"]), ratios=timing["ratio"],
-               ratio_min=min(timing["ratio"]), ratio_max=max(timing["ratio"]))
+    row.update(
+        ratio=median(timing["ratio"]),
+        ratios=timing["ratio"],
+        ratio_min=min(timing["ratio"]),
+        ratio_max=max(timing["ratio"]),
+    )
   if all(math.isfinite(p) for p in timing["peak"]):
     # MFU against the matmul peak measured in the same repeat, so both see one load.
     row["mfu_vs_measured_peak"] = median(f / p for f, p in zip(flops, timing["peak"]))
@@ -112,8 +130,12 @@ def compile_check(runner: Runner, hs: tuple[int, ...]) -> dict:
   for h in hs:
     runner.round(h)
   counts = runner.compiles()
-  return dict(hs=list(runner.hs), distinct_h=len(set(runner.hs)), **counts,
-              once=all(v == 1 for v in counts.values()))
+  return dict(
+      hs=list(runner.hs),
+      distinct_h=len(set(runner.hs)),
+      **counts,
+      once=all(v == 1 for v in counts.values()),
+  )
 
 
 def _proc_status(key: str) -> int:
@@ -132,18 +154,26 @@ def round_memory(runner: Runner, h: int) -> dict:
   stats = jax.devices()[0].memory_stats()
   if stats and "peak_bytes_in_use" in stats:
     runner.round(h)
-    return dict(method="device memory_stats peak_bytes_in_use",
-                peak_bytes=jax.devices()[0].memory_stats()["peak_bytes_in_use"])
+    return dict(
+        method="device memory_stats peak_bytes_in_use",
+        peak_bytes=jax.devices()[0].memory_stats()["peak_bytes_in_use"],
+    )
   try:
     with open("/proc/self/clear_refs", "w") as f:
       f.write("5")
     before = _proc_status("VmRSS")
     runner.round(h)
     peak = _proc_status("VmHWM")
-    return dict(method="process RSS: VmHWM reset by /proc/self/clear_refs",
-                peak_bytes=peak, growth_bytes=peak - before)
+    return dict(
+        method="process RSS: VmHWM reset by /proc/self/clear_refs",
+        peak_bytes=peak,
+        growth_bytes=peak - before,
+    )
   except OSError:
     import resource
+
     runner.round(h)
-    return dict(method="process RSS: ru_maxrss high-water mark",
-                peak_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    return dict(
+        method="process RSS: ru_maxrss high-water mark",
+        peak_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    )

@@ -26,26 +26,60 @@ def get_config(mode: str = "full"):
   h = base.h_ref(quick)
   ref = f"diloco_h{h}"
   # H_0 = H_ref unless said otherwise (configs/autoloco.py's default is 2 H_ref).
-  bounds = dict(interval__h=h, interval__h_min=h // 2, interval__h_max=4 * h,
-                autoloco__h_ref=h)
+  bounds = dict(
+      interval__h=h, interval__h_min=h // 2, interval__h_max=4 * h, autoloco__h_ref=h
+  )
   base.add_run(s, ref, base.run_config("diloco", quick, interval__h=h))
   for correction in ("none", "momentum", "lr", "both"):
-    base.add_run(s, f"lr_quadratic_{correction}",
-                 base.run_config("autoloco", quick, interval__controller="lr_quadratic",
-                                 autoloco__correction=correction, **bounds), reference=ref)
+    base.add_run(
+        s,
+        f"lr_quadratic_{correction}",
+        base.run_config(
+            "autoloco",
+            quick,
+            interval__controller="lr_quadratic",
+            autoloco__correction=correction,
+            **bounds,
+        ),
+        reference=ref,
+    )
   # The same with rounds capped at 2 H_ref: a milder saving, nearer the paper's 27%.
-  base.add_run(s, "lr_quadratic_momentum_hmax2",
-               base.run_config("autoloco", quick, interval__controller="lr_quadratic",
-                               autoloco__correction="momentum",
-                               **dict(bounds, interval__h_max=2 * h)), reference=ref)
-  base.add_run(s, "loss_ratio_momentum",
-               base.run_config("autoloco", quick, interval__controller="loss_ratio",
-                               autoloco__correction="momentum",
-                               **dict(bounds, interval__h=2 * h)),
-               reference=ref)
-  base.add_run(s, "agreement_momentum",
-               base.run_config("autoloco", quick, interval__controller="agreement",
-                               autoloco__correction="momentum", **bounds), reference=ref)
+  base.add_run(
+      s,
+      "lr_quadratic_momentum_hmax2",
+      base.run_config(
+          "autoloco",
+          quick,
+          interval__controller="lr_quadratic",
+          autoloco__correction="momentum",
+          **dict(bounds, interval__h_max=2 * h),
+      ),
+      reference=ref,
+  )
+  base.add_run(
+      s,
+      "loss_ratio_momentum",
+      base.run_config(
+          "autoloco",
+          quick,
+          interval__controller="loss_ratio",
+          autoloco__correction="momentum",
+          **dict(bounds, interval__h=2 * h),
+      ),
+      reference=ref,
+  )
+  base.add_run(
+      s,
+      "agreement_momentum",
+      base.run_config(
+          "autoloco",
+          quick,
+          interval__controller="agreement",
+          autoloco__correction="momentum",
+          **bounds,
+      ),
+      reference=ref,
+  )
   for label in s.labels[1:]:
     s.claims[label] = dict(reference=ref, candidate=label, min_saving=0.27)
   return s

@@ -24,17 +24,26 @@ def get_config(mode: str = "full"):
   h = base.h_ref(quick)
   for mult in (1, 1.5, 2, 3):
     hh = int(h * mult)
-    base.add_run(s, f"diloco_h{hh}", base.run_config("diloco", quick, interval__h=hh),
-                 reference="" if mult == 1 else f"diloco_h{h}")
-  base.add_run(s, "autoloco", base.run_config("autoloco", quick), reference=f"diloco_h{h}")
+    base.add_run(
+        s,
+        f"diloco_h{hh}",
+        base.run_config("diloco", quick, interval__h=hh),
+        reference="" if mult == 1 else f"diloco_h{h}",
+    )
+  base.add_run(
+      s, "autoloco", base.run_config("autoloco", quick), reference=f"diloco_h{h}"
+  )
   s.frontier = tuple(label for label in s.labels if label.startswith("diloco"))
-  s.claims.fewer_syncs = dict(reference=f"diloco_h{h}", candidate="autoloco",
-                              min_saving=0.27)
+  s.claims.fewer_syncs = dict(
+      reference=f"diloco_h{h}", candidate="autoloco", min_saving=0.27
+  )
   # The same test for DiLoCo with longer fixed rounds: how demanding it is here.
   for label in s.frontier[1:]:
-    s.claims[f"fixed_{label}"] = dict(reference=f"diloco_h{h}", candidate=label,
-                                      min_saving=0.27)
+    s.claims[f"fixed_{label}"] = dict(
+        reference=f"diloco_h{h}", candidate=label, min_saving=0.27
+    )
   # Paired seeds against the fixed H with the nearest sync count.
-  s.claims.vs_nearest_fixed = dict(reference=f"diloco_h{int(1.5 * h)}",
-                                   candidate="autoloco", min_saving=0.0)
+  s.claims.vs_nearest_fixed = dict(
+      reference=f"diloco_h{int(1.5 * h)}", candidate="autoloco", min_saving=0.0
+  )
   return s

@@ -30,8 +30,7 @@ import ml_collections
 
 from configs import autoloco, common, ddp, diloco, gasloc, noloco
 
-ALGORITHMS = dict(autoloco=autoloco, ddp=ddp, diloco=diloco, gasloc=gasloc,
-                  noloco=noloco)
+ALGORITHMS = dict(autoloco=autoloco, ddp=ddp, diloco=diloco, gasloc=gasloc, noloco=noloco)
 
 #: Simulated seconds of one inner step of one worker with 8 sequences of the
 #: ``study`` model (about what a worker takes on these cores); the clock scales
@@ -56,7 +55,9 @@ def new_study(name: str, title: str, quick: bool) -> ml_collections.ConfigDict:
   return s
 
 
-def run_config(algorithm: str, quick: bool, **overrides: Any) -> ml_collections.ConfigDict:
+def run_config(
+    algorithm: str, quick: bool, **overrides: Any
+) -> ml_collections.ConfigDict:
   """The ``algorithm``'s config at the study (or quick) size, with ``overrides``
   given as dotted field names written with ``__`` (``interval__h=40``)."""
   c = ALGORITHMS[algorithm].get_config("tiny" if quick else "study")
@@ -73,8 +74,12 @@ def run_config(algorithm: str, quick: bool, **overrides: Any) -> ml_collections.
   return c
 
 
-def add_run(study: ml_collections.ConfigDict, label: str, config: ml_collections.ConfigDict,
-            reference: str = "") -> None:
+def add_run(
+    study: ml_collections.ConfigDict,
+    label: str,
+    config: ml_collections.ConfigDict,
+    reference: str = "",
+) -> None:
   """Appends a run to ``study`` (its label keeps the report order)."""
   if label in study.runs:
     raise ValueError(f"duplicate run label {label!r}")

@@ -28,8 +28,13 @@ def get_config(mode: str = "full"):
     ref = f"diloco_k{k}"
     base.add_run(s, ref, base.run_config("diloco", quick, interval__h=h, **common))
     base.add_run(s, f"ddp_k{k}", base.run_config("ddp", quick, **common), reference=ref)
-    base.add_run(s, f"noloco_k{k}", base.run_config("noloco", quick, **common),
-                 reference=ref)
-    base.add_run(s, f"gasloc_k{k}", base.run_config("gasloc", quick, interval__h=h, **common),
-                 reference=ref)
+    base.add_run(
+        s, f"noloco_k{k}", base.run_config("noloco", quick, **common), reference=ref
+    )
+    base.add_run(
+        s,
+        f"gasloc_k{k}",
+        base.run_config("gasloc", quick, interval__h=h, **common),
+        reference=ref,
+    )
   return s

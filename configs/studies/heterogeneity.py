@@ -20,11 +20,16 @@ def get_config(mode: str = "full"):
   h = base.h_ref(quick)
   for partition in ("iid", "non_iid"):
     ref = f"diloco_{partition}"
-    base.add_run(s, ref, base.run_config("diloco", quick, interval__h=h,
-                                         data__partition=partition))
-    base.add_run(s, f"autoloco_{partition}",
-                 base.run_config("autoloco", quick, data__partition=partition),
-                 reference=ref)
+    base.add_run(
+        s, ref, base.run_config("diloco", quick, interval__h=h, data__partition=partition)
+    )
+    base.add_run(
+        s,
+        f"autoloco_{partition}",
+        base.run_config("autoloco", quick, data__partition=partition),
+        reference=ref,
+    )
     s.claims[f"fewer_syncs_{partition}"] = dict(
-        reference=ref, candidate=f"autoloco_{partition}", min_saving=0.27)
+        reference=ref, candidate=f"autoloco_{partition}", min_saving=0.27
+    )
   return s

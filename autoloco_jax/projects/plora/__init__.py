@@ -32,19 +32,65 @@ References:
 from autoloco_jax import replicas
 from autoloco_jax.projects.plora import costs, jobs, lora, packed, planner
 from autoloco_jax.projects.plora.costs import (
-    CostModel, MemoryModel, measure_cost_model, time_group_step, time_groups)
+    CostModel,
+    MemoryModel,
+    measure_cost_model,
+    time_group_step,
+    time_groups,
+)
 from autoloco_jax.projects.plora.jobs import (
-    OPT_FIELDS, LoraConfig, _check_configs, adapter_optimizer, union_targets)
+    OPT_FIELDS,
+    LoraConfig,
+    _check_configs,
+    adapter_optimizer,
+    union_targets,
+)
 from autoloco_jax.projects.plora.packed import (
-    Group, GroupResult, GroupState, SweepResult, _programs, evaluate_adapters, make_group,
-    place_base, run_group, run_plan)
+    Group,
+    GroupResult,
+    GroupState,
+    SweepResult,
+    _programs,
+    evaluate_adapters,
+    make_group,
+    place_base,
+    run_group,
+    run_plan,
+)
 from autoloco_jax.projects.plora.planner import (
-    MIXED_RANKS, Plan, PlannedGroup, _group_estimate, fixed_plan, plan, sequential_plan)
+    MIXED_RANKS,
+    Plan,
+    PlannedGroup,
+    _group_estimate,
+    fixed_plan,
+    plan,
+    sequential_plan,
+)
 
 __all__ = [
-    "CostModel", "Group", "GroupResult", "GroupState", "LoraConfig", "MIXED_RANKS",
-    "MemoryModel", "OPT_FIELDS", "Plan", "PlannedGroup", "SweepResult",
-    "adapter_optimizer", "evaluate_adapters", "fixed_plan", "lora", "make_group",
-    "measure_cost_model", "place_base", "plan", "run_group", "run_plan",
-    "sequential_plan", "time_group_step", "time_groups", "union_targets",
+    "CostModel",
+    "Group",
+    "GroupResult",
+    "GroupState",
+    "LoraConfig",
+    "MIXED_RANKS",
+    "MemoryModel",
+    "OPT_FIELDS",
+    "Plan",
+    "PlannedGroup",
+    "SweepResult",
+    "adapter_optimizer",
+    "evaluate_adapters",
+    "fixed_plan",
+    "lora",
+    "make_group",
+    "measure_cost_model",
+    "place_base",
+    "plan",
+    "run_group",
+    "run_plan",
+    "sequential_plan",
+    "time_group_step",
+    "time_groups",
+    "union_targets",
 ]

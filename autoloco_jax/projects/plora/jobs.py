@@ -20,7 +20,6 @@ import optax
 from autoloco_jax import inner
 from autoloco_jax.projects.plora import lora
 
-
 # ----------------------------------------------------------------------------
 # Configs.
 
@@ -38,6 +37,7 @@ class LoraConfig:
       ``mlp``, ``all``); stored resolved, in canonical order.
     seed: seeds the adapter's init and (in the experiment) its data stream.
   """
+
   name: str
   rank: int
   alpha: float
@@ -53,8 +53,14 @@ class LoraConfig:
       raise ValueError(f"config {self.name!r}: alpha must be > 0, got {self.alpha!r}")
     if not self.lr > 0:
       raise ValueError(f"config {self.name!r}: lr must be > 0, got {self.lr!r}")
-    if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
-      raise ValueError(f"config {self.name!r}: seed must be an integer >= 0, got {self.seed!r}")
+    if (
+        isinstance(self.seed, bool)
+        or not isinstance(self.seed, numbers.Integral)
+        or self.seed < 0
+    ):
+      raise ValueError(
+          f"config {self.name!r}: seed must be an integer >= 0, got {self.seed!r}"
+      )
     try:
       targets = lora.resolve_targets(self.targets)
     except ValueError as e:
@@ -82,15 +88,24 @@ def union_targets(configs: Iterable[LoraConfig]) -> tuple[str, ...]:
 
 
 #: Optimizer fields shared by every job of a sweep (``config.inner`` has them).
-OPT_FIELDS = ("warmup_steps", "min_lr_ratio", "weight_decay", "b1", "b2", "eps",
-              "clip_norm")
+OPT_FIELDS = (
+    "warmup_steps",
+    "min_lr_ratio",
+    "weight_decay",
+    "b1",
+    "b2",
+    "eps",
+    "clip_norm",
+)
 
 
 def _opt_key(opt_cfg: Any) -> tuple:
   """The shared optimizer fields as a hashable ``((name, value), ...)``."""
   if isinstance(opt_cfg, tuple):
     return opt_cfg
-  get = opt_cfg.get if hasattr(opt_cfg, "get") else lambda k, d=None: getattr(opt_cfg, k, d)
+  get = (
+      opt_cfg.get if hasattr(opt_cfg, "get") else lambda k, d=None: getattr(opt_cfg, k, d)
+  )
   missing = [k for k in OPT_FIELDS if get(k) is None]
   if missing:
     raise ValueError(f"optimizer config is missing field(s) {missing}")
@@ -116,8 +131,9 @@ def _scale_by_adapter_lr() -> optax.GradientTransformation:
   return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
-def adapter_optimizer(opt_cfg: Any, total_steps: int
-                      ) -> tuple[optax.GradientTransformation, optax.Schedule]:
+def adapter_optimizer(
+    opt_cfg: Any, total_steps: int
+) -> tuple[optax.GradientTransformation, optax.Schedule]:
   """The inner optimizer of the project, with a per-adapter peak learning rate.
 
   ``inner.optimizer`` (clip by global norm, AdamW with decoupled weight decay on
@@ -135,6 +151,8 @@ def adapter_optimizer(opt_cfg: Any, total_steps: int
   tx = optax.chain(
       optax.multi_transform(
           {"train": inner.optimizer(rel, schedule), "frozen": optax.set_to_zero()},
-          {"factors": "train", "frozen": "frozen"}),
-      _scale_by_adapter_lr())
+          {"factors": "train", "frozen": "frozen"},
+      ),
+      _scale_by_adapter_lr(),
+  )
   return tx, schedule

@@ -73,6 +73,7 @@ class Adapter(NamedTuple):
       layers it targets, 0.0 on padding (frozen).
     scale: ``alpha / r`` with the adapter's own rank ``r`` (frozen scalar).
   """
+
   factors: dict
   mask: dict
   scale: jax.Array
@@ -95,10 +96,12 @@ def resolve_targets(targets: Iterable[str] | str) -> tuple[str, ...]:
     else:
       raise ValueError(
           f"unknown LoRA target layer {t!r}; choose from {list(LAYERS)} "
-          f"or an alias {sorted(ALIASES)}")
+          f"or an alias {sorted(ALIASES)}"
+      )
   if not names:
-    raise ValueError("LoRA targets are empty: name at least one layer "
-                     f"of {list(LAYERS)}")
+    raise ValueError(
+        "LoRA targets are empty: name at least one layer " f"of {list(LAYERS)}"
+    )
   return tuple(n for n in LAYERS if n in names)
 
 
@@ -108,7 +111,9 @@ def _check_rank(rank: Any, what: str = "rank") -> int:
   return int(rank)
 
 
-def dense_layers(base_params: Any, targets: Iterable[str] | str) -> dict[str, tuple[int, int]]:
+def dense_layers(
+    base_params: Any, targets: Iterable[str] | str
+) -> dict[str, tuple[int, int]]:
   """``{path: (d_in, d_out)}`` of the dense kernels named by ``targets``.
 
   A layer is a params subtree ``{..., name: {"kernel": d_in x d_out}}`` with
@@ -120,17 +125,26 @@ def dense_layers(base_params: Any, targets: Iterable[str] | str) -> dict[str, tu
     keys = [getattr(k, "key", str(k)) for k in path]
     if len(keys) >= 2 and keys[-1] == "kernel" and keys[-2] in names:
       if len(leaf.shape) != 2:
-        raise ValueError(f"LoRA target {'/'.join(keys[:-1])} has a kernel of "
-                         f"shape {leaf.shape}, not d_in x d_out")
+        raise ValueError(
+            f"LoRA target {'/'.join(keys[:-1])} has a kernel of "
+            f"shape {leaf.shape}, not d_in x d_out"
+        )
       found["/".join(keys[:-1])] = tuple(int(s) for s in leaf.shape)
   if not found:
     raise ValueError(f"the base params have no dense layer named {list(names)}")
   return found
 
 
-def init(seed: int, base_params: Any, rank: int, alpha: float,
-         targets: Iterable[str] | str, *, pad_rank: int | None = None,
-         pad_targets: Iterable[str] | str | None = None) -> Adapter:
+def init(
+    seed: int,
+    base_params: Any,
+    rank: int,
+    alpha: float,
+    targets: Iterable[str] | str,
+    *,
+    pad_rank: int | None = None,
+    pad_targets: Iterable[str] | str | None = None,
+) -> Adapter:
   """A fresh adapter: ``A ~ N(0, 1/d_in)``, ``B = 0``, scale ``alpha / rank``.
 
   ``A`` of layer ``path`` is drawn on the host from numpy's generator seeded
@@ -157,8 +171,9 @@ def init(seed: int, base_params: Any, rank: int, alpha: float,
   own = resolve_targets(targets)
   union = own if pad_targets is None else resolve_targets(pad_targets)
   if not set(own) <= set(union):
-    raise ValueError(f"pad_targets {list(union)} must include the adapter's "
-                     f"targets {list(own)}")
+    raise ValueError(
+        f"pad_targets {list(union)} must include the adapter's " f"targets {list(own)}"
+    )
   own_layers = dense_layers(base_params, own)
   factors, mask = {}, {}
   for path, (d_in, d_out) in dense_layers(base_params, union).items():
@@ -168,13 +183,14 @@ def init(seed: int, base_params: Any, rank: int, alpha: float,
       rng = np.random.default_rng([int(seed), zlib.crc32(path.encode())])
       a[:, :rank] = rng.standard_normal((rank, d_in)).T / math.sqrt(d_in)
       m[:rank] = 1.0
-    factors[path] = {"a": jnp.asarray(a),
-                     "b": jnp.zeros((pad_rank, d_out), jnp.float32)}
+    factors[path] = {"a": jnp.asarray(a), "b": jnp.zeros((pad_rank, d_out), jnp.float32)}
     mask[path] = jnp.asarray(m)
   return Adapter(factors, mask, jnp.asarray(alpha / rank, jnp.float32))
 
 
-def pad(adapter: Adapter, rank: int, layers: dict[str, tuple[int, int]] | None = None) -> Adapter:
+def pad(
+    adapter: Adapter, rank: int, layers: dict[str, tuple[int, int]] | None = None
+) -> Adapter:
   """``adapter`` zero-padded to ``rank`` and to the layers ``{path: (d_in, d_out)}``."""
   cur = next(iter(adapter.mask.values())).shape[0]
   if _check_rank(rank) < cur:
@@ -186,12 +202,15 @@ def pad(adapter: Adapter, rank: int, layers: dict[str, tuple[int, int]] | None =
       mask[path] = jnp.zeros((rank,))
   for path, f in adapter.factors.items():
     extra = rank - cur
-    factors[path] = {"a": jnp.pad(f["a"], ((0, 0), (0, extra))),
-                     "b": jnp.pad(f["b"], ((0, extra), (0, 0)))}
+    factors[path] = {
+        "a": jnp.pad(f["a"], ((0, 0), (0, extra))),
+        "b": jnp.pad(f["b"], ((0, extra), (0, 0))),
+    }
     mask[path] = jnp.pad(adapter.mask[path], (0, extra))
   order = sorted(factors)
-  return Adapter({p: factors[p] for p in order}, {p: mask[p] for p in order},
-                 adapter.scale)
+  return Adapter(
+      {p: factors[p] for p in order}, {p: mask[p] for p in order}, adapter.scale
+  )
 
 
 def compact(adapter: Adapter) -> Adapter:
@@ -204,8 +223,10 @@ def compact(adapter: Adapter) -> Adapter:
     keep = np.flatnonzero(np.asarray(m) > 0)
     if keep.size:
       f = adapter.factors[path]
-      factors[path] = {"a": jnp.asarray(np.asarray(f["a"])[:, keep]),
-                       "b": jnp.asarray(np.asarray(f["b"])[keep, :])}
+      factors[path] = {
+          "a": jnp.asarray(np.asarray(f["a"])[:, keep]),
+          "b": jnp.asarray(np.asarray(f["b"])[keep, :]),
+      }
       mask[path] = jnp.ones((keep.size,), jnp.float32)
   return Adapter(factors, mask, adapter.scale)
 
@@ -236,6 +257,7 @@ def merge(base_params: Any, adapter: Adapter) -> Any:
   ``apply(merge(base, adapter), x)`` equals ``lora_apply(apply, base, adapter,
   x)`` up to float rounding; use it to evaluate or export a trained adapter.
   """
+
   def rec(tree, prefix):
     if not hasattr(tree, "items"):
       return tree
@@ -243,8 +265,9 @@ def merge(base_params: Any, adapter: Adapter) -> Any:
     for key, sub in tree.items():
       path = f"{prefix}/{key}" if prefix else key
       if path in adapter.factors and hasattr(sub, "items") and "kernel" in sub:
-        out[key] = dict(sub, kernel=sub["kernel"] + delta(adapter, path).astype(
-            sub["kernel"].dtype))
+        out[key] = dict(
+            sub, kernel=sub["kernel"] + delta(adapter, path).astype(sub["kernel"].dtype)
+        )
       else:
         out[key] = rec(sub, path)
     return out
@@ -286,8 +309,14 @@ def _interceptor(adapter: Adapter, seen: set) -> Callable:
   return intercept
 
 
-def lora_apply(apply: Callable, base_params: Any, adapter: Adapter,
-               tokens_BxL: jax.Array, *, mode: str = "factored") -> jax.Array:
+def lora_apply(
+    apply: Callable,
+    base_params: Any,
+    adapter: Adapter,
+    tokens_BxL: jax.Array,
+    *,
+    mode: str = "factored",
+) -> jax.Array:
   """The model's forward pass with the adapter: ``x W + s (x A) B`` per layer.
 
   Args:

@@ -35,7 +35,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from autoloco_jax import inner, model as model_lib, replicas, rounds
 from autoloco_jax.projects.plora import lora
 from autoloco_jax.projects.plora.jobs import (
-    LoraConfig, _check_configs, _opt_key, adapter_optimizer, union_targets)
+    LoraConfig,
+    _check_configs,
+    _opt_key,
+    adapter_optimizer,
+    union_targets,
+)
 
 if TYPE_CHECKING:
   from autoloco_jax.projects.plora.planner import Plan
@@ -54,6 +59,7 @@ class GroupState(NamedTuple):
       first, last and summed loss, summed gradient norm.
     step: steps taken (replicated scalar).
   """
+
   params_N: Any
   opt_N: Any
   acc: inner.RoundAcc
@@ -80,6 +86,7 @@ class Group(NamedTuple):
       each adapter over the same ``M`` batches.
     adapters: ``state -> {name: lora.Adapter}`` without padding (host-side).
   """
+
   configs: tuple[LoraConfig, ...]
   rank: int
   targets: tuple[str, ...]
@@ -95,8 +102,11 @@ def _place(tree: Any, specs: Any, mesh: Mesh) -> Any:
   # As state.place: a one-device mesh returns P('replica') outputs as P(), so
   # inputs are laid out the same way and every call hits one compiled program.
   one = mesh.devices.size == 1
-  shardings = jax.tree.map(lambda s: NamedSharding(mesh, P() if one else s), specs,
-                           is_leaf=lambda x: isinstance(x, P))
+  shardings = jax.tree.map(
+      lambda s: NamedSharding(mesh, P() if one else s),
+      specs,
+      is_leaf=lambda x: isinstance(x, P),
+  )
   return jax.device_put(tree, shardings, may_alias=False)
 
 
@@ -105,8 +115,9 @@ def place_base(base_params: Any, mesh: Mesh) -> Any:
   return replicas.put_replicated(base_params, mesh)
 
 
-def _slot_loss(apply: Callable, base: Any, mode: str, params: Any,
-               tokens_BxL1: jax.Array) -> jax.Array:
+def _slot_loss(
+    apply: Callable, base: Any, mode: str, params: Any, tokens_BxL1: jax.Array
+) -> jax.Array:
   frozen = jax.lax.stop_gradient(params["frozen"])
   adapter = lora.Adapter(params["factors"], frozen["mask"], frozen["scale"])
   adapted = lambda a, x: lora.lora_apply(apply, base, a, x, mode=mode)
@@ -114,8 +125,15 @@ def _slot_loss(apply: Callable, base: Any, mode: str, params: Any,
 
 
 @functools.lru_cache(maxsize=32)
-def _programs(apply: Callable, opt_key: tuple, total_steps: int, mode: str, mesh: Mesh,
-              layers: tuple, rank: int) -> tuple[Callable, Callable, Callable]:
+def _programs(
+    apply: Callable,
+    opt_key: tuple,
+    total_steps: int,
+    mode: str,
+    mesh: Mesh,
+    layers: tuple,
+    rank: int,
+) -> tuple[Callable, Callable, Callable]:
   """The jitted (build_state, train, evaluate) of every group of one shape.
 
   Cached so that groups, and jobs run one after another, that share a shape
@@ -129,40 +147,55 @@ def _programs(apply: Callable, opt_key: tuple, total_steps: int, mode: str, mesh
 
   @jax.jit
   def build_state(params_N) -> GroupState:
-    return GroupState(params_N, jax.vmap(tx.init)(params_N),
-                      inner.RoundAcc.zeros(jax.tree.leaves(params_N)[0].shape[0]),
-                      jnp.zeros((), jnp.int32))
+    return GroupState(
+        params_N,
+        jax.vmap(tx.init)(params_N),
+        inner.RoundAcc.zeros(jax.tree.leaves(params_N)[0].shape[0]),
+        jnp.zeros((), jnp.int32),
+    )
 
   def train_block(state: GroupState, base, tokens_NxCxBxL1, num_steps):
     loss = functools.partial(_slot_loss, apply, base, mode)
     run = inner.make_inner_loop(loss, tx, schedule)
-    params_N, opt_N, acc = run(state.params_N, state.opt_N, state.acc,
-                               tokens_NxCxBxL1, num_steps, state.step)
+    params_N, opt_N, acc = run(
+        state.params_N, state.opt_N, state.acc, tokens_NxCxBxL1, num_steps, state.step
+    )
     return GroupState(params_N, opt_N, acc, state.step + num_steps)
 
   @functools.partial(jax.jit, donate_argnums=0)
   def train(state, base, tokens_NxCxBxL1, num_steps):
-    return replicas.map_workers(train_block, mesh, in_specs=(specs, r, w, r),
-                                out_specs=specs)(state, base, tokens_NxCxBxL1, num_steps)
+    return replicas.map_workers(
+        train_block, mesh, in_specs=(specs, r, w, r), out_specs=specs
+    )(state, base, tokens_NxCxBxL1, num_steps)
 
   def eval_block(params_N, base, tokens_MxBxL1):
     def one(params):
       loss = functools.partial(_slot_loss, apply, base, mode, params)
       return jnp.mean(jax.lax.map(loss, tokens_MxBxL1))
+
     return jax.vmap(one)(params_N)
 
   @jax.jit
   def evaluate(state, base, tokens_MxBxL1):
     return replicas.map_workers(eval_block, mesh, in_specs=(w, r, r), out_specs=w)(
-        state.params_N, base, tokens_MxBxL1)
+        state.params_N, base, tokens_MxBxL1
+    )
 
   return build_state, train, evaluate
 
 
-def make_group(apply: Callable, base_params: Any, configs: Sequence[LoraConfig],
-               opt_cfg: Any, total_steps: int, mesh: Mesh, *,
-               rank: int | None = None, targets: Iterable[str] | None = None,
-               mode: str = "factored") -> Group:
+def make_group(
+    apply: Callable,
+    base_params: Any,
+    configs: Sequence[LoraConfig],
+    opt_cfg: Any,
+    total_steps: int,
+    mesh: Mesh,
+    *,
+    rank: int | None = None,
+    targets: Iterable[str] | None = None,
+    mode: str = "factored",
+) -> Group:
   """Builds the jitted program that trains ``configs`` together.
 
   Args:
@@ -189,21 +222,40 @@ def make_group(apply: Callable, base_params: Any, configs: Sequence[LoraConfig],
   union = union_targets(configs)
   group_targets = union if targets is None else lora.resolve_targets(targets)
   if not set(union) <= set(group_targets):
-    raise ValueError(f"group targets {list(group_targets)} miss some of the configs' "
-                     f"targets {list(union)}")
+    raise ValueError(
+        f"group targets {list(group_targets)} miss some of the configs' "
+        f"targets {list(union)}"
+    )
   devices = mesh.devices.size
   num_slots = -(-len(configs) // devices) * devices
   layers = lora.dense_layers(base_params, group_targets)
   build_state, train, evaluate = _programs(
-      apply, _opt_key(opt_cfg), int(total_steps), mode, mesh,
-      tuple(sorted(layers.items())), rank)
+      apply,
+      _opt_key(opt_cfg),
+      int(total_steps),
+      mode,
+      mesh,
+      tuple(sorted(layers.items())),
+      rank,
+  )
 
   slots = []
   for c in configs:
-    a = lora.init(c.seed, base_params, c.rank, c.alpha, c.targets, pad_rank=rank,
-                  pad_targets=group_targets)
-    slots.append({"factors": a.factors,
-                  "frozen": {"mask": a.mask, "scale": a.scale, "lr": np.float32(c.lr)}})
+    a = lora.init(
+        c.seed,
+        base_params,
+        c.rank,
+        c.alpha,
+        c.targets,
+        pad_rank=rank,
+        pad_targets=group_targets,
+    )
+    slots.append(
+        {
+            "factors": a.factors,
+            "frozen": {"mask": a.mask, "scale": a.scale, "lr": np.float32(c.lr)},
+        }
+    )
   # Fillers: zero factors, zero mask, scale and lr; they train and change nothing.
   filler = jax.tree.map(np.zeros_like, slots[0])
   slots += [filler] * (num_slots - len(configs))
@@ -217,12 +269,14 @@ def make_group(apply: Callable, base_params: Any, configs: Sequence[LoraConfig],
     out = {}
     for i, c in enumerate(configs):
       p = jax.tree.map(lambda x: x[i], params_N)
-      out[c.name] = lora.compact(lora.Adapter(p["factors"], p["frozen"]["mask"],
-                                              p["frozen"]["scale"]))
+      out[c.name] = lora.compact(
+          lora.Adapter(p["factors"], p["frozen"]["mask"], p["frozen"]["scale"])
+      )
     return out
 
-  return Group(configs, rank, group_targets, num_slots, mesh, init_state, train,
-               evaluate, adapters)
+  return Group(
+      configs, rank, group_targets, num_slots, mesh, init_state, train, evaluate, adapters
+  )
 
 
 # ----------------------------------------------------------------------------
@@ -245,6 +299,7 @@ class GroupResult(NamedTuple):
     wall_s: the whole run: init, compile, training and evaluation.
     tokens: training tokens processed by real (non-filler) adapters.
   """
+
   final_loss: dict
   mean_loss: dict
   eval_loss: dict
@@ -256,12 +311,22 @@ class GroupResult(NamedTuple):
   tokens: int
 
 
-def run_group(apply: Callable, base_params: Any, configs: Sequence[LoraConfig],
-              streams: Mapping[str, Any], *, opt_cfg: Any, total_steps: int,
-              batch_size: int, chunk_steps: int = 32, num_devices: int = 1,
-              eval_tokens_MxBxL1: np.ndarray | None = None,
-              rank: int | None = None, targets: Iterable[str] | None = None,
-              mode: str = "factored") -> GroupResult:
+def run_group(
+    apply: Callable,
+    base_params: Any,
+    configs: Sequence[LoraConfig],
+    streams: Mapping[str, Any],
+    *,
+    opt_cfg: Any,
+    total_steps: int,
+    batch_size: int,
+    chunk_steps: int = 32,
+    num_devices: int = 1,
+    eval_tokens_MxBxL1: np.ndarray | None = None,
+    rank: int | None = None,
+    targets: Iterable[str] | None = None,
+    mode: str = "factored",
+) -> GroupResult:
   """Trains ``configs`` as one packed group for ``total_steps`` steps.
 
   Args:
@@ -279,12 +344,23 @@ def run_group(apply: Callable, base_params: Any, configs: Sequence[LoraConfig],
   if missing:
     raise ValueError(f"no data stream for configs {missing}")
   if chunk_steps < 1 or total_steps < 1 or batch_size < 1:
-    raise ValueError("chunk_steps, total_steps and batch_size must be >= 1, got "
-                     f"{chunk_steps}, {total_steps}, {batch_size}")
+    raise ValueError(
+        "chunk_steps, total_steps and batch_size must be >= 1, got "
+        f"{chunk_steps}, {total_steps}, {batch_size}"
+    )
   num_slots = -(-len(configs) // num_devices) * num_devices
   mesh = replicas.make_mesh(num_slots, num_devices)
-  group = make_group(apply, base_params, configs, opt_cfg, total_steps, mesh,
-                     rank=rank, targets=targets, mode=mode)
+  group = make_group(
+      apply,
+      base_params,
+      configs,
+      opt_cfg,
+      total_steps,
+      mesh,
+      rank=rank,
+      targets=targets,
+      mode=mode,
+  )
   base = place_base(base_params, mesh)
   state = group.init_state()
   chunk = rounds.chunk_size(chunk_steps, total_steps)
@@ -295,10 +371,11 @@ def run_group(apply: Callable, base_params: Any, configs: Sequence[LoraConfig],
     rows = []
     for c in configs:
       tokens_1xHxBxL1, positions[c.name] = streams[c.name].train_batches(
-          positions[c.name], num_steps, batch_size)
+          positions[c.name], num_steps, batch_size
+      )
       rows.append(tokens_1xHxBxL1[0])
     tokens_NxHxBxL1 = np.zeros((num_slots, num_steps) + rows[0].shape[1:], np.int32)
-    tokens_NxHxBxL1[:len(rows)] = np.stack(rows)
+    tokens_NxHxBxL1[: len(rows)] = np.stack(rows)
     return tokens_NxHxBxL1
 
   # The first chunk is read before the clock starts; it compiles the program
@@ -310,14 +387,21 @@ def run_group(apply: Callable, base_params: Any, configs: Sequence[LoraConfig],
     return pending.pop() if pending else read_next(num_steps)
 
   t_compile = time.perf_counter()
-  train = group.train.lower(state, base, rounds.stage(first_NxCxBxL1, chunk, mesh),
-                            np.int32(chunk)).compile()
+  train = group.train.lower(
+      state, base, rounds.stage(first_NxCxBxL1, chunk, mesh), np.int32(chunk)
+  ).compile()
   compile_s = time.perf_counter() - t_compile
 
   t_train, cpu_train = time.perf_counter(), time.process_time()
   # Dispatch is asynchronous: the next chunk is staged while this one runs.
-  state = rounds.run_steps(lambda s, tokens, n: train(s, base, tokens, n), state, read,
-                           total_steps, chunk, mesh)
+  state = rounds.run_steps(
+      lambda s, tokens, n: train(s, base, tokens, n),
+      state,
+      read,
+      total_steps,
+      chunk,
+      mesh,
+  )
   acc = jax.device_get(state.acc)
   train_s = time.perf_counter() - t_train
   train_cpu_s = time.process_time() - cpu_train
@@ -328,14 +412,25 @@ def run_group(apply: Callable, base_params: Any, configs: Sequence[LoraConfig],
   mean = {n: float(acc.loss_sum_K[i]) / steps for i, n in enumerate(names)}
   evals = {}
   if eval_tokens_MxBxL1 is not None:
-    loss_N = jax.device_get(group.evaluate(
-        state, base, replicas.put_replicated(jnp.asarray(eval_tokens_MxBxL1), mesh)))
+    loss_N = jax.device_get(
+        group.evaluate(
+            state, base, replicas.put_replicated(jnp.asarray(eval_tokens_MxBxL1), mesh)
+        )
+    )
     evals = {n: float(loss_N[i]) for i, n in enumerate(names)}
   adapters = group.adapters(state)
   seq_len = first_NxCxBxL1.shape[-1] - 1
-  return GroupResult(final, mean, evals, adapters, compile_s, train_s, train_cpu_s,
-                     time.perf_counter() - t0,
-                     len(configs) * total_steps * batch_size * seq_len)
+  return GroupResult(
+      final,
+      mean,
+      evals,
+      adapters,
+      compile_s,
+      train_s,
+      train_cpu_s,
+      time.perf_counter() - t0,
+      len(configs) * total_steps * batch_size * seq_len,
+  )
 
 
 @functools.lru_cache(maxsize=8)
@@ -343,15 +438,24 @@ def _eval_program(apply: Callable, mode: str) -> Callable:
   @jax.jit
   def evaluate(base, adapters_N, tokens_MxBxL1):
     adapted = lambda a, x: lora.lora_apply(apply, base, a, x, mode=mode)
+
     def one(adapter):
       loss = functools.partial(model_lib.loss_fn, adapted, adapter)
       return jnp.mean(jax.lax.map(loss, tokens_MxBxL1))
+
     return jax.vmap(one)(adapters_N)
+
   return evaluate
 
 
-def evaluate_adapters(apply: Callable, base_params: Any, adapters: Mapping[str, lora.Adapter],
-                      tokens_MxBxL1: np.ndarray, *, mode: str = "factored") -> dict:
+def evaluate_adapters(
+    apply: Callable,
+    base_params: Any,
+    adapters: Mapping[str, lora.Adapter],
+    tokens_MxBxL1: np.ndarray,
+    *,
+    mode: str = "factored",
+) -> dict:
   """``{name: mean loss over the M batches}`` of trained adapters, in one program.
 
   The adapters are padded to their largest rank and union of layers and
@@ -375,6 +479,7 @@ def evaluate_adapters(apply: Callable, base_params: Any, adapters: Mapping[str, 
 
 class SweepResult(NamedTuple):
   """Per-config results of a whole plan and its timings (sums over groups)."""
+
   final_loss: dict
   mean_loss: dict
   eval_loss: dict
@@ -387,16 +492,34 @@ class SweepResult(NamedTuple):
   groups: list
 
 
-def run_plan(plan: "Plan", apply: Callable, base_params: Any,
-             streams: Mapping[str, Any], **kwargs) -> SweepResult:
+def run_plan(
+    plan: "Plan", apply: Callable, base_params: Any, streams: Mapping[str, Any], **kwargs
+) -> SweepResult:
   """Runs the plan's groups one after another (kwargs as :func:`run_group`)."""
   results = []
   for g in plan.groups:
-    results.append(run_group(apply, base_params, g.configs, streams, rank=g.rank,
-                             targets=g.targets, num_devices=plan.num_devices, **kwargs))
+    results.append(
+        run_group(
+            apply,
+            base_params,
+            g.configs,
+            streams,
+            rank=g.rank,
+            targets=g.targets,
+            num_devices=plan.num_devices,
+            **kwargs,
+        )
+    )
   merged = lambda field: {k: v for r in results for k, v in getattr(r, field).items()}
-  return SweepResult(merged("final_loss"), merged("mean_loss"), merged("eval_loss"),
-                     merged("adapters"), sum(r.compile_s for r in results),
-                     sum(r.train_s for r in results), sum(r.train_cpu_s for r in results),
-                     sum(r.wall_s for r in results),
-                     sum(r.tokens for r in results), results)
+  return SweepResult(
+      merged("final_loss"),
+      merged("mean_loss"),
+      merged("eval_loss"),
+      merged("adapters"),
+      sum(r.compile_s for r in results),
+      sum(r.train_s for r in results),
+      sum(r.train_cpu_s for r in results),
+      sum(r.wall_s for r in results),
+      sum(r.tokens for r in results),
+      results,
+  )

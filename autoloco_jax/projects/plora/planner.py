@@ -23,7 +23,7 @@ from autoloco_jax.projects.plora.costs import CostModel, MemoryModel
 from autoloco_jax.projects.plora.jobs import LoraConfig, _check_configs, union_targets
 
 MIXED_RANKS = ("pad", "group")
-_MIB = 2.0 ** 20
+_MIB = 2.0**20
 
 # ----------------------------------------------------------------------------
 # Planner.
@@ -31,6 +31,7 @@ _MIB = 2.0 ** 20
 
 class PlannedGroup(NamedTuple):
   """One group of a plan: its jobs, padded shape, memory per device and time."""
+
   configs: tuple[LoraConfig, ...]
   rank: int
   targets: tuple[str, ...]
@@ -49,6 +50,7 @@ class Plan(NamedTuple):
     sequential_s: estimated time of running every job alone, one after another.
     budget_bytes, num_devices, steps: the planning inputs.
   """
+
   groups: tuple[PlannedGroup, ...]
   makespan_s: float
   sequential_s: float
@@ -59,37 +61,57 @@ class Plan(NamedTuple):
   def describe(self) -> str:
     """The plan as a printable table."""
     n = sum(len(g.configs) for g in self.groups)
-    lines = [f"PLoRA plan: {n} configs in {len(self.groups)} group(s) on "
-             f"{self.num_devices} device(s), {self.steps} steps, budget "
-             f"{self.budget_bytes / _MIB:.1f} MiB/device",
-             f"{'group':>5}  {'rank':>4}  {'slots/dev':>9}  {'memory/dev':>11}  "
-             f"{'step':>8}  {'time':>8}  targets / configs"]
+    lines = [
+        f"PLoRA plan: {n} configs in {len(self.groups)} group(s) on "
+        f"{self.num_devices} device(s), {self.steps} steps, budget "
+        f"{self.budget_bytes / _MIB:.1f} MiB/device",
+        f"{'group':>5}  {'rank':>4}  {'slots/dev':>9}  {'memory/dev':>11}  "
+        f"{'step':>8}  {'time':>8}  targets / configs",
+    ]
     for i, g in enumerate(self.groups):
-      lines.append(f"{i + 1:>5}  {g.rank:>4}  {g.slots_per_device:>9}  "
-                   f"{g.memory_bytes / _MIB:>7.1f} MiB  {g.step_s * 1e3:>6.1f}ms  "
-                   f"{g.time_s:>7.1f}s  {'+'.join(g.targets)}: "
-                   + ", ".join(c.name for c in g.configs))
+      lines.append(
+          f"{i + 1:>5}  {g.rank:>4}  {g.slots_per_device:>9}  "
+          f"{g.memory_bytes / _MIB:>7.1f} MiB  {g.step_s * 1e3:>6.1f}ms  "
+          f"{g.time_s:>7.1f}s  {'+'.join(g.targets)}: "
+          + ", ".join(c.name for c in g.configs)
+      )
     ratio = self.sequential_s / self.makespan_s if self.makespan_s else float("nan")
-    lines.append(f"estimated makespan {self.makespan_s:.1f}s; one after another "
-                 f"{self.sequential_s:.1f}s ({ratio:.2f}x)")
+    lines.append(
+        f"estimated makespan {self.makespan_s:.1f}s; one after another "
+        f"{self.sequential_s:.1f}s ({ratio:.2f}x)"
+    )
     return "\n".join(lines)
 
 
-def _group_estimate(configs, memory: MemoryModel, cost: CostModel, steps: int,
-                    num_devices: int) -> PlannedGroup:
+def _group_estimate(
+    configs, memory: MemoryModel, cost: CostModel, steps: int, num_devices: int
+) -> PlannedGroup:
   rank = max(c.rank for c in configs)
   targets = union_targets(configs)
   slots = -(-len(configs) // num_devices)
   p = memory.adapter_params(rank, targets)
   step_s = cost.step_seconds(slots, p)
-  return PlannedGroup(tuple(configs), rank, targets, slots,
-                      memory.group_bytes(slots, rank, targets), step_s,
-                      cost.group_seconds(steps, slots, p))
+  return PlannedGroup(
+      tuple(configs),
+      rank,
+      targets,
+      slots,
+      memory.group_bytes(slots, rank, targets),
+      step_s,
+      cost.group_seconds(steps, slots, p),
+  )
 
 
-def plan(configs: Sequence[LoraConfig], memory: MemoryModel, cost: CostModel, *,
-         budget_bytes: float, steps: int, num_devices: int = 1,
-         mixed_ranks: str = "pad") -> Plan:
+def plan(
+    configs: Sequence[LoraConfig],
+    memory: MemoryModel,
+    cost: CostModel,
+    *,
+    budget_bytes: float,
+    steps: int,
+    num_devices: int = 1,
+    mixed_ranks: str = "pad",
+) -> Plan:
   """Packs ``configs`` into groups that fit ``budget_bytes`` per device, least makespan.
 
   Args:
@@ -110,8 +132,10 @@ def plan(configs: Sequence[LoraConfig], memory: MemoryModel, cost: CostModel, *,
   if mixed_ranks not in MIXED_RANKS:
     raise ValueError(f"unknown mixed_ranks {mixed_ranks!r}; choose from {MIXED_RANKS}")
   if num_devices < 1 or steps < 1 or not budget_bytes > 0:
-    raise ValueError("num_devices and steps must be >= 1 and budget_bytes > 0, got "
-                     f"{num_devices}, {steps}, {budget_bytes}")
+    raise ValueError(
+        "num_devices and steps must be >= 1 and budget_bytes > 0, got "
+        f"{num_devices}, {steps}, {budget_bytes}"
+    )
   for c in configs:
     need = memory.group_bytes(1, c.rank, c.targets)
     if need > budget_bytes:
@@ -120,7 +144,8 @@ def plan(configs: Sequence[LoraConfig], memory: MemoryModel, cost: CostModel, *,
           f"cannot fit on any device: alone it needs {need / _MIB:.1f} MiB "
           f"(base {memory.base_bytes() / _MIB:.1f} MiB + adapter "
           f"{memory.slot_bytes(c.rank, c.targets) / _MIB:.1f} MiB), budget "
-          f"{budget_bytes / _MIB:.1f} MiB per device")
+          f"{budget_bytes / _MIB:.1f} MiB per device"
+      )
 
   order = sorted(configs, key=lambda c: (-c.rank, c.targets, c.name))
   n = len(order)
@@ -142,28 +167,54 @@ def plan(configs: Sequence[LoraConfig], memory: MemoryModel, cost: CostModel, *,
         best[i], cut[i] = total, j
   groups, i = [], n
   while i > 0:
-    groups.append(_group_estimate(order[cut[i]:i], memory, cost, steps, num_devices))
+    groups.append(_group_estimate(order[cut[i] : i], memory, cost, steps, num_devices))
     i = cut[i]
   groups.sort(key=lambda g: -g.time_s)
-  sequential = sum(cost.group_seconds(steps, 1, memory.adapter_params(c.rank, c.targets))
-                   for c in configs)
-  return Plan(tuple(groups), float(sum(g.time_s for g in groups)), float(sequential),
-              float(budget_bytes), num_devices, steps)
+  sequential = sum(
+      cost.group_seconds(steps, 1, memory.adapter_params(c.rank, c.targets))
+      for c in configs
+  )
+  return Plan(
+      tuple(groups),
+      float(sum(g.time_s for g in groups)),
+      float(sequential),
+      float(budget_bytes),
+      num_devices,
+      steps,
+  )
 
 
-def fixed_plan(groups: Sequence[Sequence[LoraConfig]], memory: MemoryModel, cost: CostModel,
-               *, steps: int, num_devices: int = 1, budget_bytes: float = math.inf) -> Plan:
+def fixed_plan(
+    groups: Sequence[Sequence[LoraConfig]],
+    memory: MemoryModel,
+    cost: CostModel,
+    *,
+    steps: int,
+    num_devices: int = 1,
+    budget_bytes: float = math.inf,
+) -> Plan:
   """A plan of the given groups, in the given order, with the models' estimates."""
-  planned = tuple(_group_estimate(_check_configs(g), memory, cost, steps, num_devices)
-                  for g in groups)
+  planned = tuple(
+      _group_estimate(_check_configs(g), memory, cost, steps, num_devices) for g in groups
+  )
   _check_configs([c for g in planned for c in g.configs])
-  sequential = sum(cost.group_seconds(steps, 1, memory.adapter_params(c.rank, c.targets))
-                   for g in planned for c in g.configs)
-  return Plan(planned, float(sum(g.time_s for g in planned)), float(sequential),
-              float(budget_bytes), num_devices, steps)
+  sequential = sum(
+      cost.group_seconds(steps, 1, memory.adapter_params(c.rank, c.targets))
+      for g in planned
+      for c in g.configs
+  )
+  return Plan(
+      planned,
+      float(sum(g.time_s for g in planned)),
+      float(sequential),
+      float(budget_bytes),
+      num_devices,
+      steps,
+  )
 
 
-def sequential_plan(configs: Sequence[LoraConfig], memory: MemoryModel,
-                    cost: CostModel, *, steps: int) -> Plan:
+def sequential_plan(
+    configs: Sequence[LoraConfig], memory: MemoryModel, cost: CostModel, *, steps: int
+) -> Plan:
   """The baseline: every job alone on one device, one after another, in order."""
   return fixed_plan([[c] for c in _check_configs(configs)], memory, cost, steps=steps)
