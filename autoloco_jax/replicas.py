@@ -95,6 +95,29 @@ def put_workers(tree_K: Any, mesh: Mesh) -> Any:
   return put(tree_K, NamedSharding(mesh, WORKERS))
 
 
+def local_workers(mesh: Mesh, num_workers: int) -> list[int]:
+  """The workers held by this process's devices (all K in a single process):
+  worker ``d·b + j`` is row ``j`` of the ``d``-th device's block of ``b = K/D``."""
+  b = num_workers // mesh.devices.size
+  me = jax.process_index()
+  return [
+      d * b + j
+      for d, device in enumerate(mesh.devices.flat)
+      if device.process_index == me
+      for j in range(b)
+  ]
+
+
+def put_local_workers(local_K: np.ndarray, mesh: Mesh) -> jax.Array:
+  """Places the rows of this process's workers (``local_workers`` order) as one
+  global per-worker array; every process passes its own rows."""
+  sharding = NamedSharding(mesh, WORKERS)
+  if jax.process_count() == 1:
+    return jax.device_put(local_K, sharding)
+  global_shape = (local_K.shape[0] * jax.process_count(),) + local_K.shape[1:]
+  return jax.make_array_from_process_local_data(sharding, local_K, global_shape)
+
+
 def put_replicated(tree: Any, mesh: Mesh) -> Any:
   """Places a pytree on every device of the mesh."""
   return put(tree, NamedSharding(mesh, REPLICATED))

@@ -157,7 +157,7 @@ def _as_str(value) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_tfds():
+def quiet_tfds():
   """TFDS's progress bars, prints and warnings about a folder it is about to
   fill stay out of the console."""
   verbosity = logging.get_verbosity()
@@ -180,7 +180,7 @@ def prepare(data_dir: str | os.PathLike) -> tuple[ShakespearePlays, float]:
   with open(os.path.join(data_dir, ".shakespeare_plays.lock"), "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
-      with _quiet_tfds():
+      with quiet_tfds():
         builder = ShakespearePlays(
             data_dir=os.fspath(data_dir), file_format="array_record"
         )
@@ -188,7 +188,7 @@ def prepare(data_dir: str | os.PathLike) -> tuple[ShakespearePlays, float]:
       if not prepared:
         print(f"Building the Shakespeare dataset once into {data_dir} ...", flush=True)
         # try_download_gcs=False: never look for a prebuilt copy on GCS (no network here).
-        with _quiet_tfds():
+        with quiet_tfds():
           builder.download_and_prepare(
               download_config=tfds.download.DownloadConfig(try_download_gcs=False),
           )

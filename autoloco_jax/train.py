@@ -33,9 +33,8 @@ from absl import logging
 
 from autoloco_jax import algorithms, checkpoint, comm, config_check, distributed
 from autoloco_jax import data as data_lib, faults, metrics as metrics_lib
-from autoloco_jax import model as model_lib, replicas, rounds, state as state_lib
-
-LN2 = math.log(2.0)
+from autoloco_jax import model as model_lib, pipeline as pipeline_lib, replicas, rounds
+from autoloco_jax import state as state_lib
 
 
 class Preempted(Exception):
@@ -48,7 +47,7 @@ class HostState:
   state as one JSON item (``checkpoint.Checkpointer``).
 
   Attributes:
-    positions: each worker's reading position in its data shard.
+    data_state: the input pipeline's reading state (``pipeline.Pipeline.get_state``).
     step: inner steps taken.
     rounds: rounds (syncs) completed.
     next_h: inner steps of the next round, as the last sync chose.
@@ -58,7 +57,7 @@ class HostState:
     also_clocks: the states of the clocks of ``config.network.also``.
   """
 
-  positions: list
+  data_state: dict
   next_h: int
   next_eval: int
   step: int = 0
@@ -218,6 +217,7 @@ class _Loop(NamedTuple):
   writer: metrics_lib.Writer | None
   t_start: float
   start_step: int
+  pipeline: pipeline_lib.Pipeline
 
 
 def _resume(
@@ -231,7 +231,7 @@ def _resume(
     if leader:
       _truncate_metrics(metrics_path, -1)
     return run.state, HostState(
-        positions=run.data.init_positions().tolist(),
+        data_state={},
         next_h=int(config.interval.h),
         next_eval=config.eval.every_steps,
     )
@@ -257,8 +257,9 @@ def _clocks(
     step_time = config.network.step_time
   else:
     B, L = config.data.batch_size, config.data.seq_len
+    local = len(replicas.local_workers(run.mesh, config.num_workers))
     probe_tokens = rounds.stage(
-        np.zeros((config.num_workers, run.chunk, B, L + 1), np.int32), run.chunk, run.mesh
+        np.zeros((local, run.chunk, B, L + 1), run.data.dtype), run.chunk, run.mesh
     )
     step_time = rounds.measure_step_time(
         run.algo.inner, state, probe_tokens, config.num_workers, min(2, run.chunk)
@@ -287,18 +288,10 @@ def _run_round(
       if faults.enabled(config.faults)
       else None
   )
-  positions = np.asarray(host.positions, np.int64)
-
-  def read(n: int) -> np.ndarray:
-    nonlocal positions
-    batch_KxnxBxL1, positions = run.data.train_batches(
-        positions, n, config.data.batch_size
-    )
-    return batch_KxnxBxL1
-
   state, device_metrics = rounds.run_round(
-      run.algo, state, read, h, run.chunk, run.mesh, present
+      run.algo, state, loop.pipeline, h, run.chunk, run.mesh, present
   )
+  data_wait = loop.pipeline.take_wait()
   record = {
       k: metrics_lib.to_python(v) for k, v in jax.device_get(device_metrics).items()
   }
@@ -311,7 +304,7 @@ def _run_round(
   host.step += h
   host.rounds = round_index + 1
   host.next_h = int(record["next_h"])
-  host.positions = positions.tolist()
+  host.data_state = loop.pipeline.get_state()
   host.clock = loop.clock.state_dict()
   host.also_clocks = {name: c.state_dict() for name, c in loop.also.items()}
   tokens_per_step = K * config.data.batch_size * config.data.seq_len
@@ -321,6 +314,7 @@ def _run_round(
       h=h,
       tokens=host.step * tokens_per_step,
       wall_time=time.time() - loop.t_start,
+      data_wait_s=data_wait,
   )
   _check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
   return state, record
@@ -339,7 +333,9 @@ def _maybe_evaluate(
   host.eval_loss = losses.get("", losses.get("mean"))
   every = config.eval.every_steps
   host.next_eval = (host.step // every + 1) * every
-  record.update(eval_loss=host.eval_loss, eval_bpb=host.eval_loss / LN2)
+  record.update(
+      eval_loss=host.eval_loss, eval_bpb=loop.run.data.bits_per_byte(host.eval_loss)
+  )
   record.update({f"eval_loss_{name}": v for name, v in losses.items() if name})
   _check_finite(record, ("eval_loss",))
 
@@ -394,6 +390,13 @@ def train_and_evaluate(
       writer,
       t_start,
       host.step,
+      pipeline_lib.Pipeline(
+          run.data,
+          config.data.batch_size,
+          replicas.local_workers(run.mesh, config.num_workers),
+          prefetch=run.chunk,
+          state=host.data_state,
+      ),
   )
   progress = _progress(config.total_steps, host.step, config.log.progress and leader)
   # Throughput is timed from the end of the first round, which includes compilation.
@@ -413,6 +416,7 @@ def train_and_evaluate(
     preempted = True
   finally:
     progress.close()
+    loop.pipeline.close()
     ckpt.close()
     if writer:
       writer.close()
@@ -484,7 +488,7 @@ def _summary(loop: _Loop, host: HostState, steady: tuple[float, int] | None) -> 
       summary=True,
       algorithm=run.algo.name,
       final_eval_loss=host.eval_loss,
-      final_eval_bpb=host.eval_loss / LN2,
+      final_eval_bpb=run.data.bits_per_byte(host.eval_loss),
       syncs=clock["syncs"],
       bytes_per_worker=clock["bytes_per_worker"],
       sim_time=clock["sim_time"],
@@ -497,19 +501,22 @@ def _summary(loop: _Loop, host: HostState, steady: tuple[float, int] | None) -> 
       tokens_per_sec=tokens_per_sec,
       model_flops_per_sec=tokens_per_sec * run.flops_per_token,
       num_params=run.num_params,
+      devices=int(run.mesh.devices.size),
       wall_time=time.time() - loop.t_start,
       # Compilations of the round functions in this process: 1 each when H
       # changes never recompile.
       inner_compilations=run.algo.inner._cache_size(),
       sync_compilations=run.algo.sync._cache_size(),
       unigram_entropy=run.data.unigram_entropy(),
+      tokenizer=run.data.info["tokenizer"],
+      eval_bytes_per_token=run.data.bytes_per_token,
   )
 
 
 def _summary_line(s: dict) -> str:
   return (
-      f"[{s['algorithm']}] final eval loss {s['final_eval_loss']:.4f} nats "
-      f"({s['final_eval_bpb']:.3f} bits/byte) | syncs {s['syncs']} | "
+      f"[{s['algorithm']}] final eval {s['final_eval_bpb']:.3f} bits/byte "
+      f"({s['final_eval_loss']:.4f} nats/token, {s['tokenizer']}) | syncs {s['syncs']} | "
       f"{s['bytes_per_worker'] / 1e6:.1f} MB sent per worker | "
       f"simulated {s['sim_time']:.1f} s ({s['network']}) | "
       f"{s['tokens_per_sec']:.0f} tokens/s | wall {s['wall_time']:.1f} s"

@@ -43,20 +43,26 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
 
   c.data = ml_collections.ConfigDict(
       dict(
-          source="shakespeare",  # shakespeare (embedded) | tfds | files
+          # shakespeare (embedded) | tfds | files | parquet | jsonl
+          source="shakespeare",
           name="",  # TFDS catalog name when source=tfds, e.g. lm1b
-          text_key="text",  # text feature of a TFDS dataset
+          text_key="text",  # text feature (tfds) or column (parquet, jsonl)
           train_split="train",
           eval_split="validation",
-          path="",  # path or glob when source=files
-          val_fraction=0.1,  # files: share held out for validation
-          data_dir="",  # TFDS data dir; '' = ~/.cache/autoloco_jax/tfds
+          path="",  # file, folder or glob: source=files | parquet | jsonl
+          eval_path="",  # parquet | jsonl: validation shards; '' = val_fraction
+          val_fraction=0.1,  # files, parquet, jsonl: share held out for validation
+          data_dir="",  # datasets and caches; '' = ~/.cache/autoloco_jax/tfds
           max_bytes=0,  # cap on training text read (0 = all)
-          seq_len=seq,  # L tokens per sequence (bytes)
+          # bytes | sentencepiece (trained on the training split, cached) |
+          # a path to a SentencePiece .model or a Hugging Face tokenizer.json
+          tokenizer="bytes",
+          vocab_size=1024,  # tokenizer=sentencepiece: pieces to learn
+          seq_len=seq,  # L tokens per sequence
           batch_size=batch,  # B sequences per worker per inner step
-          partition="iid",
+          partition="iid",  # iid | non_iid worker shards
       )
-  )  # iid | non_iid worker shards
+  )
 
   c.inner = ml_collections.ConfigDict(
       dict(

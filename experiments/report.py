@@ -22,12 +22,12 @@ import numpy as np
 from autoloco_jax import metrics as metrics_lib
 
 #: Per-eval columns kept for curves, and per-round columns for adaptive runs.
-EVAL_KEYS = ("step", "tokens", "syncs", "bytes_per_worker", "sim_time", "eval_loss")
+EVAL_KEYS = ("step", "tokens", "syncs", "bytes_per_worker", "sim_time", "eval_bpb")
 ROUND_KEYS = ("step", "h", "outer_lr", "outer_momentum", "ratio")
 #: Final numbers kept from a run's summary line.
 SUMMARY_KEYS = (
     "algorithm",
-    "final_eval_loss",
+    "final_eval_bpb",
     "syncs",
     "bytes_per_worker",
     "sim_time",
@@ -65,7 +65,7 @@ def load_run(workdir: str, seed: int | None = None) -> dict:
   summary = records[-1]
   rows = records[:-1]
   extra = sorted(k for k in summary if k.startswith("sim_time_"))
-  evals = [r for r in rows if "eval_loss" in r]
+  evals = [r for r in rows if "eval_bpb" in r]
   eval_cols = {k: [r.get(k) for r in evals] for k in EVAL_KEYS + tuple(extra)}
   adaptive = summary["algorithm"] == "autoloco"
   round_cols = {k: [r.get(k) for r in rows] for k in ROUND_KEYS} if adaptive else {}
@@ -98,10 +98,10 @@ def stats(runs: Sequence[dict], networks: Sequence[str] = ()) -> dict:
       "seeds": [r["seed"] for r in runs],
       # Per seed, for paired comparisons (the same seed: the same initial
       # weights and data order in every run of a study).
-      "loss_by_seed": [r["summary"]["final_eval_loss"] for r in runs],
+      "loss_by_seed": [r["summary"]["final_eval_bpb"] for r in runs],
   }
   for key in (
-      "final_eval_loss",
+      "final_eval_bpb",
       "syncs",
       "bytes_per_worker",
       "wall_time",
@@ -117,7 +117,7 @@ def time_to_loss(run: dict, x_key: str, target: float) -> float | None:
   """The first ``x_key`` (e.g. a simulated time) at which ``run``'s eval loss
   reaches ``target``, linear between evals; None if it never does."""
   x = run["eval"][x_key]
-  y = run["eval"]["eval_loss"]
+  y = run["eval"]["eval_bpb"]
   for i, (xi, yi) in enumerate(zip(x, y)):
     if yi <= target:
       if i == 0:
@@ -132,7 +132,7 @@ def frontier_points(all_stats: dict, labels: Sequence[str]) -> np.ndarray:
   sorted by syncs): the points no other point beats in both syncs and loss, so
   loss falls strictly as syncs grow along it."""
   pts = sorted(
-      (all_stats[l]["syncs"][0], all_stats[l]["final_eval_loss"][0]) for l in labels
+      (all_stats[l]["syncs"][0], all_stats[l]["final_eval_bpb"][0]) for l in labels
   )
   kept = []
   for syncs, loss in pts:  # by syncs, then loss: keep each new best loss
@@ -158,8 +158,8 @@ def evaluate_claim(
   """
   ref, cand = all_stats[reference], all_stats[candidate]
   saving = 1.0 - cand["syncs"][0] / ref["syncs"][0]
-  delta = cand["final_eval_loss"][0] - ref["final_eval_loss"][0]
-  tolerance = ref["final_eval_loss"][1]
+  delta = cand["final_eval_bpb"][0] - ref["final_eval_bpb"][0]
+  tolerance = ref["final_eval_bpb"][1]
   paired = (
       np.subtract(cand["loss_by_seed"], ref["loss_by_seed"]).tolist()
       if cand.get("seeds") and cand["seeds"] == ref.get("seeds")
@@ -178,7 +178,7 @@ def evaluate_claim(
   )
   if frontier and candidate not in frontier:
     pts = frontier_points(all_stats, frontier)
-    s, l = cand["syncs"][0], cand["final_eval_loss"][0]
+    s, l = cand["syncs"][0], cand["final_eval_bpb"][0]
     inside = pts[0, 0] <= s <= pts[-1, 0]
     out["frontier_loss_at_syncs"] = (
         float(np.interp(s, pts[:, 0], pts[:, 1])) if inside else None
@@ -208,7 +208,7 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
   # Simulated time to reach the reference's final loss (mean over seeds; None
   # if a seed never does): the "converges N times faster" measure.
   for label, ref in study.reference.items():
-    target = all_stats[ref]["final_eval_loss"][0]
+    target = all_stats[ref]["final_eval_bpb"][0]
     for net in networks:
       times = [time_to_loss(r, sim_key(r, net), target) for r in runs[label]]
       all_stats[label][f"time_to_ref_loss@{net}"] = (
@@ -275,13 +275,21 @@ def markdown(study: Any, result: dict) -> str:
   """The study's table (mean ± spread over seeds) and its claims, in markdown."""
   st, nets = result["stats"], result["networks"]
   head = (
-      ["run", "what", "final eval loss", "Δ vs ref", "syncs", "syncs saved", "MB/worker"]
+      [
+          "run",
+          "what",
+          "final eval bits/byte",
+          "Δ vs ref",
+          "syncs",
+          "syncs saved",
+          "MB/worker",
+      ]
       + [f"sim s ({n})" for n in nets]
       + [f"× ref ({n})" for n in nets]
   )
   head += [f"to ref loss × ({n})" for n in nets]
   lines = [
-      f"Seeds: {', '.join(map(str, result['seeds']))}. Loss in nats/byte on the "
+      f"Seeds: {', '.join(map(str, result['seeds']))}. Loss in bits/byte on the "
       "validation plays; ± is the sample standard deviation over seeds; "
       "`Δ`, `saved` and `×` compare means with the run's reference. `sim s`: "
       "simulated wall-clock seconds on that network (fixed compute time per "
@@ -297,9 +305,9 @@ def markdown(study: Any, result: dict) -> str:
     s = st[label]
     ref = result["reference"].get(label)
     r = st.get(ref) if ref else None
-    cells = [f"`{label}`", _describe(study.runs[label]), _pm(s["final_eval_loss"])]
+    cells = [f"`{label}`", _describe(study.runs[label]), _pm(s["final_eval_bpb"])]
     cells.append(
-        f"{s['final_eval_loss'][0] - r['final_eval_loss'][0]:+.3f}" if r else "ref"
+        f"{s['final_eval_bpb'][0] - r['final_eval_bpb'][0]:+.3f}" if r else "ref"
     )
     cells.append(f"{s['syncs'][0]:.1f}")
     cells.append(_saving(s["syncs"][0], r["syncs"][0]) if r else "")
@@ -332,7 +340,7 @@ def claim_sentence(name: str, c: dict) -> str:
   text = (
       f"Claim `{name}`: `{c['candidate']}` uses {fewer} syncs "
       f"than `{c['reference']}` (needed: {c['min_saving']:.0%} fewer) with a final loss "
-      f"{c['loss_delta']:+.3f} nats from it{paired} (seed spread of the reference "
+      f"{c['loss_delta']:+.3f} bits from it{paired} (seed spread of the reference "
       f"{c['tolerance']:.3f}): {verdict}."
   )
   if c.get("frontier_loss_at_syncs") is not None:
@@ -360,9 +368,7 @@ def claim_sentence(name: str, c: dict) -> str:
 # Plots.
 
 
-def _mean_curve(
-    runs: Sequence[dict], x_key: str, y_key: str = "eval_loss", num: int = 60
-):
+def _mean_curve(runs: Sequence[dict], x_key: str, y_key: str = "eval_bpb", num: int = 60):
   """Seeds interpolated onto a common x grid: (x, mean, min, max), or None."""
   pairs = []
   for r in runs:
@@ -402,7 +408,7 @@ def plot_curves(
       else X_LABELS.get(x_key, x_key)
   )
   ax.set_xlabel(xlabel)
-  ax.set_ylabel("eval loss (nats/byte)")
+  ax.set_ylabel("eval loss (bits/byte)")
   ax.set_title(title)
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8)
@@ -463,13 +469,13 @@ def plot_frontier(result: dict):
   fig, ax = plt.subplots(figsize=(7, 4.5))
   st = result["stats"]
   for label in result["labels"]:
-    (x, xs), (y, ys) = st[label]["syncs"], st[label]["final_eval_loss"]
+    (x, xs), (y, ys) = st[label]["syncs"], st[label]["final_eval_bpb"]
     ax.errorbar(x, y, xerr=xs, yerr=ys, fmt="o", capsize=3, label=label)
   if result["frontier"]:
     pts = frontier_points(st, result["frontier"])
     ax.plot(pts[:, 0], pts[:, 1], "k--", alpha=0.5, label="fixed-H Pareto frontier")
   ax.set_xlabel("syncs")
-  ax.set_ylabel("final eval loss (nats/byte)")
+  ax.set_ylabel("final eval loss (bits/byte)")
   ax.set_title(f"{result['title']}: final loss vs syncs")
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8)
@@ -478,7 +484,7 @@ def plot_frontier(result: dict):
 
 
 def _zoom(ax, best: float) -> None:
-  """Limits ``ax`` to losses within 0.25 nats of the ``best`` final loss,
+  """Limits ``ax`` to losses within 0.25 bits of the ``best`` final loss,
   where the runs that train separate."""
   ax.set_ylim(best - 0.03, best + 0.25)
 
@@ -498,7 +504,7 @@ def write_plots(result: dict, report_dir: str) -> list[str]:
     plt.close(fig)
     names.append(name)
 
-  best = min(s["final_eval_loss"][0] for s in result["stats"].values())
+  best = min(s["final_eval_bpb"][0] for s in result["stats"].values())
   curves = [
       ("tokens", runs, False),
       ("syncs", runs, True),

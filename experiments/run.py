@@ -71,6 +71,14 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   logging.get_absl_handler().addFilter(_QuietLibraries())
+  config = _CONFIG.value
+  many_processes = (
+      _COORDINATOR.value or _NUM_PROCESSES.value > 1 or _DISTRIBUTED_AUTO.value
+  )
+  if not many_processes:
+    # One CPU device per core (the largest count dividing K) unless num_devices
+    # or XLA_FLAGS says otherwise: the workers' blocks then run side by side.
+    distributed.use_every_core(config.num_workers, config.num_devices)
   distributed.initialize(
       _COORDINATOR.value,
       _NUM_PROCESSES.value,

@@ -181,8 +181,8 @@ def run_study(
           raise Interrupted(f"{label} seed {seed} stopped at step {summary['step']}")
         trained += 1
         bar.write(
-            f"{study.name}: {label} seed {seed}: final eval loss "
-            f"{summary['final_eval_loss']:.4f}, {summary['syncs']} syncs, "
+            f"{study.name}: {label} seed {seed}: final eval "
+            f"{summary['final_eval_bpb']:.4f} bits/byte, {summary['syncs']} syncs, "
             f"wall {summary['wall_time']:.0f} s"
         )
       bar.update(1)
@@ -222,6 +222,11 @@ def main(argv):
 
   logging.get_absl_handler().addFilter(_QuietLibraries())
   logging.set_verbosity(logging.WARNING)
+  # Studies keep one CPU device, whatever the machine's cores, so their runs stay
+  # comparable (an XLA_FLAGS of the user's wins).
+  from autoloco_jax import distributed
+
+  distributed.set_host_devices(1)
   f = {name: holder.value for name, holder in _FLAGS.items()}
   study = f["study"]
   if f["quick"] and not study.quick:

@@ -86,7 +86,9 @@ def wait_for_rounds(workdir, n, proc, timeout=120):
 
 def comparable(workdir):
   """Per-round records without wall-clock fields."""
-  return [{k: v for k, v in r.items() if k != "wall_time"} for r in rounds(workdir)]
+  # Host wall-clock measurements differ between any two runs.
+  timing = ("wall_time", "data_wait_s")
+  return [{k: v for k, v in r.items() if k not in timing} for r in rounds(workdir)]
 
 
 def final_params(workdir):

@@ -167,7 +167,9 @@ def test_train_batches_shapes_and_determinism(iid_data):
   positions = iid_data.init_positions()
   assert positions.dtype == np.int64 and positions.shape == (4,) and not positions.any()
   tokens, new_positions = iid_data.train_batches(positions, num_steps=5, batch_size=3)
-  assert tokens.shape == (4, 5, 3, SEQ_LEN + 1) and tokens.dtype == np.int32
+  assert (
+      tokens.shape == (4, 5, 3, SEQ_LEN + 1) and tokens.dtype == np.uint8
+  )  # byte tokens stay uint8 (staged as such)
   assert tokens.min() >= 0 and tokens.max() < 256
   np.testing.assert_array_equal(new_positions, [15, 15, 15, 15])
   again, _ = iid_data.train_batches(positions, num_steps=5, batch_size=3)
@@ -216,7 +218,7 @@ def test_train_batches_cross_epochs():
 
 def test_eval_batches_fixed(iid_data):
   batches = iid_data.eval_batches(batch_size=4, num_batches=3)
-  assert batches.shape == (3, 4, SEQ_LEN + 1) and batches.dtype == np.int32
+  assert batches.shape == (3, 4, SEQ_LEN + 1) and batches.dtype == np.uint8
   np.testing.assert_array_equal(
       batches, iid_data.eval_batches(batch_size=4, num_batches=3)
   )

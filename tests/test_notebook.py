@@ -29,7 +29,7 @@ def test_quickstart_notebook_executes(tmp_path, monkeypatch):
       if cell.cell_type == "code"
       for out in cell.outputs
   )
-  assert "final eval loss" in outputs and "fewer syncs" in outputs
+  assert "final eval" in outputs and "bits/byte" in outputs and "fewer syncs" in outputs
   for name in ("autoloco", "diloco"):
     assert os.path.exists(tmp_path / "runs" / name / "metrics.jsonl")
   errors = [

@@ -60,8 +60,8 @@ def test_quick_study_writes_table_plots_and_summary(quick, module):
   for label in study.labels:
     assert len(summary["runs"][label]) == len(study.seeds)
     run = summary["runs"][label][0]
-    assert np.isfinite(run["summary"]["final_eval_loss"])
-    assert run["eval"]["eval_loss"][-1] == run["summary"]["final_eval_loss"]
+    assert np.isfinite(run["summary"]["final_eval_bpb"])
+    assert run["eval"]["eval_bpb"][-1] == run["summary"]["final_eval_bpb"]
     assert run["summary"]["sim_time_hetero"] > 0
   for name, claim in summary["claims"].items():
     assert claim["holds"] in (True, False)
@@ -184,7 +184,7 @@ def test_also_network_times_match_a_run_on_that_network(quick, tmp_path):
   config.network.name = "hetero"
   config.network.also = ()
   alone = train.train_and_evaluate(config, str(tmp_path))
-  assert alone["final_eval_loss"] == logged["final_eval_loss"]
+  assert alone["final_eval_bpb"] == logged["final_eval_bpb"]
   np.testing.assert_allclose(alone["sim_time"], logged["sim_time_hetero"], rtol=1e-12)
   assert logged["sim_time_hetero"] > logged["sim_time"]
 
@@ -213,7 +213,7 @@ def test_run_dir_depends_on_trajectory_only():
 
 def _stats(points):
   return {
-      k: {"syncs": (s, 0.0), "final_eval_loss": (l, sd)}
+      k: {"syncs": (s, 0.0), "final_eval_bpb": (l, sd)}
       for k, (s, l, sd) in points.items()
   }
 
@@ -233,7 +233,7 @@ def test_frontier_is_pareto_and_claims_follow_their_definition():
   )
   pts = report.frontier_points(st, ["h10", "h20", "h30", "h40", "h60", "bad"])
   np.testing.assert_allclose(pts, [[10, 2.40], [15, 2.20], [30, 2.05], [60, 2.00]])
-  st["cand"] = {"syncs": (21.0, 0.0), "final_eval_loss": (2.06, 0.01)}
+  st["cand"] = {"syncs": (21.0, 0.0), "final_eval_bpb": (2.06, 0.01)}
   c = report.evaluate_claim(st, "h20", "cand", 0.27, ["h10", "h20", "h40", "h60"])
   assert c["sync_saving"] == pytest.approx(0.3)
   assert c["loss_delta"] == pytest.approx(0.01) and c["tolerance"] == 0.02
@@ -243,10 +243,10 @@ def test_frontier_is_pareto_and_claims_follow_their_definition():
   # The frontier reaches 2.06 between 15 and 30 syncs: 15 + 15 * 0.14 / 0.15.
   assert c["frontier_syncs_at_loss"] == pytest.approx(29.0)
   assert c["saving_at_equal_loss"] == pytest.approx(1 - 21 / 29)
-  st["worse"] = {"syncs": (21.0, 0.0), "final_eval_loss": (2.08, 0.0)}
+  st["worse"] = {"syncs": (21.0, 0.0), "final_eval_bpb": (2.08, 0.0)}
   w = report.evaluate_claim(st, "h20", "worse", 0.27)
   assert not w["equal_quality"] and not w["holds"]
-  st["few"] = {"syncs": (25.0, 0.0), "final_eval_loss": (2.0, 0.0)}
+  st["few"] = {"syncs": (25.0, 0.0), "final_eval_bpb": (2.0, 0.0)}
   assert not report.evaluate_claim(st, "h20", "few", 0.27)["holds"]
 
 
@@ -261,19 +261,19 @@ def test_claim_pairs_seeds_when_both_runs_have_the_same():
           "seeds": [0, 1],
           "loss_by_seed": [2.0, 2.2],
           "syncs": (30.0, 0.0),
-          "final_eval_loss": (2.1, 0.14),
+          "final_eval_bpb": (2.1, 0.14),
       },
       "cand": {
           "seeds": [0, 1],
           "loss_by_seed": [1.9, 2.15],
           "syncs": (20.0, 0.0),
-          "final_eval_loss": (2.025, 0.18),
+          "final_eval_bpb": (2.025, 0.18),
       },
       "other": {
           "seeds": [5],
           "loss_by_seed": [1.0],
           "syncs": (20.0, 0.0),
-          "final_eval_loss": (1.0, 0.0),
+          "final_eval_bpb": (1.0, 0.0),
       },
   }
   np.testing.assert_allclose(
@@ -286,7 +286,7 @@ def test_claim_pairs_seeds_when_both_runs_have_the_same():
 
 
 def test_time_to_loss_interpolates_between_evals():
-  run = {"eval": {"sim_time": [1.0, 2.0, 4.0], "eval_loss": [3.0, 2.5, 1.5]}}
+  run = {"eval": {"sim_time": [1.0, 2.0, 4.0], "eval_bpb": [3.0, 2.5, 1.5]}}
   assert report.time_to_loss(run, "sim_time", 2.0) == pytest.approx(3.0)
   assert report.time_to_loss(run, "sim_time", 3.5) == 1.0
   assert report.time_to_loss(run, "sim_time", 1.0) is None

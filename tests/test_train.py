@@ -179,8 +179,57 @@ def test_cli_run_prints_no_library_info_lines(tmp_path):
   )
   assert result.returncode == 0, result.stderr
   lines = result.stdout.strip().splitlines()
-  assert lines[-1].startswith("[diloco] final eval loss")
+  assert lines[-1].startswith("[diloco] final eval ") and "bits/byte" in lines[-1]
   assert all(l.startswith("Building the Shakespeare dataset") for l in lines[:-1]), lines
   assert result.stderr.strip() == "", result.stderr
   noisy = [l for l in result.stderr.splitlines() if l[:1] == "I" and "]" in l]
   assert not noisy and "initialize backend" not in result.stderr, result.stderr
+
+
+def test_host_device_count_is_the_largest_divisor_of_k_within_the_cores():
+  from autoloco_jax import distributed
+
+  assert distributed.host_device_count(4, cores=2) == 2
+  assert distributed.host_device_count(6, cores=4) == 3
+  assert distributed.host_device_count(5, cores=2) == 1
+  assert distributed.host_device_count(8, num_devices=1, cores=16) == 1  # explicit wins
+  assert distributed.host_device_count(2, cores=64) == 2
+
+
+@pytest.mark.slow
+def test_cli_uses_every_core_unless_told_otherwise(tmp_path):
+  from autoloco_jax import distributed
+
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  common = [
+      "--config",
+      "configs/diloco.py:tiny",
+      "--config.total_steps=10",
+      "--config.num_workers=2",
+      "--config.log.progress=False",
+  ]
+
+  def devices(workdir, *flags, extra_env=()):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.run",
+            "--workdir",
+            str(workdir),
+            *common,
+            *flags,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(env, **dict(extra_env)),
+    )
+    assert out.returncode == 0, out.stderr
+    return [json.loads(l) for l in open(workdir / "metrics.jsonl")][-1]["devices"]
+
+  assert devices(tmp_path / "a") == distributed.host_device_count(2)
+  assert devices(tmp_path / "b", "--config.num_devices=1") == 1
+  user = {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
+  assert devices(tmp_path / "c", extra_env=user) == 1
