@@ -32,44 +32,20 @@ rows a worker has consumed is its whole reading state.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import math
 import os
-import pathlib
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 
+from autoloco_jax import sources
+
 VOCAB_SIZE = 256
 SEPARATOR = b"\n\n"
-SOURCES = ("shakespeare", "tfds", "files", "parquet", "jsonl")
 PARTITIONS = ("iid", "non_iid")
-DATA_DIR_ENV = "AUTOLOCO_DATA_DIR"
 
-# Optional config fields and their defaults; `source`, `seq_len` and
-# `batch_size` are required.
-_DEFAULTS = {
-    "name": "",
-    "text_key": "text",
-    "train_split": "train",
-    "eval_split": "validation",
-    "path": "",
-    "eval_path": "",
-    "val_fraction": 0.1,
-    "data_dir": "",
-    "partition": "iid",
-    "max_bytes": 0,
-    "eval_max_bytes": None,  # None: same cap as max_bytes
-    "download": True,  # tfds source: prepare the dataset if it is not in data_dir
-    "tokenizer": "bytes",
-    "vocab_size": 1024,
-}
-
-# Records read from a TFDS data source per call: large enough to amortise the
-# per-call overhead, small enough that `max_bytes` is not overshot by much.
-_TFDS_READ_CHUNK = 1024
 # Tokens buffered before a streamed split is appended to its cache file.
 _WRITE_CHUNK = 1 << 20
 # Bumped when the token cache's layout changes.
@@ -102,277 +78,39 @@ def token_dtype(vocab_size: int) -> np.dtype:
 # Config
 
 
-def _field(data_cfg: Any, name: str) -> Any:
-  """A config field, falling back to `_DEFAULTS`; works for ConfigDicts, dicts and plain objects."""
-  value = (
-      data_cfg.get(name) if isinstance(data_cfg, dict) else getattr(data_cfg, name, None)
-  )
-  if value is None:
-    if name not in _DEFAULTS:
-      raise ValueError(f"data config is missing the required field {name!r}")
-    value = _DEFAULTS[name]
-  return value
-
-
-def default_data_dir() -> str:
-  """Where TFDS datasets are prepared: $AUTOLOCO_DATA_DIR, else ~/.cache/autoloco_jax/tfds."""
-  return os.environ.get(DATA_DIR_ENV) or os.path.expanduser("~/.cache/autoloco_jax/tfds")
-
-
-def _data_dir(data_cfg: Any) -> str:
-  return os.path.expanduser(_field(data_cfg, "data_dir") or default_data_dir())
-
-
 def _validate(data_cfg: Any, num_workers: int, seed: int) -> None:
   """Cheap checks of the config, run before any data is read."""
-  source = _field(data_cfg, "source")
-  if source not in SOURCES:
-    raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
-  partition = _field(data_cfg, "partition")
+  source = sources.field(data_cfg, "source")
+  if source not in sources.SOURCES:
+    raise ValueError(f"unknown data source {source!r}; expected one of {sources.SOURCES}")
+  partition = sources.field(data_cfg, "partition")
   if partition not in PARTITIONS:
     raise ValueError(
         f"unknown partition mode {partition!r}; expected one of {PARTITIONS}"
     )
-  if int(_field(data_cfg, "seq_len")) < 1:
-    raise ValueError(f"seq_len must be >= 1, got {_field(data_cfg, 'seq_len')}")
-  if int(_field(data_cfg, "batch_size")) < 1:
-    raise ValueError(f"batch_size must be >= 1, got {_field(data_cfg, 'batch_size')}")
+  if int(sources.field(data_cfg, "seq_len")) < 1:
+    raise ValueError(f"seq_len must be >= 1, got {sources.field(data_cfg, 'seq_len')}")
+  if int(sources.field(data_cfg, "batch_size")) < 1:
+    raise ValueError(
+        f"batch_size must be >= 1, got {sources.field(data_cfg, 'batch_size')}"
+    )
   if num_workers < 1:
     raise ValueError(f"num_workers must be >= 1, got {num_workers}")
   if seed < 0:
     raise ValueError(f"seed must be >= 0 (it seeds numpy's SeedSequence), got {seed}")
-  if int(_field(data_cfg, "max_bytes")) < 0:
+  if int(sources.field(data_cfg, "max_bytes")) < 0:
     raise ValueError(
-        f"max_bytes must be >= 0 (0 = no cap), got {_field(data_cfg, 'max_bytes')}"
+        f"max_bytes must be >= 0 (0 = no cap), got {sources.field(data_cfg, 'max_bytes')}"
     )
-  streamed_val = source in ("parquet", "jsonl") and not _field(data_cfg, "eval_path")
+  streamed_val = source in ("parquet", "jsonl") and not sources.field(
+      data_cfg, "eval_path"
+  )
   if (source == "files" or streamed_val) and not (
-      0.0 < float(_field(data_cfg, "val_fraction")) < 1.0
+      0.0 < float(sources.field(data_cfg, "val_fraction")) < 1.0
   ):
     raise ValueError(
-        f"val_fraction must be in (0, 1), got {_field(data_cfg, 'val_fraction')}"
+        f"val_fraction must be in (0, 1), got {sources.field(data_cfg, 'val_fraction')}"
     )
-
-
-# ----------------------------------------------------------------------------
-# Sources: each returns training and validation documents as UTF-8 bytes.
-
-
-class Documents(NamedTuple):
-  """Training and validation documents (UTF-8 bytes), in a deterministic order."""
-
-  train: Iterable[bytes]
-  validation: Iterable[bytes]
-
-
-def load_documents(data_cfg: Any) -> Documents:
-  """The documents of the configured source, with `max_bytes` applied to
-  training (lists for the in-memory sources, streams for parquet and jsonl)."""
-  source = _field(data_cfg, "source")
-  if source not in SOURCES:
-    raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
-  max_bytes = int(_field(data_cfg, "max_bytes"))
-  eval_max_bytes = _field(data_cfg, "eval_max_bytes")
-  eval_max_bytes = max_bytes if eval_max_bytes is None else int(eval_max_bytes)
-  if source in ("parquet", "jsonl"):
-    return _streamed_documents(data_cfg, max_bytes, eval_max_bytes)
-  if source == "shakespeare":
-    docs = _shakespeare_documents(data_cfg)
-  elif source == "tfds":
-    docs = _tfds_documents(data_cfg, max_bytes, eval_max_bytes)
-  else:
-    docs = _file_documents(data_cfg)
-  return Documents(_cap(docs.train, max_bytes), _cap(docs.validation, eval_max_bytes))
-
-
-def _cap(docs: list[bytes], max_bytes: int) -> list[bytes]:
-  """The leading documents holding at most `max_bytes` bytes (the last one cut); 0 = no cap."""
-  if max_bytes <= 0:
-    return docs
-  kept, total = [], 0
-  for doc in docs:
-    if total + len(doc) >= max_bytes:
-      kept.append(doc[: max_bytes - total])
-      break
-    kept.append(doc)
-    total += len(doc)
-  return [doc for doc in kept if doc]
-
-
-def _shakespeare_documents(data_cfg: Any) -> Documents:
-  # Imported here: TFDS is only needed by the sources that use it.
-  from autoloco_jax import shakespeare
-
-  plays = shakespeare.load_plays(_data_dir(data_cfg))
-  return Documents(
-      [text.encode("utf-8") for text in plays["train"]],
-      [text.encode("utf-8") for text in plays["validation"]],
-  )
-
-
-def _tfds_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Documents:
-  import tensorflow_datasets as tfds
-
-  # Imported to register 'shakespeare_plays' with TFDS (and for quiet_tfds).
-  from autoloco_jax import shakespeare
-
-  name = str(_field(data_cfg, "name"))
-  # 'lm1b', 'lm1b/config' and 'lm1b:1.0.0' all name the builder 'lm1b'.
-  base_name = name.split("/")[0].split(":")[0]
-  # Checked first: for an unknown name TFDS would otherwise search the
-  # community catalog (network) or fail with a long traceback.
-  known = tfds.list_builders(with_community_datasets=False)
-  if base_name not in known:
-    raise ValueError(
-        f"unknown tfds dataset name {name!r}: not in tfds.list_builders() "
-        f"({len(known)} datasets, e.g. 'lm1b', 'wikipedia')"
-    )
-  # array_record is the one format TFDS reads (and writes) without TensorFlow.
-  with shakespeare.quiet_tfds():
-    builder = tfds.builder(name, data_dir=_data_dir(data_cfg), file_format="array_record")
-    prepared = builder.is_prepared()
-  if not prepared:
-    if not _field(data_cfg, "download"):
-      raise ValueError(
-          f"tfds dataset {name!r} is not prepared in {builder.data_dir} and download is off"
-      )
-    print(
-        f"Preparing the TFDS dataset {name!r} once into {builder.data_dir} ...",
-        flush=True,
-    )
-    # try_download_gcs=False: build from the original sources, never probe GCS.
-    with shakespeare.quiet_tfds():
-      builder.download_and_prepare(
-          download_config=tfds.download.DownloadConfig(try_download_gcs=False)
-      )
-  text_key = str(_field(data_cfg, "text_key"))
-  features = list(builder.info.features.keys())
-  if text_key not in features:
-    raise ValueError(
-        f"tfds dataset {name!r} has no text feature {text_key!r}; its features are {features}"
-    )
-  train_source = builder.as_data_source(split=_field(data_cfg, "train_split"))
-  eval_source = builder.as_data_source(split=_field(data_cfg, "eval_split"))
-  return Documents(
-      _read_text(train_source, text_key, max_bytes),
-      _read_text(eval_source, text_key, eval_max_bytes),
-  )
-
-
-def _read_text(source, text_key: str, max_bytes: int) -> list[bytes]:
-  """Text feature of the first records of a TFDS data source, until `max_bytes` (0 = all)."""
-  docs, total = [], 0
-  for start in range(0, len(source), _TFDS_READ_CHUNK):
-    keys = list(range(start, min(start + _TFDS_READ_CHUNK, len(source))))
-    for record in source.__getitems__(keys):
-      text = record[text_key]
-      doc = text if isinstance(text, bytes) else str(text).encode("utf-8")
-      if doc:
-        docs.append(doc)
-        total += len(doc)
-    if max_bytes and total >= max_bytes:
-      break
-  return docs
-
-
-def _list_files(path: str) -> list[pathlib.Path]:
-  """Files named by `path`: one file, every file under a directory, or a glob's matches; sorted."""
-  if not path:
-    raise ValueError("files source needs data_cfg.path (a file, directory or glob)")
-  expanded = os.path.expanduser(path)
-  if os.path.isdir(expanded):
-    files = [p for p in pathlib.Path(expanded).rglob("*") if p.is_file()]
-  elif os.path.isfile(expanded):
-    files = [pathlib.Path(expanded)]
-  else:
-    files = [
-        pathlib.Path(p) for p in glob.glob(expanded, recursive=True) if os.path.isfile(p)
-    ]
-  if not files:
-    raise ValueError(f"no such file: path {path!r} matches no files")
-  return sorted(files)
-
-
-def _file_documents(data_cfg: Any) -> Documents:
-  files = _list_files(str(_field(data_cfg, "path")))
-  val_fraction = float(_field(data_cfg, "val_fraction"))
-  docs = []
-  for file in files:
-    # Raw bytes: the byte tokenizer needs no decoding, so files that are not
-    # valid UTF-8 still load (other tokenizers see U+FFFD there).
-    doc = file.read_bytes()
-    if not doc.strip():
-      raise ValueError(f"empty file: {file} has no text")
-    docs.append(doc)
-  if len(docs) == 1:
-    train, validation = _split_tail(docs[0], val_fraction)
-    return Documents([train], [validation])
-  held_out = set(_spread_indices(len(docs), val_fraction).tolist())
-  return Documents(
-      [doc for i, doc in enumerate(docs) if i not in held_out],
-      [doc for i, doc in enumerate(docs) if i in held_out],
-  )
-
-
-def _streamed_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Documents:
-  """Parquet or jsonl shards, streamed: `eval_path`'s shards for validation, or
-  every document that `sources.is_validation` routes there (one pass each)."""
-  from autoloco_jax import sources
-
-  source, text_key = _field(data_cfg, "source"), str(_field(data_cfg, "text_key"))
-  pattern, eval_pattern = str(_field(data_cfg, "path")), str(
-      _field(data_cfg, "eval_path")
-  )
-  if not pattern:
-    raise ValueError(f"{source} source needs data_cfg.path (a glob of shards)")
-  sources.list_shards(pattern)  # a pattern that matches nothing fails now
-  if eval_pattern:
-    sources.list_shards(eval_pattern)
-
-  def utf8(docs: Iterator[str]) -> Iterator[bytes]:
-    return (doc.encode("utf-8") for doc in docs if doc)
-
-  if eval_pattern:
-    return Documents(
-        utf8(sources.iter_documents(source, pattern, text_key, max_bytes=max_bytes)),
-        utf8(
-            sources.iter_documents(
-                source, eval_pattern, text_key, max_bytes=eval_max_bytes
-            )
-        ),
-    )
-  fraction = float(_field(data_cfg, "val_fraction"))
-
-  def split(validation: bool, cap: int) -> Iterator[bytes]:
-    docs = sources.iter_documents(source, pattern, text_key)
-    kept = (
-        d
-        for i, d in enumerate(docs)
-        if sources.is_validation(i, fraction, 0) == validation
-    )
-    return utf8(sources._cap_documents(kept, cap))
-
-  return Documents(split(False, max_bytes), split(True, eval_max_bytes))
-
-
-def _spread_indices(n: int, fraction: float) -> np.ndarray:
-  """round(fraction * n) indices (at least 1, at most n - 1) evenly spread over range(n)."""
-  count = min(max(1, round(fraction * n)), n - 1)
-  return ((np.arange(count) + 0.5) * n / count).astype(np.int64)
-
-
-def _split_tail(doc: bytes, fraction: float) -> tuple[bytes, bytes]:
-  """(head, tail) of one document, the tail about `fraction` of it, cut at a line end if near."""
-  cut = int(len(doc) * (1.0 - fraction))
-  line_end = doc.rfind(b"\n", 0, cut)
-  # Prefer a line boundary unless it would move the cut by more than 10%.
-  if line_end >= 0 and cut - line_end <= 0.1 * len(doc):
-    cut = line_end + 1
-  if cut <= 0 or cut >= len(doc):
-    raise ValueError(
-        f"file of {len(doc)} bytes is too short to split off a {fraction:.0%} validation tail"
-    )
-  return doc[:cut], doc[cut:]
 
 
 # ----------------------------------------------------------------------------
@@ -451,9 +189,9 @@ def _memmap(path: str, dtype: np.dtype) -> np.ndarray:
 def _cache_key(data_cfg: Any, tokenizer: Any) -> str:
   """What determines a split's token stream: the source's fields, its files, the
   caps and the tokenizer."""
-  source = _field(data_cfg, "source")
+  source = sources.field(data_cfg, "source")
   fields = {
-      name: _field(data_cfg, name)
+      name: sources.field(data_cfg, name)
       for name in (
           "source",
           "name",
@@ -468,12 +206,10 @@ def _cache_key(data_cfg: Any, tokenizer: Any) -> str:
       )
   }
   if source in ("parquet", "jsonl", "files"):
-    from autoloco_jax import sources
-
     for name in ("path", "eval_path"):
-      if _field(data_cfg, name):
+      if sources.field(data_cfg, name):
         fields[name + "_fingerprint"] = sources.fingerprint(
-            sources.list_shards(str(_field(data_cfg, name)))
+            sources.list_shards(str(sources.field(data_cfg, name)))
         )
   fields.update(tokenizer=tokenizer.fingerprint(), version=_CACHE_VERSION)
   text = json.dumps(fields, sort_keys=True, default=str)
@@ -487,14 +223,16 @@ def _cached_streams(
   them (streaming) when they are missing."""
   import fcntl
 
-  folder = os.path.join(_data_dir(data_cfg), "tokens", _cache_key(data_cfg, tokenizer))
+  folder = os.path.join(
+      sources.data_dir(data_cfg), "tokens", _cache_key(data_cfg, tokenizer)
+  )
   os.makedirs(folder, exist_ok=True)
   meta_path = os.path.join(folder, "meta.json")
   with open(os.path.join(folder, ".lock"), "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
       if not os.path.exists(meta_path):
-        docs = load_documents(data_cfg)
+        docs = sources.load_documents(data_cfg)
         meta = {}
         for split, split_docs in (("train", docs.train), ("validation", docs.validation)):
           stream = tokenize(
@@ -747,17 +485,17 @@ class WorkerData:
     return loss_per_token / (math.log(2.0) * self.bytes_per_token)
 
 
-def _tokenizer(data_cfg: Any, docs: Documents | None) -> Any:
+def _tokenizer(data_cfg: Any, docs: sources.Documents | None) -> Any:
   """The configured tokenizer; a SentencePiece model is trained on (and cached
   next to) the training split."""
   from autoloco_jax import tokenizers
 
   def train_texts():
-    train = docs.train if docs is not None else load_documents(data_cfg).train
+    train = docs.train if docs is not None else sources.load_documents(data_cfg).train
     return (doc.decode("utf-8", errors="replace") for doc in train)
 
   return tokenizers.from_config(
-      data_cfg, train_texts, os.path.join(_data_dir(data_cfg), "tokenizers")
+      data_cfg, train_texts, os.path.join(sources.data_dir(data_cfg), "tokenizers")
   )
 
 
@@ -768,14 +506,14 @@ def build(data_cfg: Any, num_workers: int, seed: int) -> WorkerData:
   data_cfg fields: source, seq_len, batch_size (required); partition, name,
   text_key, train_split, eval_split, path, eval_path, val_fraction, data_dir,
   max_bytes, eval_max_bytes, download, tokenizer, vocab_size (optional, see
-  `_DEFAULTS`).
+  `sources.DEFAULTS`).
   """
   _validate(data_cfg, num_workers, seed)
-  seq_len = int(_field(data_cfg, "seq_len"))
-  batch_size = int(_field(data_cfg, "batch_size"))
-  partition = _field(data_cfg, "partition")
-  in_memory = _field(data_cfg, "source") not in ("parquet", "jsonl")
-  docs = load_documents(data_cfg) if in_memory else None
+  seq_len = int(sources.field(data_cfg, "seq_len"))
+  batch_size = int(sources.field(data_cfg, "batch_size"))
+  partition = sources.field(data_cfg, "partition")
+  in_memory = sources.field(data_cfg, "source") not in ("parquet", "jsonl")
+  docs = sources.load_documents(data_cfg) if in_memory else None
   tokenizer = _tokenizer(data_cfg, docs)
   dtype = token_dtype(tokenizer.vocab_size)
   if in_memory and tokenizer.name == "bytes":
@@ -824,7 +562,7 @@ def build(data_cfg: Any, num_workers: int, seed: int) -> WorkerData:
   joined_bytes = validation.num_bytes + len(SEPARATOR) * (len(validation.doc_starts) - 1)
   bytes_per_token = joined_bytes / len(validation.tokens_T)
   info = {
-      "source": _field(data_cfg, "source"),
+      "source": sources.field(data_cfg, "source"),
       "partition": partition,
       "tokenizer": tokenizer.name,
       "vocab_size": tokenizer.vocab_size,

@@ -21,6 +21,11 @@ longest line. A corpus of any size can be read on a small host.
 directory) into a sorted list of files, `iter_documents` reads them by
 format, `is_validation` routes each document to training or validation in the
 same single pass, and `fingerprint` keys caches of tokenized shards.
+
+Also the in-memory sources of `data_cfg.source` (`load_documents`): the embedded
+Shakespeare plays, any TFDS catalog dataset, local text files. Every source
+gives training and validation documents as UTF-8 bytes; `autoloco_jax.data`
+tokenizes and packs them.
 """
 
 from __future__ import annotations
@@ -32,9 +37,13 @@ import json
 import math
 import os
 import pathlib
-from typing import IO, Iterable, Iterator, Union
+from typing import IO, Any, Iterable, Iterator, NamedTuple, Union
 
-SOURCES = ("parquet", "jsonl")
+import numpy as np
+
+STREAMED = ("parquet", "jsonl")
+#: Every value of `data_cfg.source`.
+SOURCES = ("shakespeare", "tfds", "files") + STREAMED
 
 # Rows per record batch read from a parquet shard: large enough to amortise
 # pyarrow's per-batch cost, small enough that a batch of long documents (code
@@ -92,7 +101,7 @@ def iter_documents(
   """
   readers = {"parquet": iter_parquet, "jsonl": iter_jsonl}
   if source not in readers:
-    raise ValueError(f"unknown source {source!r}: expected one of {SOURCES}")
+    raise ValueError(f"unknown source {source!r}: expected one of {STREAMED}")
   paths = list_shards(pattern)
   return readers[source](paths, text_key, max_bytes=max_bytes)
 
@@ -289,3 +298,265 @@ def fingerprint(paths: PathLike | Iterable[PathLike]) -> str:
     stat = path.stat()
     h.update(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8"))
   return h.hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------
+# The sources of `data_cfg.source`.
+
+DATA_DIR_ENV = "AUTOLOCO_DATA_DIR"
+
+# Optional data config fields and their defaults; `source`, `seq_len` and
+# `batch_size` are required.
+DEFAULTS = {
+    "name": "",
+    "text_key": "text",
+    "train_split": "train",
+    "eval_split": "validation",
+    "path": "",
+    "eval_path": "",
+    "val_fraction": 0.1,
+    "data_dir": "",
+    "partition": "iid",
+    "max_bytes": 0,
+    "eval_max_bytes": None,  # None: same cap as max_bytes
+    "download": True,  # tfds source: prepare the dataset if it is not in data_dir
+    "tokenizer": "bytes",
+    "vocab_size": 1024,
+}
+
+# Records read from a TFDS data source per call: large enough to amortise the
+# per-call overhead, small enough that `max_bytes` is not overshot by much.
+_TFDS_READ_CHUNK = 1024
+
+# ----------------------------------------------------------------------------
+# Config
+
+
+def field(data_cfg: Any, name: str) -> Any:
+  """A data config field, falling back to `DEFAULTS`; works for ConfigDicts, dicts and plain objects."""
+  value = (
+      data_cfg.get(name) if isinstance(data_cfg, dict) else getattr(data_cfg, name, None)
+  )
+  if value is None:
+    if name not in DEFAULTS:
+      raise ValueError(f"data config is missing the required field {name!r}")
+    value = DEFAULTS[name]
+  return value
+
+
+def default_data_dir() -> str:
+  """Where TFDS datasets are prepared: $AUTOLOCO_DATA_DIR, else ~/.cache/autoloco_jax/tfds."""
+  return os.environ.get(DATA_DIR_ENV) or os.path.expanduser("~/.cache/autoloco_jax/tfds")
+
+
+def data_dir(data_cfg: Any) -> str:
+  return os.path.expanduser(field(data_cfg, "data_dir") or default_data_dir())
+
+
+# ----------------------------------------------------------------------------
+# Sources: each returns training and validation documents as UTF-8 bytes.
+
+
+class Documents(NamedTuple):
+  """Training and validation documents (UTF-8 bytes), in a deterministic order."""
+
+  train: Iterable[bytes]
+  validation: Iterable[bytes]
+
+
+def load_documents(data_cfg: Any) -> Documents:
+  """The documents of the configured source, with `max_bytes` applied to
+  training (lists for the in-memory sources, streams for parquet and jsonl)."""
+  source = field(data_cfg, "source")
+  if source not in SOURCES:
+    raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
+  max_bytes = int(field(data_cfg, "max_bytes"))
+  eval_max_bytes = field(data_cfg, "eval_max_bytes")
+  eval_max_bytes = max_bytes if eval_max_bytes is None else int(eval_max_bytes)
+  if source in ("parquet", "jsonl"):
+    return _streamed_documents(data_cfg, max_bytes, eval_max_bytes)
+  if source == "shakespeare":
+    docs = _shakespeare_documents(data_cfg)
+  elif source == "tfds":
+    docs = _tfds_documents(data_cfg, max_bytes, eval_max_bytes)
+  else:
+    docs = _file_documents(data_cfg)
+  return Documents(_cap(docs.train, max_bytes), _cap(docs.validation, eval_max_bytes))
+
+
+def _cap(docs: list[bytes], max_bytes: int) -> list[bytes]:
+  """The leading documents holding at most `max_bytes` bytes (the last one cut); 0 = no cap."""
+  if max_bytes <= 0:
+    return docs
+  kept, total = [], 0
+  for doc in docs:
+    if total + len(doc) >= max_bytes:
+      kept.append(doc[: max_bytes - total])
+      break
+    kept.append(doc)
+    total += len(doc)
+  return [doc for doc in kept if doc]
+
+
+def _shakespeare_documents(data_cfg: Any) -> Documents:
+  # Imported here: TFDS is only needed by the sources that use it.
+  from autoloco_jax import shakespeare
+
+  plays = shakespeare.load_plays(data_dir(data_cfg))
+  return Documents(
+      [text.encode("utf-8") for text in plays["train"]],
+      [text.encode("utf-8") for text in plays["validation"]],
+  )
+
+
+def _tfds_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Documents:
+  import tensorflow_datasets as tfds
+
+  # Imported to register 'shakespeare_plays' with TFDS (and for quiet_tfds).
+  from autoloco_jax import shakespeare
+
+  name = str(field(data_cfg, "name"))
+  # 'lm1b', 'lm1b/config' and 'lm1b:1.0.0' all name the builder 'lm1b'.
+  base_name = name.split("/")[0].split(":")[0]
+  # Checked first: for an unknown name TFDS would otherwise search the
+  # community catalog (network) or fail with a long traceback.
+  known = tfds.list_builders(with_community_datasets=False)
+  if base_name not in known:
+    raise ValueError(
+        f"unknown tfds dataset name {name!r}: not in tfds.list_builders() "
+        f"({len(known)} datasets, e.g. 'lm1b', 'wikipedia')"
+    )
+  # array_record is the one format TFDS reads (and writes) without TensorFlow.
+  with shakespeare.quiet_tfds():
+    builder = tfds.builder(name, data_dir=data_dir(data_cfg), file_format="array_record")
+    prepared = builder.is_prepared()
+  if not prepared:
+    if not field(data_cfg, "download"):
+      raise ValueError(
+          f"tfds dataset {name!r} is not prepared in {builder.data_dir} and download is off"
+      )
+    print(
+        f"Preparing the TFDS dataset {name!r} once into {builder.data_dir} ...",
+        flush=True,
+    )
+    # try_download_gcs=False: build from the original sources, never probe GCS.
+    with shakespeare.quiet_tfds():
+      builder.download_and_prepare(
+          download_config=tfds.download.DownloadConfig(try_download_gcs=False)
+      )
+  text_key = str(field(data_cfg, "text_key"))
+  features = list(builder.info.features.keys())
+  if text_key not in features:
+    raise ValueError(
+        f"tfds dataset {name!r} has no text feature {text_key!r}; its features are {features}"
+    )
+  train_source = builder.as_data_source(split=field(data_cfg, "train_split"))
+  eval_source = builder.as_data_source(split=field(data_cfg, "eval_split"))
+  return Documents(
+      _read_text(train_source, text_key, max_bytes),
+      _read_text(eval_source, text_key, eval_max_bytes),
+  )
+
+
+def _read_text(source, text_key: str, max_bytes: int) -> list[bytes]:
+  """Text feature of the first records of a TFDS data source, until `max_bytes` (0 = all)."""
+  docs, total = [], 0
+  for start in range(0, len(source), _TFDS_READ_CHUNK):
+    keys = list(range(start, min(start + _TFDS_READ_CHUNK, len(source))))
+    for record in source.__getitems__(keys):
+      text = record[text_key]
+      doc = text if isinstance(text, bytes) else str(text).encode("utf-8")
+      if doc:
+        docs.append(doc)
+        total += len(doc)
+    if max_bytes and total >= max_bytes:
+      break
+  return docs
+
+
+def _list_files(path: str) -> list[pathlib.Path]:
+  """Files named by `path`: one file, every file under a directory, or a glob's matches; sorted."""
+  if not path:
+    raise ValueError("files source needs data_cfg.path (a file, directory or glob)")
+  expanded = os.path.expanduser(path)
+  if os.path.isdir(expanded):
+    files = [p for p in pathlib.Path(expanded).rglob("*") if p.is_file()]
+  elif os.path.isfile(expanded):
+    files = [pathlib.Path(expanded)]
+  else:
+    files = [
+        pathlib.Path(p) for p in glob.glob(expanded, recursive=True) if os.path.isfile(p)
+    ]
+  if not files:
+    raise ValueError(f"no such file: path {path!r} matches no files")
+  return sorted(files)
+
+
+def _file_documents(data_cfg: Any) -> Documents:
+  files = _list_files(str(field(data_cfg, "path")))
+  val_fraction = float(field(data_cfg, "val_fraction"))
+  docs = []
+  for file in files:
+    # Raw bytes: the byte tokenizer needs no decoding, so files that are not
+    # valid UTF-8 still load (other tokenizers see U+FFFD there).
+    doc = file.read_bytes()
+    if not doc.strip():
+      raise ValueError(f"empty file: {file} has no text")
+    docs.append(doc)
+  if len(docs) == 1:
+    train, validation = _split_tail(docs[0], val_fraction)
+    return Documents([train], [validation])
+  held_out = set(_spread_indices(len(docs), val_fraction).tolist())
+  return Documents(
+      [doc for i, doc in enumerate(docs) if i not in held_out],
+      [doc for i, doc in enumerate(docs) if i in held_out],
+  )
+
+
+def _streamed_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Documents:
+  """Parquet or jsonl shards, streamed: `eval_path`'s shards for validation, or
+  every document that `sources.is_validation` routes there (one pass each)."""
+  source, text_key = field(data_cfg, "source"), str(field(data_cfg, "text_key"))
+  pattern, eval_pattern = str(field(data_cfg, "path")), str(field(data_cfg, "eval_path"))
+  if not pattern:
+    raise ValueError(f"{source} source needs data_cfg.path (a glob of shards)")
+  list_shards(pattern)  # a pattern that matches nothing fails now
+  if eval_pattern:
+    list_shards(eval_pattern)
+
+  def utf8(docs: Iterator[str]) -> Iterator[bytes]:
+    return (doc.encode("utf-8") for doc in docs if doc)
+
+  if eval_pattern:
+    return Documents(
+        utf8(iter_documents(source, pattern, text_key, max_bytes=max_bytes)),
+        utf8(iter_documents(source, eval_pattern, text_key, max_bytes=eval_max_bytes)),
+    )
+  fraction = float(field(data_cfg, "val_fraction"))
+
+  def split(validation: bool, cap: int) -> Iterator[bytes]:
+    docs = iter_documents(source, pattern, text_key)
+    kept = (d for i, d in enumerate(docs) if is_validation(i, fraction, 0) == validation)
+    return utf8(_cap_documents(kept, cap))
+
+  return Documents(split(False, max_bytes), split(True, eval_max_bytes))
+
+
+def _spread_indices(n: int, fraction: float) -> np.ndarray:
+  """round(fraction * n) indices (at least 1, at most n - 1) evenly spread over range(n)."""
+  count = min(max(1, round(fraction * n)), n - 1)
+  return ((np.arange(count) + 0.5) * n / count).astype(np.int64)
+
+
+def _split_tail(doc: bytes, fraction: float) -> tuple[bytes, bytes]:
+  """(head, tail) of one document, the tail about `fraction` of it, cut at a line end if near."""
+  cut = int(len(doc) * (1.0 - fraction))
+  line_end = doc.rfind(b"\n", 0, cut)
+  # Prefer a line boundary unless it would move the cut by more than 10%.
+  if line_end >= 0 and cut - line_end <= 0.1 * len(doc):
+    cut = line_end + 1
+  if cut <= 0 or cut >= len(doc):
+    raise ValueError(
+        f"file of {len(doc)} bytes is too short to split off a {fraction:.0%} validation tail"
+    )
+  return doc[:cut], doc[cut:]

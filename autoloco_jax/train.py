@@ -340,6 +340,57 @@ def _maybe_evaluate(
   _check_finite(record, ("eval_loss",))
 
 
+def _start(
+    config: Any, workdir: str, t_start: float
+) -> tuple[_Loop, state_lib.TrainState, HostState]:
+  """Setup: the run, its checkpoint (resumed if there is one), the clocks, the
+  evaluation batches, the writer and the input pipeline."""
+  run = setup(config)
+  if faults.enabled(config.faults) and not run.algo.supports_faults:
+    raise ValueError(f"config.faults: worker faults are not supported by {run.algo.name}")
+  ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep)
+  state, host = _resume(config, workdir, run, ckpt)
+  clock, also = _clocks(config, run, state, host)
+  logging.info(
+      "%s: %d workers on %d devices, %.2fM params, %d inner steps",
+      run.algo.name,
+      config.num_workers,
+      run.mesh.devices.size,
+      run.num_params / 1e6,
+      config.total_steps,
+  )
+  eval_tokens = replicas.put_replicated(
+      run.data.eval_batches(config.eval.batch_size, config.eval.num_batches), run.mesh
+  )
+  # Metrics, TensorBoard and progress come from process 0 only.
+  writer = (
+      metrics_lib.Writer(workdir, tensorboard=config.log.tensorboard)
+      if distributed.is_leader()
+      else None
+  )
+  pipeline = pipeline_lib.Pipeline(
+      run.data,
+      config.data.batch_size,
+      replicas.local_workers(run.mesh, config.num_workers),
+      prefetch=run.chunk,
+      state=host.data_state,
+  )
+  loop = _Loop(
+      config,
+      run,
+      ckpt,
+      clock,
+      also,
+      make_evaluate(run.loss_fn, run.mesh, run.algo),
+      eval_tokens,
+      writer,
+      t_start,
+      host.step,
+      pipeline,
+  )
+  return loop, state, host
+
+
 def train_and_evaluate(
     config: Any, workdir: str, allow_config_change: bool = False
 ) -> dict:
@@ -355,49 +406,8 @@ def train_and_evaluate(
   config_check.validate(config)
   os.makedirs(workdir, exist_ok=True)
   config_check.check_resume(config, workdir, allow_config_change)
-
-  t_start = time.time()
-  run = setup(config)
-  if faults.enabled(config.faults) and not run.algo.supports_faults:
-    raise ValueError(f"config.faults: worker faults are not supported by {run.algo.name}")
-  ckpt = checkpoint.Checkpointer(workdir, keep=config.checkpoint.keep)
-  state, host = _resume(config, workdir, run, ckpt)
-  clock, also = _clocks(config, run, state, host)
+  loop, state, host = _start(config, workdir, time.time())
   leader = distributed.is_leader()
-  logging.info(
-      "%s: %d workers on %d devices, %.2fM params, %d inner steps",
-      run.algo.name,
-      config.num_workers,
-      run.mesh.devices.size,
-      run.num_params / 1e6,
-      config.total_steps,
-  )
-  eval_tokens = replicas.put_replicated(
-      run.data.eval_batches(config.eval.batch_size, config.eval.num_batches), run.mesh
-  )
-  # Metrics, TensorBoard and progress come from process 0 only.
-  writer = (
-      metrics_lib.Writer(workdir, tensorboard=config.log.tensorboard) if leader else None
-  )
-  loop = _Loop(
-      config,
-      run,
-      ckpt,
-      clock,
-      also,
-      make_evaluate(run.loss_fn, run.mesh, run.algo),
-      eval_tokens,
-      writer,
-      t_start,
-      host.step,
-      pipeline_lib.Pipeline(
-          run.data,
-          config.data.batch_size,
-          replicas.local_workers(run.mesh, config.num_workers),
-          prefetch=run.chunk,
-          state=host.data_state,
-      ),
-  )
   progress = _progress(config.total_steps, host.step, config.log.progress and leader)
   # Throughput is timed from the end of the first round, which includes compilation.
   steady = None
@@ -417,15 +427,15 @@ def train_and_evaluate(
   finally:
     progress.close()
     loop.pipeline.close()
-    ckpt.close()
-    if writer:
-      writer.close()
+    loop.ckpt.close()
+    if loop.writer:
+      loop.writer.close()
 
   if preempted:
     if leader:
       print(
           f"Stopped by a signal at inner step {host.step} of {config.total_steps}; a "
-          f"checkpoint was saved. Resume by running the same command with --workdir "
+          "checkpoint was saved. Resume by running the same command with --workdir "
           f"{workdir}",
           flush=True,
       )

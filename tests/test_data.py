@@ -7,7 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from autoloco_jax import data, shakespeare
+from autoloco_jax import data, shakespeare, sources
 
 SEQ_LEN = 64
 
@@ -263,7 +263,7 @@ def test_files_source_glob(tmp_path):
   (tmp_path / "notes.md").write_text("not matched by the glob")
   wd = data.build(files_cfg(tmp_path / "doc*.txt"), num_workers=2, seed=0)
   assert wd.info["train_documents"] == 9 and wd.info["eval_documents"] == 1
-  docs = data.load_documents(files_cfg(tmp_path / "doc*.txt"))
+  docs = sources.load_documents(files_cfg(tmp_path / "doc*.txt"))
   assert all(b"not matched" not in d for d in docs.train + docs.validation)
   assert not set(docs.train) & set(docs.validation)
   non_iid = data.build(
@@ -275,7 +275,7 @@ def test_files_source_glob(tmp_path):
 def test_files_source_single_file_tail(tmp_path):
   write_docs(tmp_path, count=1, size=3000)
   text = (tmp_path / "doc00.txt").read_bytes()
-  docs = data.load_documents(files_cfg(tmp_path / "doc00.txt", val_fraction=0.2))
+  docs = sources.load_documents(files_cfg(tmp_path / "doc00.txt", val_fraction=0.2))
   assert docs.train[0] + docs.validation[0] == text
   assert 0.1 < len(docs.validation[0]) / len(text) < 0.3
 
@@ -342,7 +342,7 @@ def test_tfds_source_reads_registered_builder(data_dir):
 
 
 def test_default_data_dir_env(monkeypatch):
-  monkeypatch.setenv(data.DATA_DIR_ENV, "/somewhere/tfds")
-  assert data.default_data_dir() == "/somewhere/tfds"
-  monkeypatch.delenv(data.DATA_DIR_ENV)
-  assert data.default_data_dir().endswith("autoloco_jax/tfds")
+  monkeypatch.setenv(sources.DATA_DIR_ENV, "/somewhere/tfds")
+  assert sources.default_data_dir() == "/somewhere/tfds"
+  monkeypatch.delenv(sources.DATA_DIR_ENV)
+  assert sources.default_data_dir().endswith("autoloco_jax/tfds")
