@@ -45,7 +45,8 @@ def _abstract(tree: Any, specs: Any, mesh) -> Any:
   )
 
 
-def _memory(compiled) -> dict:
+def memory_analysis(compiled) -> dict:
+  """XLA's memory analysis of a compiled program, per device, in bytes."""
   m = compiled.memory_analysis()
   return dict(
       argument_bytes=m.argument_size_in_bytes,
@@ -97,29 +98,26 @@ def compile_config(config: Any, vocab_size: int = data.VOCAB_SIZE) -> dict:
       tokens_per_step=k * b * l,
       state_bytes_total=int(state_bytes),
       # XLA counts a while loop's body once: the inner loop's FLOPs are one step's.
-      inner=dict(_memory(inner), flops_per_step=_flops(inner)),
-      sync=dict(_memory(sync), flops=_flops(sync)),
+      inner=dict(memory_analysis(inner), flops_per_step=_flops(inner)),
+      sync=dict(memory_analysis(sync), flops=_flops(sync)),
       model_flops_per_step=model_lib.flops_per_token(model_cfg, num_params) * k * b * l,
   )
 
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", "configs/autoloco.py:gpu", "Run config."
-)
-_OUT = flags.DEFINE_string("out", "", "Also write the JSON here.")
-
-
 def main(argv):
   del argv
-  result = compile_config(_CONFIG.value)
+  result = compile_config(flags.FLAGS.config)
   text = json.dumps(result, indent=2)
   print(text)
-  if _OUT.value:
-    with open(_OUT.value, "w") as f:
+  if flags.FLAGS.out:
+    with open(flags.FLAGS.out, "w") as f:
       f.write(text + "\n")
 
 
 if __name__ == "__main__":
   from experiments import cli
 
+  # Flags only when run as a program, so other modules can import this one.
+  config_flags.DEFINE_config_file("config", "configs/autoloco.py:gpu", "Run config.")
+  flags.DEFINE_string("out", "", "Also write the JSON here.")
   cli.run(main)

@@ -19,20 +19,11 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from autoloco_jax import replicas, train
+from benchmarks import aot
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config.")
 _NUM_WORKERS = flags.DEFINE_integer("num_workers", 8, "K (overrides the config).")
 _OUT = flags.DEFINE_string("out", "", "Write the JSON here as well.")
-
-
-def _analysis(compiled) -> dict:
-  m = compiled.memory_analysis()
-  return dict(
-      argument=m.argument_size_in_bytes,
-      output=m.output_size_in_bytes,
-      temp=m.temp_size_in_bytes,
-      alias=m.alias_size_in_bytes,
-  )
 
 
 def measure(config) -> dict:
@@ -50,7 +41,7 @@ def measure(config) -> dict:
     )
 
   k, b, l = config.num_workers, config.data.batch_size, config.data.seq_len
-  tokens = replicas.put_workers(np.zeros((k, run.chunk, b, l + 1), np.int32), mesh)
+  tokens = replicas.put_workers(np.zeros((k, run.chunk, b, l + 1), run.data.dtype), mesh)
   present = replicas.put_workers(np.ones(k, np.float32), mesh)
   fields = {name: bytes_on_device(getattr(state, name)) for name in state._fields}
   if state.outer is not None:
@@ -68,8 +59,8 @@ def measure(config) -> dict:
       param_bytes=4 * run.num_params,
       state_bytes_per_device=bytes_on_device(state),
       state_fields=fields,
-      inner=_analysis(algo.inner.lower(state, tokens, np.int32(1)).compile()),
-      sync=_analysis(algo.sync.lower(state, present).compile()),
+      inner=aot.memory_analysis(algo.inner.lower(state, tokens, np.int32(1)).compile()),
+      sync=aot.memory_analysis(algo.sync.lower(state, present).compile()),
   )
 
 
