@@ -297,3 +297,23 @@ def test_fields_added_later_and_left_empty_are_no_change(tmp_path):
   assert config_check.changed_fields(cfg, str(tmp_path)) == [
       "network.also: None -> ['hetero']"
   ]
+
+
+def test_a_checkpoint_of_an_older_layout_is_refused_by_name(tmp_path):
+  import orbax.checkpoint as ocp
+
+  # What the previous layout wrote: a host item without a format stamp.
+  ckpt = checkpoint.Checkpointer(str(tmp_path))
+  state = {"x": np.zeros(3, np.float32)}
+  ckpt._manager.save(
+      5,
+      args=ocp.args.Composite(
+          state=ocp.args.StandardSave(state), host=ocp.args.JsonSave({"positions": [0]})
+      ),
+  )
+  ckpt.close()
+  with pytest.raises(
+      checkpoint.CheckpointError,
+      match=r"written by another version of autoloco_jax \(run-state format 1",
+  ):
+    checkpoint.load_state(str(tmp_path), state)
