@@ -13,7 +13,8 @@ docs/results.md):
 * outer correction ``momentum``: beta_t = beta ** r_t with r_t = S_t / S_ref,t (the
   round's accumulated inner lr over that of H_ref steps of the schedule from the
   same step); alpha unchanged.
-Measured at the ``study`` size (600 steps, H_ref = 20, 3 seeds): 19 syncs against
+Unverified (see the status note in docs/results.md: same-seed selection, untuned
+DiLoCo baseline, flat frontier). Measured at the ``study`` size (600 steps, H_ref = 20, 3 seeds): 19 syncs against
 DiLoCo's 30 (37% fewer) at a final eval loss 0.03 nats lower; at the ``cpu`` size
 (one seed, H_ref = 25): 1.99 nats in 15 syncs against DiLoCo's 1.98 in 24. The corrections ``lr``
 and ``both`` diverge (alpha_t grows with r_t); ``lr_quadratic`` saves 47% of the
