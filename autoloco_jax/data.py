@@ -485,6 +485,37 @@ class WorkerData:
     return loss_per_token / (math.log(2.0) * self.bytes_per_token)
 
 
+def partition_rows(
+    train: TokenStream, num_workers: int, seq_len: int, partition: str, seed: int
+) -> tuple[np.ndarray, list[np.ndarray], list | None]:
+  """Cuts the training stream into rows and deals them to K workers.
+
+  Returns ``(starts, shards, worker_documents)``: the rows' start offsets, each
+  worker's row ids, and (``non_iid`` only) the documents each worker packed.
+  ``iid``: rows of the whole stream, a seeded shuffle dealt into equal shards.
+  ``non_iid``: each worker packs its own contiguous block of documents.
+  """
+  if partition == "iid":
+    starts = row_starts(0, len(train.tokens_T), seq_len)
+    shard_size = len(starts) // num_workers
+    # Tag 1 keeps this stream apart from the epoch permutations' (tag 2).
+    order = np.random.default_rng([seed, 1]).permutation(len(starts))
+    return (
+        starts,
+        list(order[: num_workers * shard_size].reshape(num_workers, shard_size)),
+        None,
+    )
+  bounds = contiguous_blocks(train.doc_ends - train.doc_starts, num_workers)
+  blocks = [
+      row_starts(train.doc_starts[bounds[k]], train.doc_ends[bounds[k + 1] - 1], seq_len)
+      for k in range(num_workers)
+  ]
+  offsets = np.cumsum([0] + [len(block) for block in blocks])
+  shards = [np.arange(offsets[k], offsets[k + 1]) for k in range(num_workers)]
+  worker_documents = [np.arange(bounds[k], bounds[k + 1]) for k in range(num_workers)]
+  return np.concatenate(blocks), shards, worker_documents
+
+
 def _tokenizer(data_cfg: Any, docs: sources.Documents | None) -> Any:
   """The configured tokenizer; a SentencePiece model is trained on (and cached
   next to) the training split."""
@@ -523,26 +554,9 @@ def build(data_cfg: Any, num_workers: int, seed: int) -> WorkerData:
   if not len(train.doc_starts):
     raise ValueError("too little data: no training documents")
 
-  worker_documents = None
-  if partition == "iid":
-    starts = row_starts(0, len(train.tokens_T), seq_len)
-    shard_size = len(starts) // num_workers
-    # Tag 1 keeps this stream apart from the epoch permutations' (tag 2).
-    order = np.random.default_rng([seed, 1]).permutation(len(starts))
-    shards = list(order[: num_workers * shard_size].reshape(num_workers, shard_size))
-  else:
-    sizes = train.doc_ends - train.doc_starts
-    bounds = contiguous_blocks(sizes, num_workers)
-    blocks = [
-        row_starts(
-            train.doc_starts[bounds[k]], train.doc_ends[bounds[k + 1] - 1], seq_len
-        )
-        for k in range(num_workers)
-    ]
-    starts = np.concatenate(blocks)
-    offsets = np.cumsum([0] + [len(block) for block in blocks])
-    shards = [np.arange(offsets[k], offsets[k + 1]) for k in range(num_workers)]
-    worker_documents = [np.arange(bounds[k], bounds[k + 1]) for k in range(num_workers)]
+  starts, shards, worker_documents = partition_rows(
+      train, num_workers, seq_len, partition, seed
+  )
 
   smallest = min(len(shard) for shard in shards)
   if smallest < batch_size:
