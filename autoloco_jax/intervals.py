@@ -24,6 +24,7 @@ Controllers (see ``docs/algorithms.md``, section 3b):
 * :func:`loss_ratio` — AdaComm (Wang & Joshi, 2019): ``H ∝ sqrt(L_t/L_0)``.
 * :func:`agreement` — ours: grow ``H`` while the workers' pseudo-gradients
   agree, shrink it when they do not.
+* :func:`schedule` — an open-loop sequence of intervals (a replay control).
 
 :data:`CONTROLLERS` maps names to factories; :func:`make` builds one by name.
 """
@@ -31,7 +32,7 @@ Controllers (see ``docs/algorithms.md``, section 3b):
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -609,11 +610,70 @@ def agreement(
   return IntervalController(init_fn, next_fn, h_min, h_max)
 
 
+class ScheduleState(NamedTuple):
+  """State of :func:`schedule`.
+
+  Attributes:
+    h: the last ``H`` returned (int32 scalar).
+    count: rounds seen so far (int32 scalar).
+  """
+
+  h: jax.Array
+  count: jax.Array
+
+
+def schedule(hs: Sequence[int]) -> IntervalController:
+  r"""An open-loop sequence of intervals: ``H_t = hs[min(t, len(hs) - 1)]``.
+
+  The rounds' statistics are ignored: this replays a sequence fixed in advance
+  (for instance an adaptive run's own ``H`` sequence, to test whether closing the
+  loop matters) with the same machinery as an adaptive controller. Round ``t`` is
+  counted by the controller's own state, so a resumed run goes on where it was.
+
+  Args:
+    hs: the intervals of rounds 0, 1, ... (ints >= 1); the last one repeats.
+
+  Returns:
+    An :class:`IntervalController` with ``h_min = min(hs)``, ``h_max = max(hs)``.
+
+  Examples:
+    >>> from autoloco_jax import intervals
+    >>> ctrl = intervals.schedule([40, 30, 20])
+    >>> state = ctrl.init()
+    >>> int(state.h)
+    40
+    >>> h, state = ctrl.next_h(state, None)
+    >>> h, state = ctrl.next_h(state, None)
+    >>> h, state = ctrl.next_h(state, None)
+    >>> int(h)  # the last value repeats
+    20
+  """
+  if isinstance(hs, (str, bytes)) or not hasattr(hs, '__len__') or not len(hs):
+    raise ValueError(f'schedule needs a non-empty sequence of ints >= 1, got {hs!r}.')
+  values = tuple(_check_int(f'hs[{i}]', h) for i, h in enumerate(hs))
+  h_min, h_max = min(values), max(values)
+
+  def init_fn(h0=None):
+    return ScheduleState(
+        h=_initial_interval(h0, values[0], h_min, h_max), count=jnp.zeros((), jnp.int32)
+    )
+
+  def next_fn(state, stats):
+    del stats
+    table = jnp.asarray(values, jnp.int32)
+    count = state.count + 1
+    h_next = table[jnp.minimum(count, len(values) - 1)]
+    return h_next, ScheduleState(h=h_next, count=count)
+
+  return IntervalController(init_fn, next_fn, h_min, h_max)
+
+
 CONTROLLERS: dict[str, Callable[..., IntervalController]] = {
     'fixed': fixed,
     'lr_quadratic': lr_quadratic,
     'loss_ratio': loss_ratio,
     'agreement': agreement,
+    'schedule': schedule,
 }
 
 
@@ -651,13 +711,16 @@ def from_config(cfg: Any, peak_lr: float) -> IntervalController:
   ``h_min``, ``h_max`` (0 = ``h``), ``c`` (``lr_quadratic``; 0 =
   ``sqrt(h) · η_peak``, so that ``H = h`` at the peak inner lr ``peak_lr`` and
   grows as ``(η_peak / η)^2 · h`` while the schedule decays) and
-  ``target, grow, shrink, ema, hysteresis`` (``agreement``).
+  ``target, grow, shrink, ema, hysteresis`` (``agreement``), ``schedule``
+  (``schedule``: the rounds' intervals, replayed open loop).
   """
   name, h = cfg.controller, int(cfg.h)
   h_min = int(cfg.get('h_min', 1) or 1)
   h_max = int(cfg.get('h_max', 0) or h)
   if name == 'fixed':
     return make(name, h=h)
+  if name == 'schedule':
+    return make(name, hs=tuple(int(x) for x in cfg.get('schedule', ()) or ()))
   if name == 'lr_quadratic':
     c = cfg.get('c', 0.0) or (h**0.5) * peak_lr
     return make(name, c=c, h_min=h_min, h_max=h_max)

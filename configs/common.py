@@ -116,7 +116,7 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
 
   c.interval = ml_collections.ConfigDict(
       dict(
-          controller="fixed",  # fixed | lr_quadratic | loss_ratio | agreement
+          controller="fixed",  # fixed | lr_quadratic | loss_ratio | agreement | schedule
           h=h,  # H (fixed) or H_0 (adaptive)
           h_min=1,
           h_max=0,  # bounds of adaptive controllers; 0 = h
@@ -126,6 +126,7 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
           shrink=0.7,
           ema=0.5,
           hysteresis=0.15,
+          schedule=(),  # schedule: the rounds' H, replayed open loop (last repeats)
       )
   )  # agreement
 

@@ -200,6 +200,168 @@ def evaluate_claim(
   return out
 
 
+def paired_interval(diffs: Sequence[float], level: float = 0.95) -> dict:
+  """Mean of paired per-seed differences with its Student-t interval.
+
+  ``mean ± t_{(1+level)/2, n-1} · sd / sqrt(n)``; with one seed the half-width is
+  infinite (no interval).
+
+  Returns:
+    ``dict(n, mean, half_width, low, high, per_seed)``.
+  """
+  from scipy import stats as sstats
+
+  d = np.asarray(diffs, np.float64)
+  n = int(d.size)
+  mean = float(d.mean()) if n else float("nan")
+  if n > 1:
+    half = float(sstats.t.ppf(0.5 + level / 2, n - 1) * d.std(ddof=1) / math.sqrt(n))
+  else:
+    half = float("inf")
+  return dict(
+      n=n,
+      mean=mean,
+      half_width=half,
+      low=mean - half,
+      high=mean + half,
+      per_seed=d.tolist(),
+  )
+
+
+def verdict(ci: dict, tolerance: float) -> str:
+  """``better`` (the interval is below 0), ``worse`` (above 0), ``equal`` (inside
+  ``±tolerance``) or ``inconclusive``; "better" is lower loss."""
+  if ci["high"] < 0:
+    return "better"
+  if ci["low"] > 0:
+    return "worse"
+  if -tolerance <= ci["low"] and ci["high"] <= tolerance:
+    return "equal"
+  return "inconclusive"
+
+
+def seed_frontier(runs: dict[str, list[dict]], frontier: Sequence[str], i: int):
+  """Seed ``i``'s (syncs, loss) frontier points of the ``frontier`` labels, sorted
+  by syncs."""
+  return sorted(
+      (runs[l][i]["summary"]["syncs"], runs[l][i]["summary"]["final_eval_bpb"])
+      for l in frontier
+  )
+
+
+def frontier_loss_at(points, syncs: float) -> float:
+  """Loss of a frontier at ``syncs``: linear in syncs between its points, and its
+  end points' loss beyond them (no extrapolation)."""
+  x, y = zip(*points)
+  return float(np.interp(syncs, x, y))
+
+
+def frontier_syncs_at(points, loss: float) -> float | None:
+  """Syncs the frontier needs for ``loss`` (linear between points, loss taken
+  monotone along the frontier's lower envelope); None outside its loss range."""
+  env, best = [], float("inf")
+  for x, y in points:  # by syncs: keep the running best loss
+    best = min(best, y)
+    env.append((x, best))
+  xs, ys = zip(*env)
+  if not ys[-1] <= loss <= ys[0]:
+    return None
+  for j in range(1, len(env)):
+    (x0, y0), (x1, y1) = env[j - 1], env[j]
+    if y1 <= loss <= y0:
+      return float(x0 if y0 == y1 else x0 + (x1 - x0) * (y0 - loss) / (y0 - y1))
+  return float(xs[0])
+
+
+def compare(
+    runs: dict[str, list[dict]],
+    candidate: str,
+    reference: str,
+    frontier: Sequence[str],
+    tolerance: float,
+    level: float = 0.95,
+) -> dict:
+  """A paired comparison of ``candidate`` against ``reference`` on the same seeds.
+
+  ``reference`` is a label, or ``"frontier"``: the fixed-H frontier of each seed
+  interpolated at the candidate's sync count on that seed. Returns the loss
+  difference's interval (candidate minus reference, bits/byte), its verdict at
+  ``tolerance``, the sync ratio, and against the frontier the syncs it needs for
+  the candidate's loss (``syncs_saved``: 1 - candidate syncs / those syncs, with
+  its interval over the seeds where the frontier reaches that loss).
+  """
+  cand = runs[candidate]
+  seeds = [r["seed"] for r in cand]
+  diffs, saved, ref_syncs = [], [], []
+  for i, r in enumerate(cand):
+    loss, syncs = r["summary"]["final_eval_bpb"], r["summary"]["syncs"]
+    if reference == "frontier":
+      pts = seed_frontier(runs, frontier, i)
+      diffs.append(loss - frontier_loss_at(pts, syncs))
+      need = frontier_syncs_at(pts, loss)
+      if need:
+        saved.append(1.0 - syncs / need)
+      ref_syncs.append(need)
+    else:
+      ref = runs[reference][i]
+      if ref["seed"] != r["seed"]:
+        raise ValueError(f"{candidate} and {reference} are not on the same seeds")
+      diffs.append(loss - ref["summary"]["final_eval_bpb"])
+      ref_syncs.append(ref["summary"]["syncs"])
+      saved.append(1.0 - syncs / ref["summary"]["syncs"])
+  ci = paired_interval(diffs, level)
+  return dict(
+      candidate=candidate,
+      reference=reference,
+      seeds=seeds,
+      loss=ci,
+      verdict=verdict(ci, tolerance),
+      tolerance=tolerance,
+      syncs=float(np.mean([r["summary"]["syncs"] for r in cand])),
+      reference_syncs=ref_syncs,
+      syncs_saved=paired_interval(saved, level) if saved else None,
+      frontier_reaches=len(saved),
+  )
+
+
+def comparison_sentence(c: dict) -> str:
+  """One line of the report: the interval and its plain verdict."""
+  ci = c["loss"]
+  ref = (
+      "the tuned frontier at equal syncs"
+      if c["reference"] == "frontier"
+      else (f"`{c['reference']}`")
+  )
+  words = dict(
+      better="**better** (the interval excludes 0)",
+      worse="**worse** (the interval excludes 0)",
+      equal=f"**equal quality** (inside ±{c['tolerance']:g})",
+      inconclusive=f"**inconclusive** (neither excludes 0 nor inside ±{c['tolerance']:g})",
+  )[c["verdict"]]
+  text = (
+      f"`{c['candidate']}` vs {ref}: {ci['mean']:+.4f} bits/byte, 95% CI "
+      f"[{ci['low']:+.4f}, {ci['high']:+.4f}] (n = {ci['n']}): {words}."
+  )
+  sv = c.get("syncs_saved")
+  if sv:
+    what = (
+        "fewer syncs than the frontier needs for its loss"
+        if c["reference"] == ("frontier")
+        else "fewer syncs"
+    )
+    text += (
+        f" {sv['mean']:+.0%} {what} (CI [{sv['low']:+.0%}, {sv['high']:+.0%}]"
+        + (
+            f", on the {c['frontier_reaches']} of {ci['n']} seeds where the frontier "
+            "reaches it)"
+            if c["frontier_reaches"] < ci["n"]
+            else ")"
+        )
+        + "."
+    )
+  return text
+
+
 def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
   """Everything the report states, JSON-able: per-label statistics, claims,
   and every run's final numbers and curves."""
@@ -223,9 +385,15 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
           study.claims.items(), key=lambda item: order.index(item[1].candidate)
       )
   }
+  tolerance = float(study.get("tolerance", 0.01))
+  comparisons = [
+      compare(runs, cand, ref, tuple(study.frontier), tolerance)
+      for cand, ref in study.get("comparisons", ())
+  ]
   return dict(
       name=study.name,
       title=study.title,
+      comparisons=comparisons,
       quick=bool(study.quick),
       seeds=list(study.seeds),
       labels=list(study.labels),
@@ -324,6 +492,14 @@ def markdown(study: Any, result: dict) -> str:
     lines.append("| " + " | ".join(cells) + " |")
   for name, c in result["claims"].items():
     lines += ["", claim_sentence(name, c)]
+  if result.get("comparisons"):
+    lines += [
+        "",
+        "Paired comparisons (per seed: candidate minus reference, final eval "
+        "bits/byte; 95% Student-t interval over the seeds):",
+        "",
+    ]
+    lines += [f"* {comparison_sentence(c)}" for c in result["comparisons"]]
   return "\n".join(lines) + "\n"
 
 

@@ -16,13 +16,15 @@ the study, and the same command goes on from there. When every run is done,
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging as py_logging
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -59,7 +61,8 @@ def define_flags() -> dict:
           "report_dir",
           "",
           "Where results.md, the plots and summary.json go; "
-          "default <root>/<study name>-report (or -quick-report).",
+          "default the study's own report_dir, else "
+          "<root>/<study name>-report (or -quick-report).",
       ),
   )
   flags.mark_flags_as_required(["study"])
@@ -74,10 +77,37 @@ class Interrupted(Exception):
 
 
 def run_dir(root: str, config: Any) -> str:
-  """``<root>/<algorithm>-<hash>``: one directory per distinct trajectory."""
-  fields = config_check.trajectory_fields(config)
+  """``<root>/<algorithm>-<hash>``: one directory per distinct trajectory.
+
+  Empty fields (``()``, ``""``, ``None``) are left out of the hash, so a field
+  added to the configs later with an empty default keeps finished runs' names."""
+  fields = {
+      k: v
+      for k, v in config_check.trajectory_fields(config).items()
+      if v not in ([], (), "", None)
+  }
   digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
   return os.path.join(root, f"{config.algorithm}-{digest}")
+
+
+@contextlib.contextmanager
+def run_lock(workdir: str, wait: bool) -> Iterator[bool]:
+  """An exclusive ``flock`` on ``<workdir>.lock`` for as long as the block runs.
+
+  Yields True when held; with ``wait=False`` yields False at once when another
+  process holds it. The lock file stays (an empty file); the lock itself goes
+  with the process that held it, however that process ends."""
+  os.makedirs(os.path.dirname(os.path.abspath(workdir)), exist_ok=True)
+  with open(workdir + ".lock", "a") as f:
+    try:
+      fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+      yield False
+      return
+    try:
+      yield True
+    finally:
+      fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def is_finished(workdir: str) -> bool:
@@ -110,6 +140,8 @@ def check_study(study: Any) -> None:
   if not study.seeds:
     raise ValueError(f"study {study.name!r} has no seeds")
   named = list(study.reference.values()) + list(study.frontier)
+  for candidate, reference in study.get("comparisons", ()):
+    named += [candidate] + ([] if reference == "frontier" else [reference])
   for claim in study.claims.values():
     named += [claim.reference, claim.candidate]
   unknown = sorted(set(named) - set(labels))
@@ -165,26 +197,46 @@ def run_study(
   )
   t0 = time.time()
   trained = 0
-  try:
-    for label, seed, config, workdir in todo:
-      bar.set_postfix_str(f"{label} seed {seed}")
-      if is_finished(workdir):
-        changed = config_check.changed_fields(config, workdir)
-        if changed:
-          raise ValueError(
-              f"{workdir} holds a finished run of another config "
-              f"({', '.join(changed)}); delete it or use another --root"
-          )
-      else:
-        summary = train.train_and_evaluate(config, workdir)
-        if summary.get("preempted"):
-          raise Interrupted(f"{label} seed {seed} stopped at step {summary['step']}")
-        trained += 1
-        bar.write(
-            f"{study.name}: {label} seed {seed}: final eval "
-            f"{summary['final_eval_bpb']:.4f} bits/byte, {summary['syncs']} syncs, "
-            f"wall {summary['wall_time']:.0f} s"
+
+  def train_one(label, seed, config, workdir) -> None:
+    nonlocal trained
+    if is_finished(workdir):
+      changed = config_check.changed_fields(config, workdir)
+      if changed:
+        raise ValueError(
+            f"{workdir} holds a finished run of another config "
+            f"({', '.join(changed)}); delete it or use another --root"
         )
+      return
+    summary = train.train_and_evaluate(config, workdir)
+    if summary.get("preempted"):
+      raise Interrupted(f"{label} seed {seed} stopped at step {summary['step']}")
+    trained += 1
+    bar.write(
+        f"{study.name}: {label} seed {seed}: final eval "
+        f"{summary['final_eval_bpb']:.4f} bits/byte, {summary['syncs']} syncs, "
+        f"wall {summary['wall_time']:.0f} s"
+    )
+
+  # Several sweeps may share a root (the same study started twice on a machine with
+  # cores to spare, or two studies that share runs): each run is trained under an
+  # exclusive lock on ``<workdir>.lock``. A run another process holds is skipped on
+  # the first pass and waited for on the second (and trained there if that process
+  # died before finishing it: the kernel drops a dead process's locks).
+  try:
+    busy = []
+    for job in todo:
+      bar.set_postfix_str(f"{job[0]} seed {job[1]}")
+      with run_lock(job[3], wait=False) as held:
+        if not held:
+          busy.append(job)
+          continue
+        train_one(*job)
+      bar.update(1)
+    for job in busy:
+      bar.set_postfix_str(f"waiting for {job[0]} seed {job[1]}")
+      with run_lock(job[3], wait=True):
+        train_one(*job)
       bar.update(1)
   finally:
     bar.close()
@@ -231,8 +283,10 @@ def main(argv):
   study = f["study"]
   if f["quick"] and not study.quick:
     study = _load_quick(config_flags.get_config_filename(flags.FLAGS["study"]))
-  report_dir = f["report_dir"] or os.path.join(
-      f["root"], f"{study.name}{'-quick' if study.quick else ''}-report"
+  report_dir = (
+      f["report_dir"]
+      or study.get("report_dir")
+      or os.path.join(f["root"], f"{study.name}{'-quick' if study.quick else ''}-report")
   )
   try:
     run_study(study, f["root"], report_dir, report_only=f["report_only"])

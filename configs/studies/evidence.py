@@ -1,0 +1,344 @@
+"""The evidence study: AutoLoCo against a tuned DiLoCo, choosing apart from reporting.
+
+One study in five phases, run in order, for each regime and corpus
+(``<phase>,<regime>,<corpus>``; add ``,quick`` for the tiny pipeline check).
+``experiments/evidence.sh <regime> <corpus> [quick]`` runs them all, two sweeps at a
+time; by hand:
+
+  python -m experiments.sweep --study configs/studies/evidence.py:regime,base,shakespeare
+  python -m experiments.sweep --study configs/studies/evidence.py:coarse,base,shakespeare
+  python -m experiments.sweep --study configs/studies/evidence.py:tune,base,shakespeare
+  python -m experiments.sweep --study configs/studies/evidence.py:design,base,shakespeare
+  python -m experiments.sweep --study configs/studies/evidence.py:report,base,shakespeare
+
+Each phase writes its report to ``docs/studies/evidence/<regime>_<corpus>/<phase>``
+(quick: ``runs/studies/evidence-quick/...``) and the next phase reads the previous
+one's ``summary.json`` there; a phase whose input is missing fails naming the
+command to run first. Two copies of one command share the work (the runs are
+locked), so on 2 cores start each phase twice.
+
+Phases (every choice on the tuning seeds 0-2; the report on fresh seeds 100-104):
+
+* ``regime``: does H matter here? DiLoCo (0.7, 0.9) at H_ref and 3 H_ref on the
+  tuning seeds, with the paired interval of their difference.
+* ``coarse``: DiLoCo's outer ``(alpha, beta)`` on the grid ``ALPHAS x BETAS`` at each
+  frontier interval ``H in H_MULTS x H_ref``, tuning seed 0 only.
+* ``tune``: the ``TOP`` best pairs of the coarse pass at each ``H``, on the three
+  tuning seeds; the tuned pair at ``H`` is the one with the lowest mean final eval
+  bits/byte. The pair tuned at ``H_ref`` is AutoLoCo's reference ``(alpha, beta)``.
+* ``design``: AutoLoCo's variants (``DESIGNS``) on the tuning seeds; the variant
+  chosen is the one furthest below the tuned frontier at its own sync count
+  (mean over tuning seeds).
+* ``report``: on the fresh seeds, the tuned frontier, the chosen AutoLoCo and its
+  controls: correction without adaptation (fixed ``H``, ``beta^(H/H_ref)``),
+  adaptation without correction, and its own ``H`` sequence (tuning seed 0)
+  replayed open loop. The comparisons are paired by seed with 95% t-intervals
+  (``experiments/report.py``); "equal quality" means the interval of the loss
+  difference lies inside ``+-TOLERANCE`` bits/byte.
+
+Regimes: ``base`` is the ``study`` size (K = 4, 600 inner steps, H_ref = 20, about
+25 s per run on one CPU core pair); ``long`` has K = 8 workers with half the
+per-worker batch, non-iid shards and 2x the steps (2x the compute of ``base``:
+the regime where longer fixed rounds cost quality). The ``regime`` phase checks
+that on the tuning seeds: DiLoCo with its paper pair (0.7, 0.9) at H_ref and at
+3 H_ref. Corpora: ``shakespeare`` (embedded) and ``python``: the
+top-level modules of the Python standard library of the interpreter that runs the
+study (``sysconfig``'s ``stdlib``; Python 3.11.7 here: 168 files, 4.7 MB), through
+``data.source=files``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sysconfig
+from typing import Any
+
+import numpy as np
+
+from configs.studies import base
+
+PHASES = ("regime", "coarse", "tune", "design", "report")
+REGIMES = ("base", "long")
+CORPORA = ("shakespeare", "python")
+
+ALPHAS = (0.5, 0.7, 1.0)
+BETAS = (0.8, 0.85, 0.9, 0.95)
+#: The frontier's fixed intervals, in units of H_ref.
+H_MULTS = (1, 1.5, 2, 3)
+#: Pairs of the coarse pass carried to the tuning seeds, per H.
+TOP = 4
+TUNING_SEEDS = (0, 1, 2)
+REPORT_SEEDS = (100, 101, 102, 103, 104)
+#: Bits/byte: "equal quality" when the paired 95% interval lies inside +-TOLERANCE.
+TOLERANCE = 0.01
+
+#: AutoLoCo's variants tried in the design phase: label -> config overrides (the
+#: reference pair and H_ref are added). Every one uses the momentum correction.
+DESIGNS = {
+    # The current default: AdaComm's loss ratio from H_0 = 2 H_ref in [H_ref/2, 4 H_ref].
+    "autoloco": {},
+    # Quadratic synchronisation rule: H = (c / lr)^2 with H = H_ref at the peak lr.
+    "autoloco_qsr": dict(interval__controller="lr_quadratic"),
+    # Agreement of the workers' pseudo-gradients.
+    "autoloco_agreement": dict(interval__controller="agreement"),
+}
+
+QUICK_DIR = "runs/studies/evidence-quick"
+DOCS_DIR = "docs/studies/evidence"
+
+
+def parse(arg: str) -> dict:
+  """``"phase,regime,corpus[,quick]"`` (any order, defaults report/base/shakespeare)."""
+  out = dict(phase="report", regime="base", corpus="shakespeare", quick=False)
+  for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
+    if token in ("quick", "full"):
+      out["quick"] = token == "quick"
+    elif token in PHASES:
+      out["phase"] = token
+    elif token in REGIMES:
+      out["regime"] = token
+    elif token in CORPORA:
+      out["corpus"] = token
+    else:
+      raise ValueError(
+          f"evidence study: unknown token {token!r} in {arg!r}; expected a phase "
+          f"{PHASES}, a regime {REGIMES}, a corpus {CORPORA} or 'quick'"
+      )
+  return out
+
+
+def report_dir(phase: str, regime: str, corpus: str, quick: bool) -> str:
+  return os.path.join(QUICK_DIR if quick else DOCS_DIR, f"{regime}_{corpus}", phase)
+
+
+def read_summary(phase: str, regime: str, corpus: str, quick: bool) -> dict:
+  """The ``summary.json`` of an earlier phase, or a clear error naming its command."""
+  path = os.path.join(report_dir(phase, regime, corpus, quick), "summary.json")
+  if not os.path.exists(path):
+    arg = f"{phase},{regime},{corpus}" + (",quick" if quick else "")
+    raise ValueError(
+        f"the evidence study's {phase!r} phase has no report at {path}; run it first:"
+        f" python -m experiments.sweep --study configs/studies/evidence.py:{arg}"
+    )
+  with open(path) as f:
+    return json.load(f)
+
+
+def h_ref(quick: bool) -> int:
+  return base.h_ref(quick)
+
+
+def frontier_hs(quick: bool) -> tuple[int, ...]:
+  h = h_ref(quick)
+  mults = (1, 3) if quick else H_MULTS
+  return tuple(int(h * m) for m in mults)
+
+
+def grid(quick: bool) -> tuple[tuple[float, float], ...]:
+  if quick:
+    return ((0.7, 0.8), (0.7, 0.9), (1.0, 0.8), (1.0, 0.9))
+  return tuple((a, b) for a in ALPHAS for b in BETAS)
+
+
+def diloco_label(h: int, alpha: float, beta: float) -> str:
+  """``diloco_h20_a0p7_b0p85``: labels are config keys, which take no dots."""
+  return f"diloco_h{h}_a{alpha:g}_b{beta:g}".replace(".", "p")
+
+
+def parse_label(label: str) -> tuple[int, float, float]:
+  """``(H, alpha, beta)`` of a :func:`diloco_label`."""
+  h, a, b = label[len("diloco_h") :].split("_")
+  return int(h), float(a[1:].replace("p", ".")), float(b[1:].replace("p", "."))
+
+
+def regime_overrides(regime: str, corpus: str, quick: bool) -> dict:
+  """Config overrides (``a__b`` names) of a regime and corpus."""
+  out: dict[str, Any] = {}
+  if regime == "long":
+    steps = 80 if quick else 1200
+    out.update(
+        num_workers=8,
+        data__batch_size=2 if quick else 4,
+        data__partition="non_iid",
+        total_steps=steps,
+    )
+    if not quick:
+      out["eval__every_steps"] = 200
+  if corpus == "python":
+    stdlib = sysconfig.get_paths()["stdlib"]
+    out.update(data__source="files", data__path=os.path.join(stdlib, "*.py"))
+  return out
+
+
+def diloco_config(opts: dict, h: int, alpha: float, beta: float):
+  quick = opts["quick"]
+  return base.run_config(
+      "diloco",
+      quick,
+      interval__h=h,
+      diloco__alpha=alpha,
+      diloco__beta=beta,
+      **regime_overrides(opts["regime"], opts["corpus"], quick),
+  )
+
+
+def autoloco_config(opts: dict, pair: tuple[float, float], **overrides: Any):
+  """AutoLoCo with the reference pair ``pair`` tuned at H_ref."""
+  quick = opts["quick"]
+  c = base.run_config(
+      "autoloco", quick, **regime_overrides(opts["regime"], opts["corpus"], quick)
+  )
+  c.diloco.alpha, c.diloco.beta = pair
+  c.autoloco.h_ref = h_ref(quick)
+  for name, value in overrides.items():
+    base.common.set_field(c, name.replace("__", "."), value)
+  return c
+
+
+def tuned_pairs(opts: dict) -> dict[int, tuple[float, float]]:
+  """H -> the pair with the lowest mean final eval over the tuning seeds."""
+  summary = read_summary("tune", opts["regime"], opts["corpus"], opts["quick"])
+  out = {}
+  for h in frontier_hs(opts["quick"]):
+    prefix = f"diloco_h{h}_"
+    scored = [
+        (s["final_eval_bpb"][0], label)
+        for label, s in summary["stats"].items()
+        if label.startswith(prefix)
+    ]
+    out[h] = parse_label(min(scored)[1])[1:]
+  return out
+
+
+def frontier_at(points: list[tuple[float, float]], syncs: float) -> float:
+  """The loss of the (syncs, loss) frontier at ``syncs``, linear between points
+  and flat beyond its ends."""
+  pts = sorted(points)
+  return float(np.interp(syncs, [p[0] for p in pts], [p[1] for p in pts]))
+
+
+def chosen_design(opts: dict) -> tuple[str, dict]:
+  """The design-phase variant furthest below the tuned frontier at its own syncs
+  (means over the tuning seeds), with the evidence for the choice."""
+  summary = read_summary("design", opts["regime"], opts["corpus"], opts["quick"])
+  stats = summary["stats"]
+  frontier = [
+      (stats[l]["syncs"][0], stats[l]["final_eval_bpb"][0])
+      for l in stats
+      if l.startswith("diloco_")
+  ]
+  gaps = {
+      l: stats[l]["final_eval_bpb"][0] - frontier_at(frontier, stats[l]["syncs"][0])
+      for l in stats
+      if l.startswith("autoloco")
+  }
+  best = min(gaps, key=gaps.get)
+  h_seq = summary["runs"][best][0]["rounds"]["h"]
+  return best, dict(gaps=gaps, syncs=stats[best]["syncs"][0], h_seq=h_seq)
+
+
+def get_config(arg: str = "report,base,shakespeare"):
+  opts = parse(arg)
+  phase, regime, corpus, quick = (opts[k] for k in ("phase", "regime", "corpus", "quick"))
+  s = base.new_study(
+      f"evidence_{regime}_{corpus}_{phase}",
+      f"Evidence ({phase}): AutoLoCo vs tuned DiLoCo, {regime} regime, {corpus}",
+      quick,
+  )
+  s.report_dir = report_dir(phase, regime, corpus, quick)
+  s.tolerance = TOLERANCE
+  tuning = (0,) if quick else TUNING_SEEDS
+  hs = frontier_hs(quick)
+  href = h_ref(quick)
+
+  if phase == "regime":
+    s.seeds = tuning
+    for h in (hs[0], hs[-1]):
+      base.add_run(s, f"diloco_h{h}", diloco_config(opts, h, 0.7, 0.9))
+    s.comparisons = ((f"diloco_h{hs[-1]}", f"diloco_h{hs[0]}"),)
+    return s
+
+  if phase == "coarse":
+    s.seeds = tuning[:1]
+    for h in hs:
+      for a, b in grid(quick):
+        base.add_run(s, diloco_label(h, a, b), diloco_config(opts, h, a, b))
+    return s
+
+  if phase == "tune":
+    s.seeds = tuning
+    coarse = read_summary("coarse", regime, corpus, quick)["stats"]
+    top = 2 if quick else TOP
+    for h in hs:
+      scored = sorted(
+          (coarse[diloco_label(h, a, b)]["final_eval_bpb"][0], (a, b))
+          for a, b in grid(quick)
+      )
+      for _, (a, b) in sorted(scored[:top], key=lambda x: x[1]):
+        base.add_run(s, diloco_label(h, a, b), diloco_config(opts, h, a, b))
+    return s
+
+  pairs = tuned_pairs(opts)
+  ref_pair = pairs[href]
+
+  def add_frontier(study):
+    for h in hs:
+      base.add_run(study, f"diloco_h{h}", diloco_config(opts, h, *pairs[h]))
+    study.frontier = tuple(f"diloco_h{h}" for h in hs)
+
+  if phase == "design":
+    s.seeds = tuning
+    add_frontier(s)
+    for label, overrides in DESIGNS.items():
+      base.add_run(s, label, autoloco_config(opts, ref_pair, **overrides))
+    return s
+
+  # phase == "report": fresh seeds, the chosen design and its controls.
+  s.seeds = (100, 101) if quick else REPORT_SEEDS
+  add_frontier(s)
+  design, why = chosen_design(opts)
+  overrides = DESIGNS.get(design, {})
+  base.add_run(s, "autoloco", autoloco_config(opts, ref_pair, **overrides))
+  total = base.run_config("diloco", quick, **regime_overrides(regime, corpus, quick))
+  h_fixed = min(hs[1:], key=lambda h: abs(total.total_steps / h - why["syncs"]))
+  base.add_run(
+      s,
+      "ctrl_correction_only",
+      autoloco_config(opts, ref_pair, interval__controller="fixed", interval__h=h_fixed),
+  )
+  base.add_run(
+      s,
+      "ctrl_adaptation_only",
+      autoloco_config(opts, ref_pair, autoloco__correction="none", **overrides),
+  )
+  schedule = tuple(int(h) for h in why["h_seq"])
+  base.add_run(
+      s,
+      "ctrl_open_loop",
+      autoloco_config(
+          opts,
+          ref_pair,
+          interval__controller="schedule",
+          interval__schedule=schedule,
+          interval__h=schedule[0],
+          interval__h_min=min(schedule),
+          interval__h_max=max(schedule),
+      ),
+  )
+  s.design = design
+  s.design_gaps = why["gaps"]
+  # Paired comparisons, each a (candidate, reference) of labels; "frontier" is the
+  # tuned frontier interpolated at the candidate's syncs, seed by seed.
+  s.comparisons = (
+      ("autoloco", f"diloco_h{href}"),
+      ("autoloco", "frontier"),
+      ("ctrl_correction_only", f"diloco_h{h_fixed}"),
+      ("ctrl_correction_only", "frontier"),
+      ("ctrl_adaptation_only", "frontier"),
+      ("ctrl_open_loop", "frontier"),
+      ("autoloco", "ctrl_adaptation_only"),
+      ("autoloco", "ctrl_open_loop"),
+      (f"diloco_h{hs[-1]}", f"diloco_h{href}"),
+  )
+  return s

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The evidence study's phases for one regime and corpus, in order, each run by
+# two sweeps that share its runs (configs/studies/evidence.py). Resumable: run the
+# same command again after a stop.
+#   experiments/evidence.sh base shakespeare          # or: long python, ... quick
+set -euo pipefail
+regime=${1:?regime: base | long}
+corpus=${2:?corpus: shakespeare | python}
+mode=${3:-}
+copies=${EVIDENCE_COPIES:-2}
+for phase in regime coarse tune design report; do
+  arg="$phase,$regime,$corpus${mode:+,$mode}"
+  pids=()
+  for ((i = 0; i < copies; i++)); do
+    python -m experiments.sweep --study "configs/studies/evidence.py:$arg" &
+    pids+=($!)
+    sleep 1
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+done
