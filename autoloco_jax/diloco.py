@@ -81,12 +81,18 @@ class DiLoCo:
 
   @classmethod
   def from_config(cls, config: Any) -> "DiLoCo":
-    """From ``config.diloco`` (``alpha``, ``beta``) and ``config.interval``."""
+    """From ``config.diloco`` (``alpha``, ``beta``) and ``config.interval``
+    (``h`` is the first ``H``; a ``schedule`` controller starts at its own first
+    value)."""
+    controller = intervals.from_config(config.interval, config.inner.lr)
+    h0 = int(config.interval.h)
+    if config.interval.controller == "schedule":
+      h0 = int(controller.init().h)
     return cls(
         alpha=float(config.diloco.alpha),
         beta=float(config.diloco.beta),
-        controller=intervals.from_config(config.interval, config.inner.lr),
-        h0=int(config.interval.h),
+        controller=controller,
+        h0=h0,
     )
 
   def outer_tx(self, setup: Setup) -> optax.GradientTransformationExtraArgs:

@@ -229,14 +229,20 @@ def paired_interval(diffs: Sequence[float], level: float = 0.95) -> dict:
 
 
 def verdict(ci: dict, tolerance: float) -> str:
-  """``better`` (the interval is below 0), ``worse`` (above 0), ``equal`` (inside
-  ``±tolerance``) or ``inconclusive``; "better" is lower loss."""
+  """The plain verdict of a loss difference's interval (lower loss is better):
+
+  * ``better``: the interval excludes 0 below;
+  * ``equal``: it lies inside ``±tolerance`` (even if it excludes 0 above: a
+    difference too small to matter, see ``significant`` in :func:`compare`);
+  * ``worse``: it excludes 0 above and leaves the tolerance;
+  * ``inconclusive``: none of these (too few seeds or too much spread).
+  """
   if ci["high"] < 0:
     return "better"
-  if ci["low"] > 0:
-    return "worse"
   if -tolerance <= ci["low"] and ci["high"] <= tolerance:
     return "equal"
+  if ci["low"] > 0:
+    return "worse"
   return "inconclusive"
 
 
@@ -335,7 +341,9 @@ def comparison_sentence(c: dict) -> str:
   words = dict(
       better="**better** (the interval excludes 0)",
       worse="**worse** (the interval excludes 0)",
-      equal=f"**equal quality** (inside ±{c['tolerance']:g})",
+      equal=f"**equal quality** (inside ±{c['tolerance']:g}"
+      + (", though the interval excludes 0 above" if ci["low"] > 0 else "")
+      + ")",
       inconclusive=f"**inconclusive** (neither excludes 0 nor inside ±{c['tolerance']:g})",
   )[c["verdict"]]
   text = (

@@ -1,7 +1,7 @@
 """Runs a study (configs x seeds), resumably, and writes its report.
 
-  python -m experiments.sweep --study configs/studies/autoloco_vs_diloco.py \
-      --report_dir docs/studies/autoloco_vs_diloco
+  python -m experiments.sweep --study configs/studies/heterogeneity.py \
+      --report_dir docs/studies/heterogeneity
   python -m experiments.sweep --study configs/studies/decentralized.py --quick
 
 Every run is an ordinary training job (``train.train_and_evaluate``) in

@@ -21,6 +21,7 @@ CONTROLLERS = {
     'lr_quadratic': lambda: intervals.lr_quadratic(c=0.01, h_min=2, h_max=200),
     'loss_ratio': lambda: intervals.loss_ratio(h0=32, h_min=2, h_max=64),
     'agreement': lambda: intervals.agreement(h0=16, h_min=2, h_max=200),
+    'schedule': lambda: intervals.schedule((16, 4, 32, 8)),
 }
 NAMES = sorted(CONTROLLERS)
 
@@ -169,6 +170,15 @@ def test_init_accepts_an_interval_within_bounds(name):
             dict(h0=8, h_min=1, h_max=10, target=0.2, hysteresis=0.3),
             'hysteresis',
         ),
+        ('schedule', dict(hs=()), 'non-empty'),
+        ('schedule', dict(hs=[]), 'non-empty'),
+        ('schedule', dict(hs=5), 'non-empty'),
+        ('schedule', dict(hs='54'), 'non-empty'),
+        ('schedule', dict(hs=(4, 0)), r'hs\[1\]'),
+        ('schedule', dict(hs=(4, -3)), r'hs\[1\]'),
+        ('schedule', dict(hs=(4, 2.5)), r'hs\[1\]'),
+        ('schedule', dict(hs=(4.0,)), r'hs\[0\]'),
+        ('schedule', dict(hs=(True, 4)), r'hs\[0\]'),
     ],
 )
 def test_bad_arguments_raise(name, kwargs, match):
@@ -190,6 +200,7 @@ def test_make_builds_each(name):
       'lr_quadratic': dict(c=0.01, h_min=2, h_max=64),
       'loss_ratio': dict(h0=8, h_min=2, h_max=64),
       'agreement': dict(h0=8, h_min=2, h_max=64),
+      'schedule': dict(hs=(8, 2, 64)),
   }[name]
   ctrl = intervals.make(name, **kwargs)
   assert ctrl.h_min <= int(ctrl.init().h) <= ctrl.h_max
@@ -350,6 +361,74 @@ def test_agreement_ignores_a_non_finite_round():
   h, state2 = step(state, stats(rho=float('nan')))
   assert int(h) == int(state.h)
   chex.assert_trees_all_equal(state2, state)
+
+
+def test_schedule_replays_its_intervals_then_repeats_the_last():
+  hs = (16, 4, 32, 8)
+  ctrl = CONTROLLERS['schedule']()
+  assert (ctrl.h_min, ctrl.h_max) == (4, 32)
+  state = ctrl.init()
+  assert int(state.h) == 16 and int(state.count) == 0
+  # Round 0 runs init's H; each sync returns the next round's H, whatever the
+  # statistics (random ones here, NaN losses included).
+  got, _ = run_eager(ctrl, random_stats(3, n=7))
+  assert [16] + got == [16, 4, 32, 8, 8, 8, 8, 8]
+  scanned, state = run_jit('schedule', random_stats(4, n=7))
+  assert scanned == got
+  assert int(state.count) == 7 and int(state.h) == 8
+
+
+def test_schedule_bounds_are_the_extremes_of_its_intervals():
+  ctrl = intervals.schedule([5, 3, 9, 4])
+  assert (ctrl.h_min, ctrl.h_max) == (3, 9)
+  single = intervals.schedule((7,))
+  assert (single.h_min, single.h_max) == (7, 7)
+  h, _ = single.next_h(single.init(), stats())
+  assert int(h) == 7
+  # numpy ints are ints.
+  assert intervals.schedule(np.asarray([6, 2], np.int64)).h_max == 6
+
+
+def test_schedule_state_round_trips_through_jit():
+  ctrl = intervals.schedule((5, 3, 4))
+  step = jax.jit(ctrl.next_h)
+  state, hs = ctrl.init(), []
+  for t in range(5):
+    h, state = step(state, stats(rnd=t))
+    assert h.dtype == jnp.int32 and state.count.dtype == jnp.int32
+    assert int(state.h) == int(h)
+    hs.append(int(h))
+  assert hs == [3, 4, 4, 4, 4]
+  assert int(state.count) == 5
+  # A resumed run carries on from its stored state: a fresh controller of the
+  # same schedule, fed the saved (host) state, returns what the old one would.
+  saved = jax.device_get(intervals.ScheduleState(h=jnp.int32(3), count=jnp.int32(1)))
+  h, resumed = jax.jit(intervals.schedule((5, 3, 4)).next_h)(saved, stats())
+  assert int(h) == 4 and int(resumed.count) == 2
+
+
+def test_schedule_from_config():
+  from configs import common
+
+  cfg = common.base('tiny')
+  assert tuple(cfg.interval.schedule) == ()  # the field exists, empty by default
+  cfg.interval.controller = 'schedule'
+  cfg.interval.schedule = (5, 3, 4)
+  ctrl = intervals.from_config(cfg.interval, cfg.inner.lr)
+  assert (ctrl.h_min, ctrl.h_max) == (3, 5)
+  state = ctrl.init()
+  hs = [int(state.h)]
+  for t in range(4):
+    h, state = ctrl.next_h(state, stats(rnd=t))
+    hs.append(int(h))
+  assert hs == [5, 3, 4, 4, 4]
+  # The config's h_min and h_max play no part in the schedule's bounds.
+  cfg.interval.h_min, cfg.interval.h_max = 1, 100
+  ctrl = intervals.from_config(cfg.interval, cfg.inner.lr)
+  assert (ctrl.h_min, ctrl.h_max) == (3, 5)
+  cfg.interval.schedule = ()
+  with pytest.raises(ValueError, match='non-empty'):
+    intervals.from_config(cfg.interval, cfg.inner.lr)
 
 
 def test_docstring_examples_run():

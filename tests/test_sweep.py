@@ -9,16 +9,17 @@ import numpy as np
 import pytest
 
 from autoloco_jax import train
-from configs.studies import ablations, autoloco_vs_diloco, base, decentralized, heterogeneity
+from configs.studies import ablations, base, decentralized, heterogeneity
 from experiments import report, sweep
 
-STUDIES = (autoloco_vs_diloco, ablations, decentralized, heterogeneity)
+STUDIES = (ablations, decentralized, heterogeneity)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-  """All four studies in quick mode, sharing one root of runs."""
+  """The studies in quick mode, sharing one root of runs (the evidence study's
+  phases have their own test, test_evidence_quick.py)."""
   root = str(tmp_path_factory.mktemp("runs"))
   reports = str(tmp_path_factory.mktemp("reports"))
   results = {}
@@ -77,10 +78,10 @@ def test_studies_share_identical_runs(quick):
       for *_, config, _ in sweep.jobs(module.get_config("quick"), root)
   }
   assert sorted(os.listdir(root)) == sorted(os.path.basename(d) for d in dirs)
-  # DiLoCo at H_ref is in all four studies (decentralized's diloco_k4 too) and
-  # the default AutoLoCo in three: 25 labelled runs, 20 trainings.
+  # DiLoCo at H_ref is in all three studies (decentralized's diloco_k4 too) and
+  # the default AutoLoCo in two: 20 labelled runs, 17 trainings.
   labelled = sum(len(m.get_config("quick").labels) for m in STUDIES)
-  assert (labelled, len(dirs)) == (25, 20)
+  assert (labelled, len(dirs)) == (20, 17)
 
 
 @pytest.mark.slow
@@ -147,9 +148,9 @@ def test_stale_finished_run_is_refused(quick, tmp_path):
   """A finished run whose stored config differs from the study's is an error,
   not silently reused."""
   root, _, _ = quick
-  study = autoloco_vs_diloco.get_config("quick")
+  study = ablations.get_config("quick")
   ((label, _, config, workdir),) = [
-      j for j in sweep.jobs(study, root) if j[0] == "autoloco"
+      j for j in sweep.jobs(study, root) if j[0] == "loss_ratio_momentum"
   ]
   one = base.new_study("one", "one", quick=True)
   base.add_run(one, label, study.runs[label])
@@ -168,7 +169,7 @@ def test_interrupted_run_stops_the_study(monkeypatch, tmp_path):
   monkeypatch.setattr(
       train, "train_and_evaluate", lambda config, workdir: dict(preempted=True, step=7)
   )
-  study = autoloco_vs_diloco.get_config("quick")
+  study = ablations.get_config("quick")
   with pytest.raises(sweep.Interrupted, match="step 7"):
     sweep.run_study(study, str(tmp_path), str(tmp_path / "r"), progress=False)
 
@@ -209,6 +210,80 @@ def test_run_dir_depends_on_trajectory_only():
   assert sweep.run_dir("r", c2) == d
   c2.seed = 1
   assert sweep.run_dir("r", c2) != d
+
+
+def test_run_dir_leaves_out_empty_fields():
+  c = base.run_config("diloco", True)
+  d = sweep.run_dir("r", c)
+  # A field added to the configs later with an empty default keeps the name of
+  # every finished run.
+  for name, empty in (("extra_tuple", ()), ("extra_str", ""), ("extra_none", None)):
+    c2 = c.copy_and_resolve_references()
+    c2.interval[name] = empty
+    assert sweep.run_dir("r", c2) == d, name
+  # As does removing one that is empty (a run stored before the field existed).
+  assert tuple(c.interval.schedule) == ()
+  c3 = c.copy_and_resolve_references()
+  del c3.interval["schedule"]
+  assert sweep.run_dir("r", c3) == d
+  # A non-empty value is part of the trajectory.
+  c4 = c.copy_and_resolve_references()
+  c4.interval.schedule = (5, 3, 4)
+  d4 = sweep.run_dir("r", c4)
+  assert d4 != d and os.path.basename(d4).startswith("diloco-")
+  c4.interval.schedule = (5, 3, 5)
+  assert sweep.run_dir("r", c4) != d4
+  c5 = c.copy_and_resolve_references()
+  c5.interval.extra = (1,)
+  assert sweep.run_dir("r", c5) != d
+  # Zero and False are values, not "empty".
+  c6 = c.copy_and_resolve_references()
+  c6.interval.extra = 0
+  assert sweep.run_dir("r", c6) != d
+
+
+def test_run_lock_is_exclusive_until_released(tmp_path):
+  workdir = str(tmp_path / "sub" / "diloco-abc")
+  with sweep.run_lock(workdir, wait=False) as held:
+    assert held is True
+    assert os.path.exists(workdir + ".lock")  # its folder is made
+    # Another open file of the same lock (as another sweep would hold) conflicts,
+    # even within one process: flock locks belong to the open file.
+    with sweep.run_lock(workdir, wait=False) as other:
+      assert other is False
+    # A lock on another run is independent.
+    with sweep.run_lock(str(tmp_path / "sub" / "diloco-def"), wait=False) as free:
+      assert free is True
+  # Released with the block, so the next sweep gets it, and so does one that waits.
+  with sweep.run_lock(workdir, wait=False) as again:
+    assert again is True
+  with sweep.run_lock(workdir, wait=True) as waited:
+    assert waited is True
+  assert os.path.exists(workdir + ".lock")  # the (empty) file stays
+  assert os.path.getsize(workdir + ".lock") == 0
+
+
+def test_run_lock_is_released_when_the_block_raises(tmp_path):
+  workdir = str(tmp_path / "run")
+  with pytest.raises(RuntimeError, match="boom"):
+    with sweep.run_lock(workdir, wait=False) as held:
+      assert held
+      raise RuntimeError("boom")
+  with sweep.run_lock(workdir, wait=False) as held:
+    assert held is True
+
+
+def test_run_lock_sees_a_lock_held_through_another_file(tmp_path):
+  import fcntl
+
+  workdir = str(tmp_path / "run")
+  with open(workdir + ".lock", "a") as f:
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with sweep.run_lock(workdir, wait=False) as held:
+      assert held is False
+    fcntl.flock(f, fcntl.LOCK_UN)
+    with sweep.run_lock(workdir, wait=False) as held:
+      assert held is True
 
 
 def _stats(points):

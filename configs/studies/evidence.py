@@ -74,13 +74,17 @@ REPORT_SEEDS = (100, 101, 102, 103, 104)
 TOLERANCE = 0.01
 
 #: AutoLoCo's variants tried in the design phase: label -> config overrides (the
-#: reference pair and H_ref are added). Every one uses the momentum correction.
+#: reference pair and H_ref are added; ``h_mult`` sets ``interval.h`` to that many
+#: H_ref). Every one uses the momentum correction beta_t = beta^(S_t / S_ref,t).
 DESIGNS = {
-    # The current default: AdaComm's loss ratio from H_0 = 2 H_ref in [H_ref/2, 4 H_ref].
+    # The previous default: AdaComm's loss ratio from H_0 = 2 H_ref in [H_ref/2, 4 H_ref].
     "autoloco": {},
-    # Quadratic synchronisation rule: H = (c / lr)^2 with H = H_ref at the peak lr.
-    "autoloco_qsr": dict(interval__controller="lr_quadratic"),
-    # Agreement of the workers' pseudo-gradients.
+    # The same rule from other H_0 (AutoLoCo's own knob, tuned like DiLoCo's pair).
+    "autoloco_h0x1": dict(h_mult=1),
+    "autoloco_h0x3": dict(h_mult=3),
+    # Quadratic synchronisation rule: H = (c / lr)^2, H_ref at the peak lr.
+    "autoloco_qsr": dict(interval__controller="lr_quadratic", h_mult=1),
+    # Agreement of the workers' pseudo-gradients, from H_0 = 2 H_ref.
     "autoloco_agreement": dict(interval__controller="agreement"),
 }
 
@@ -191,6 +195,9 @@ def autoloco_config(opts: dict, pair: tuple[float, float], **overrides: Any):
   )
   c.diloco.alpha, c.diloco.beta = pair
   c.autoloco.h_ref = h_ref(quick)
+  overrides = dict(overrides)
+  if "h_mult" in overrides:
+    c.interval.h = int(overrides.pop("h_mult") * h_ref(quick))
   for name, value in overrides.items():
     base.common.set_field(c, name.replace("__", "."), value)
   return c

@@ -1,0 +1,189 @@
+"""The evidence study's configs (configs/studies/evidence.py): its argument, its
+labels, the runs of each phase and how a phase reads the one before it. Configs
+only: nothing is trained (tests/test_evidence_quick.py runs the phases)."""
+
+import json
+import os
+
+import pytest
+
+from configs.studies import evidence
+from experiments import sweep
+
+
+@pytest.fixture
+def dirs(tmp_path, monkeypatch):
+  """Reports go to (and are read from) a fresh folder, never docs/ or runs/."""
+  docs, quick = tmp_path / "docs", tmp_path / "quick"
+  monkeypatch.setattr(evidence, "DOCS_DIR", str(docs))
+  monkeypatch.setattr(evidence, "QUICK_DIR", str(quick))
+  return docs, quick
+
+
+def write_coarse(quick, losses, regime="base", corpus="shakespeare"):
+  """A coarse phase's summary.json with ``losses[label]`` as mean final losses."""
+  path = evidence.report_dir("coarse", regime, corpus, quick)
+  os.makedirs(path)
+  stats = {
+      label: {"final_eval_bpb": [loss, 0.01], "syncs": [10.0, 0.0]}
+      for label, loss in losses.items()
+  }
+  with open(os.path.join(path, "summary.json"), "w") as f:
+    json.dump({"stats": stats}, f)
+  return path
+
+
+# --- the argument and the labels ---------------------------------------------------
+
+
+def test_parse_takes_tokens_in_any_order():
+  want = dict(phase="tune", regime="long", corpus="python", quick=True)
+  assert evidence.parse("tune,long,python,quick") == want
+  assert evidence.parse("quick, python ,long,tune") == want
+  assert evidence.parse("python,tune,quick,long,") == want
+  assert evidence.parse("") == dict(
+      phase="report", regime="base", corpus="shakespeare", quick=False
+  )
+  assert evidence.parse("coarse") == dict(
+      phase="coarse", regime="base", corpus="shakespeare", quick=False
+  )
+  assert evidence.parse("quick,full")["quick"] is False  # the last one wins
+
+
+@pytest.mark.parametrize("arg, token", [("coarse,bogus", "bogus"), ("tune,Base", "Base")])
+def test_parse_names_an_unknown_token(arg, token):
+  with pytest.raises(ValueError, match=f"unknown token '{token}'"):
+    evidence.parse(arg)
+
+
+@pytest.mark.parametrize(
+    "h, alpha, beta, label",
+    [(20, 0.7, 0.85, "diloco_h20_a0p7_b0p85"), (60, 1.0, 0.95, "diloco_h60_a1_b0p95")],
+)
+def test_diloco_label_round_trips(h, alpha, beta, label):
+  assert evidence.diloco_label(h, alpha, beta) == label
+  assert "." not in label  # labels are config keys
+  assert evidence.parse_label(label) == (h, alpha, beta)
+
+
+def test_every_grid_label_is_distinct_and_round_trips():
+  for quick in (True, False):
+    labels = {
+        evidence.diloco_label(h, a, b): (h, a, b)
+        for h in evidence.frontier_hs(quick)
+        for a, b in evidence.grid(quick)
+    }
+    assert len(labels) == len(evidence.frontier_hs(quick)) * len(evidence.grid(quick))
+    for label, key in labels.items():
+      assert evidence.parse_label(label) == key
+
+
+# --- the phases -----------------------------------------------------------------------
+
+
+def test_coarse_is_the_whole_grid_at_each_frontier_interval_on_one_seed(dirs):
+  s = evidence.get_config("coarse,base,shakespeare")
+  assert len(s.labels) == 48 == 3 * 4 * 4
+  assert tuple(s.seeds) == (0,)
+  assert evidence.frontier_hs(False) == (20, 30, 40, 60)
+  sweep.check_study(s)
+  for label in s.labels:
+    h, a, b = evidence.parse_label(label)
+    run = s.runs[label]
+    assert (run.algorithm, run.interval.h) == ("diloco", h)
+    assert (run.diloco.alpha, run.diloco.beta) == (a, b)
+    assert run.num_workers == 4 and run.data.source == "shakespeare"
+  hab = {evidence.parse_label(label) for label in s.labels}
+  assert {h for h, _, _ in hab} == {20, 30, 40, 60}
+  assert {a for _, a, _ in hab} == set(evidence.ALPHAS)
+  assert {b for _, _, b in hab} == set(evidence.BETAS)
+  assert s.report_dir == os.path.join(dirs[0], "base_shakespeare", "coarse")
+
+
+def test_long_python_regime_runs(dirs):
+  s = evidence.get_config("regime,long,python")
+  sweep.check_study(s)
+  assert tuple(s.labels) == ("diloco_h20", "diloco_h60")
+  assert tuple(s.seeds) == evidence.TUNING_SEEDS
+  assert tuple(s.comparisons) == (("diloco_h60", "diloco_h20"),)
+  for label, h in (("diloco_h20", 20), ("diloco_h60", 60)):
+    run = s.runs[label]
+    assert run.num_workers == 8
+    assert run.data.partition == "non_iid"
+    assert run.data.source == "files"
+    assert run.data.path.endswith("*.py")
+    assert run.total_steps == 1200
+    assert run.interval.h == h
+    assert (run.diloco.alpha, run.diloco.beta) == (0.7, 0.9)
+  # The base regime on shakespeare keeps the study defaults.
+  b = evidence.get_config("regime,base,shakespeare").runs["diloco_h20"]
+  assert (b.num_workers, b.data.partition, b.data.source) == (4, "iid", "shakespeare")
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_tune_without_coarse_names_the_command_to_run(dirs, quick):
+  arg = "tune,base,shakespeare" + (",quick" if quick else "")
+  want = "coarse,base,shakespeare" + (",quick" if quick else "")
+  with pytest.raises(ValueError) as e:
+    evidence.get_config(arg)
+  message = str(e.value)
+  assert "'coarse' phase has no report" in message
+  assert (
+      f"python -m experiments.sweep --study configs/studies/evidence.py:{want}" in message
+  )
+  assert str(dirs[1 if quick else 0]) in message  # where it looked
+
+
+def test_tune_keeps_the_best_pairs_of_each_interval(dirs):
+  l = evidence.diloco_label
+  assert evidence.frontier_hs(True) == (10, 30)
+  write_coarse(
+      True,
+      {
+          l(10, 0.7, 0.8): 2.3,
+          l(10, 0.7, 0.9): 2.1,
+          l(10, 1.0, 0.8): 2.2,
+          l(10, 1.0, 0.9): 2.4,
+          l(30, 0.7, 0.8): 2.0,
+          l(30, 0.7, 0.9): 2.5,
+          l(30, 1.0, 0.8): 2.6,
+          l(30, 1.0, 0.9): 2.05,
+          # Not on the grid: never a candidate, however good.
+          l(30, 0.5, 0.8): 1.0,
+      },
+  )
+  s = evidence.get_config("tune,base,shakespeare,quick")
+  sweep.check_study(s)
+  assert tuple(s.labels) == (
+      l(10, 0.7, 0.9),
+      l(10, 1.0, 0.8),
+      l(30, 0.7, 0.8),
+      l(30, 1.0, 0.9),
+  )
+  assert tuple(s.seeds) == (0,)
+  for label in s.labels:
+    h, a, b = evidence.parse_label(label)
+    run = s.runs[label]
+    assert (run.interval.h, run.diloco.alpha, run.diloco.beta) == (h, a, b)
+  assert s.report_dir == os.path.join(dirs[1], "base_shakespeare", "tune")
+
+
+def test_tune_keeps_the_top_pairs_per_interval_in_full_mode(dirs):
+  # Loss rises along the grid's order at every H, except that the last pair is
+  # the best: the kept ones are the last pair and the first TOP - 1.
+  losses = {}
+  for h in evidence.frontier_hs(False):
+    pairs = evidence.grid(False)
+    for i, (a, b) in enumerate(pairs):
+      losses[evidence.diloco_label(h, a, b)] = 2.0 + 0.01 * i + 0.001 * h
+    losses[evidence.diloco_label(h, *pairs[-1])] = 1.5
+  write_coarse(False, losses)
+  s = evidence.get_config("tune,base,shakespeare")
+  assert tuple(s.seeds) == evidence.TUNING_SEEDS
+  assert len(s.labels) == evidence.TOP * len(evidence.frontier_hs(False))
+  pairs = evidence.grid(False)
+  for h in evidence.frontier_hs(False):
+    kept = {
+        evidence.parse_label(x)[1:] for x in s.labels if x.startswith(f"diloco_h{h}_")
+    }
+    assert kept == set(pairs[: evidence.TOP - 1]) | {pairs[-1]}

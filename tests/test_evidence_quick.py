@@ -1,0 +1,103 @@
+"""The evidence study's quick mode end to end: every phase, each reading the one
+before it, ending in a report of paired intervals on seeds no choice used."""
+
+import json
+import os
+
+import pytest
+
+from configs.studies import evidence
+from experiments import sweep
+
+
+@pytest.fixture(scope="module")
+def phases(tmp_path_factory):
+  root = str(tmp_path_factory.mktemp("runs"))
+  reports = str(tmp_path_factory.mktemp("evidence"))
+  patch = pytest.MonkeyPatch()
+  patch.setattr(evidence, "QUICK_DIR", reports)
+  out = {}
+  try:
+    for phase in evidence.PHASES:
+      study = evidence.get_config(f"{phase},base,shakespeare,quick")
+      out[phase] = (study, sweep.run_study(study, root, study.report_dir, progress=False))
+  finally:
+    patch.undo()
+  return out
+
+
+@pytest.mark.slow
+def test_choices_use_tuning_seeds_and_the_report_fresh_ones(phases):
+  report_study, _ = phases["report"]
+  tuning = set()
+  for phase in ("regime", "coarse", "tune", "design"):
+    tuning |= set(phases[phase][0].seeds)
+  assert tuning and not tuning & set(report_study.seeds)
+  assert len(report_study.seeds) >= 2
+
+
+@pytest.mark.slow
+def test_tune_keeps_the_best_coarse_pairs_and_report_uses_the_tuned_ones(phases):
+  coarse = phases["coarse"][1]["stats"]
+  tune_study = phases["tune"][0]
+  for h in evidence.frontier_hs(quick=True):
+    ranked = sorted(
+        (s["final_eval_bpb"][0], label)
+        for label, s in coarse.items()
+        if label.startswith(f"diloco_h{h}_")
+    )
+    kept = {label for label in tune_study.labels if label.startswith(f"diloco_h{h}_")}
+    assert kept == {label for _, label in ranked[: len(kept)]}
+  tune = phases["tune"][1]["stats"]
+  report_study = phases["report"][0]
+  for h in evidence.frontier_hs(quick=True):
+    best = min(
+        (s["final_eval_bpb"][0], label)
+        for label, s in tune.items()
+        if label.startswith(f"diloco_h{h}_")
+    )[1]
+    _, alpha, beta = evidence.parse_label(best)
+    run = report_study.runs[f"diloco_h{h}"]
+    assert (run.diloco.alpha, run.diloco.beta) == (alpha, beta)
+  # AutoLoCo's reference pair is the one tuned at H_ref.
+  href = evidence.h_ref(quick=True)
+  auto = report_study.runs["autoloco"]
+  ref = report_study.runs[f"diloco_h{href}"]
+  assert (auto.diloco.alpha, auto.diloco.beta) == (ref.diloco.alpha, ref.diloco.beta)
+  assert auto.autoloco.h_ref == href
+
+
+@pytest.mark.slow
+def test_controls_isolate_one_component_each(phases):
+  study, result = phases["report"]
+  auto = study.runs["autoloco"]
+  fixed = study.runs["ctrl_correction_only"]
+  assert fixed.interval.controller == "fixed"
+  assert fixed.autoloco.correction == auto.autoloco.correction != "none"
+  no_corr = study.runs["ctrl_adaptation_only"]
+  assert no_corr.autoloco.correction == "none"
+  assert no_corr.interval.controller == auto.interval.controller
+  replay = study.runs["ctrl_open_loop"]
+  assert replay.interval.controller == "schedule"
+  # The replayed sequence is the chosen design's own on tuning seed 0, and the
+  # replay runs exactly that sequence of rounds on every report seed.
+  design = phases["design"][1]["runs"][study.design][0]
+  assert list(replay.interval.schedule) == design["rounds"]["h"]
+  for run in result["runs"]["ctrl_open_loop"]:
+    hs = run["rounds"]["h"]
+    n = len(replay.interval.schedule)
+    assert hs[:n] == list(replay.interval.schedule)[: len(hs)]
+
+
+@pytest.mark.slow
+def test_report_states_each_comparison_with_its_interval(phases):
+  study, result = phases["report"]
+  text = open(os.path.join(study.report_dir, "results.md")).read()
+  summary = json.load(open(os.path.join(study.report_dir, "summary.json")))
+  assert len(result["comparisons"]) == len(study.comparisons)
+  for c in summary["comparisons"]:
+    assert c["verdict"] in ("better", "worse", "equal", "inconclusive")
+    assert c["loss"]["n"] == len(study.seeds)
+    assert c["loss"]["low"] <= c["loss"]["mean"] <= c["loss"]["high"]
+    assert f"`{c['candidate']}` vs" in text
+  assert "95% CI" in text

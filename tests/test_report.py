@@ -1,0 +1,244 @@
+"""The report's paired statistics (experiments/report.py): Student-t intervals of
+per-seed differences, their verdicts, the per-seed fixed-H frontier and the
+comparisons built from them. Synthetic runs only: nothing is trained."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sstats
+
+from experiments import report
+
+DIFFS = [0.01, 0.03, 0.02, 0.04, 0.00]
+
+
+def run(seed, loss, syncs):
+  """A finished run as ``report.load_run`` returns it (the fields compare reads)."""
+  return dict(seed=seed, summary=dict(final_eval_bpb=loss, syncs=syncs))
+
+
+def ci(low, high):
+  return dict(n=3, mean=(low + high) / 2, half_width=(high - low) / 2, low=low, high=high)
+
+
+# --- paired_interval and verdict -----------------------------------------------
+
+
+def test_paired_interval_is_the_student_t_interval():
+  out = report.paired_interval(DIFFS)
+  sd = math.sqrt(sum((d - 0.02) ** 2 for d in DIFFS) / 4)  # sample sd, ddof=1
+  half = sstats.t.ppf(0.975, 4) * sd / math.sqrt(5)
+  assert out["n"] == 5
+  assert out["mean"] == pytest.approx(0.02)
+  assert out["half_width"] == pytest.approx(half)
+  assert out["half_width"] == pytest.approx(2.7764451 * 0.0158113883 / math.sqrt(5))
+  assert out["low"] == pytest.approx(0.02 - half)
+  assert out["high"] == pytest.approx(0.02 + half)
+  assert out["per_seed"] == DIFFS
+  # A lower level gives the narrower interval of its own quantile.
+  out90 = report.paired_interval(DIFFS, level=0.9)
+  assert out90["half_width"] == pytest.approx(sstats.t.ppf(0.95, 4) * sd / math.sqrt(5))
+  assert out90["half_width"] < out["half_width"]
+
+
+def test_paired_interval_of_one_seed_is_unbounded():
+  out = report.paired_interval([0.03])
+  assert out["n"] == 1 and out["mean"] == pytest.approx(0.03)
+  assert out["half_width"] == math.inf
+  assert out["low"] == -math.inf and out["high"] == math.inf
+  assert report.verdict(out, 0.01) == "inconclusive"
+
+
+def test_paired_interval_of_identical_differences_has_zero_width():
+  out = report.paired_interval([-0.02, -0.02, -0.02])
+  assert out["half_width"] == 0.0
+  assert out["low"] == out["high"] == pytest.approx(-0.02)
+  assert report.verdict(out, 0.01) == "better"
+
+
+@pytest.mark.parametrize(
+    "low, high, want",
+    [
+        (-0.05, -0.01, "better"),  # below 0: lower loss
+        (-0.004, -0.001, "better"),  # excluding 0 wins over "inside the tolerance"
+        (0.01, 0.03, "worse"),
+        (0.001, 0.005, "equal"),  # worse, but by less than the tolerance
+        (-0.005, 0.004, "equal"),
+        (-0.01, 0.01, "equal"),  # the tolerance's ends count as inside
+        (-0.02, 0.005, "inconclusive"),
+        (-0.005, 0.02, "inconclusive"),
+        (-0.03, 0.03, "inconclusive"),
+    ],
+)
+def test_verdict(low, high, want):
+  assert report.verdict(ci(low, high), tolerance=0.01) == want
+
+
+def test_verdict_of_the_hand_computed_interval():
+  # 0.02 ± 0.0196: the interval excludes 0 from above.
+  out = report.paired_interval(DIFFS)
+  assert out["low"] > 0
+  assert report.verdict(out, tolerance=0.01) == "worse"
+  # Inside a wider tolerance it is a difference too small to matter.
+  assert report.verdict(out, tolerance=0.05) == "equal"
+
+
+# --- the frontier ------------------------------------------------------------------
+
+# (syncs, loss), sorted by syncs; loss falls as syncs grow.
+FRONTIER = [(15.0, 2.30), (30.0, 2.10), (60.0, 2.00)]
+
+
+def test_frontier_loss_at_interpolates_and_is_flat_beyond_the_ends():
+  assert report.frontier_loss_at(FRONTIER, 30) == pytest.approx(2.10)
+  assert report.frontier_loss_at(FRONTIER, 20) == pytest.approx(2.30 - 0.2 * 5 / 15)
+  assert report.frontier_loss_at(FRONTIER, 45) == pytest.approx(2.05)
+  assert report.frontier_loss_at(FRONTIER, 5) == pytest.approx(2.30)
+  assert report.frontier_loss_at(FRONTIER, 100) == pytest.approx(2.00)
+
+
+def test_frontier_syncs_at_inverts_frontier_loss_at():
+  for syncs in np.linspace(15, 60, 19):
+    loss = report.frontier_loss_at(FRONTIER, syncs)
+    assert report.frontier_syncs_at(FRONTIER, loss) == pytest.approx(syncs)
+  assert report.frontier_syncs_at(FRONTIER, 2.05) == pytest.approx(45.0)
+  assert report.frontier_syncs_at(FRONTIER, 2.30) == pytest.approx(15.0)
+  assert report.frontier_syncs_at(FRONTIER, 2.00) == pytest.approx(60.0)
+  # Outside the frontier's losses: no answer.
+  assert report.frontier_syncs_at(FRONTIER, 2.31) is None
+  assert report.frontier_syncs_at(FRONTIER, 1.99) is None
+
+
+def test_frontier_syncs_at_uses_the_lower_envelope():
+  # 30 syncs is worse than 20: the frontier reaches 2.2 first at 20 syncs, and
+  # 2.1 between 30 (envelope 2.2) and 40.
+  pts = [(10.0, 2.4), (20.0, 2.2), (30.0, 2.3), (40.0, 2.0)]
+  assert report.frontier_syncs_at(pts, 2.2) == pytest.approx(20.0)
+  assert report.frontier_syncs_at(pts, 2.25) == pytest.approx(17.5)
+  assert report.frontier_syncs_at(pts, 2.1) == pytest.approx(35.0)
+
+
+# --- compare on synthetic runs -------------------------------------------------------
+
+
+def synthetic_runs():
+  """Three fixed-H labels and a candidate on seeds 0-2.
+
+  Seed 0: the candidate (30 syncs, 2.05) is 0.05 below the frontier at 30 syncs
+  (2.10), which needs 45 syncs for 2.05. Seed 1: (20, 2.20) against the frontier
+  (15, 2.32) - (30, 2.12): 2.2533 at 20 syncs, 24 syncs for 2.20. Seed 2: (40, 1.95)
+  is below every fixed-H point, so the frontier never reaches its loss.
+  """
+  return {
+      "h10": [run(0, 2.00, 60), run(1, 2.02, 60), run(2, 1.98, 60)],
+      "h20": [run(0, 2.10, 30), run(1, 2.12, 30), run(2, 2.08, 30)],
+      "h40": [run(0, 2.30, 15), run(1, 2.32, 15), run(2, 2.28, 15)],
+      "cand": [run(0, 2.05, 30), run(1, 2.20, 20), run(2, 1.95, 40)],
+  }
+
+
+FRONTIER_LABELS = ("h10", "h20", "h40")
+
+
+def test_seed_frontier_takes_each_labels_run_of_that_seed():
+  runs = synthetic_runs()
+  assert report.seed_frontier(runs, FRONTIER_LABELS, 1) == [
+      (15, 2.32),
+      (30, 2.12),
+      (60, 2.02),
+  ]
+  assert report.seed_frontier(runs, ("h20", "h10"), 2) == [(30, 2.08), (60, 1.98)]
+
+
+def test_compare_with_a_label_pairs_the_seeds():
+  runs = synthetic_runs()
+  c = report.compare(runs, "cand", "h20", FRONTIER_LABELS, tolerance=0.01)
+  diffs = [2.05 - 2.10, 2.20 - 2.12, 1.95 - 2.08]
+  assert c["candidate"] == "cand" and c["reference"] == "h20"
+  assert c["seeds"] == [0, 1, 2]
+  np.testing.assert_allclose(c["loss"]["per_seed"], diffs)
+  want = report.paired_interval(diffs)
+  for key in ("mean", "half_width", "low", "high"):
+    assert c["loss"][key] == pytest.approx(want[key])
+  assert c["verdict"] == report.verdict(want, 0.01) == "inconclusive"
+  assert c["tolerance"] == 0.01
+  assert c["syncs"] == pytest.approx(30.0)  # mean of 30, 20, 40
+  assert c["reference_syncs"] == [30, 30, 30]
+  np.testing.assert_allclose(c["syncs_saved"]["per_seed"], [0.0, 1 / 3, -1 / 3])
+  assert c["frontier_reaches"] == 3
+
+
+def test_compare_with_the_frontier_interpolates_seed_by_seed():
+  runs = synthetic_runs()
+  c = report.compare(runs, "cand", "frontier", FRONTIER_LABELS, tolerance=0.01)
+  at_20 = 2.32 - 0.2 * 5 / 15
+  at_40 = 2.08 - 0.1 * 10 / 30
+  diffs = [2.05 - 2.10, 2.20 - at_20, 1.95 - at_40]
+  np.testing.assert_allclose(c["loss"]["per_seed"], diffs)
+  assert c["loss"]["mean"] == pytest.approx(np.mean(diffs))
+  assert c["loss"]["high"] < 0 and c["verdict"] == "better"
+  # Syncs the frontier needs for the candidate's loss: seed 2's is out of reach.
+  assert c["reference_syncs"][:2] == [pytest.approx(45.0), pytest.approx(24.0)]
+  assert c["reference_syncs"][2] is None
+  assert c["frontier_reaches"] == 2
+  np.testing.assert_allclose(c["syncs_saved"]["per_seed"], [1 - 30 / 45, 1 - 20 / 24])
+  assert c["syncs_saved"]["n"] == 2
+
+
+def test_compare_refuses_runs_on_other_seeds():
+  runs = synthetic_runs()
+  runs["h20"] = runs["h20"][::-1]  # seeds 2, 1, 0
+  with pytest.raises(ValueError, match="same seeds"):
+    report.compare(runs, "cand", "h20", FRONTIER_LABELS, tolerance=0.01)
+  runs["other"] = [run(5, 2.0, 30), run(6, 2.0, 30), run(7, 2.0, 30)]
+  with pytest.raises(ValueError, match="cand and other"):
+    report.compare(runs, "cand", "other", FRONTIER_LABELS, tolerance=0.01)
+
+
+# --- comparison_sentence -------------------------------------------------------------
+
+
+def test_comparison_sentence_states_the_interval_and_its_verdict():
+  runs = synthetic_runs()
+  c = report.compare(runs, "cand", "frontier", FRONTIER_LABELS, tolerance=0.01)
+  text = report.comparison_sentence(c)
+  assert text.startswith("`cand` vs the tuned frontier at equal syncs:")
+  assert "**better**" in text
+  assert f"{c['loss']['mean']:+.4f}" in text
+  assert f"[{c['loss']['low']:+.4f}, {c['loss']['high']:+.4f}]" in text
+  assert "(n = 3)" in text
+  assert "fewer syncs than the frontier needs" in text
+  assert "on the 2 of 3 seeds where the frontier reaches it" in text
+
+  c = report.compare(runs, "cand", "h20", FRONTIER_LABELS, tolerance=0.01)
+  text = report.comparison_sentence(c)
+  assert text.startswith("`cand` vs `h20`:")
+  assert "**inconclusive**" in text and "±0.01" in text
+  assert "fewer syncs (CI" in text and "seeds where" not in text
+
+
+@pytest.mark.parametrize(
+    "low, high, word",
+    [
+        (-0.05, -0.01, "**better**"),
+        (0.01, 0.03, "**worse**"),
+        (-0.005, 0.004, "**equal quality**"),
+        (-0.02, 0.005, "**inconclusive**"),
+    ],
+)
+def test_comparison_sentence_names_each_verdict(low, high, word):
+  interval = ci(low, high)
+  c = dict(
+      candidate="a",
+      reference="b",
+      loss=interval,
+      verdict=report.verdict(interval, 0.01),
+      tolerance=0.01,
+      syncs_saved=None,
+      frontier_reaches=0,
+  )
+  text = report.comparison_sentence(c)
+  assert word in text
+  others = {"**better**", "**worse**", "**equal quality**", "**inconclusive**"} - {word}
+  assert not any(w in text for w in others)
