@@ -41,6 +41,11 @@ at most its real values), ``b_idx = ⌈log2 C⌉`` bits per index, ``b_val`` the
 value format's bits, and ``s = 1`` when the format has a per-chunk scale
 (``value_bits`` 8, 4, 2), else 0.
 
+A per-block scale ``absmax/L`` is computed as ``absmax · fl(1/L)`` and values
+are multiplied by ``1/scale`` (what XLA makes of the divisions under ``jit``
+anyway), so eager and jitted encodings agree bit for bit; the bounds below hold
+up to these float32 roundings, a few ulps of the block's absmax.
+
 Sizes that are not a multiple of the block (or chunk) size are padded with
 zeros inside ``encode``; the padding is not counted on the wire (the receiver
 knows ``n``), but the last, partial block's scale is.
@@ -80,6 +85,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -91,6 +97,9 @@ from autoloco_jax.comm import Traffic
 
 #: Bytes of one per-block (or per-chunk) scale on the wire: a float32.
 SCALE_BYTES = 4
+#: Smallest per-block scale sent (float32's smallest normal, 2^-126); smaller
+#: scales are sent as 0, their blocks as zeros.
+MIN_SCALE = float(np.finfo(np.float32).tiny)
 #: Largest finite float8 e4m3fn value.
 FP8_E4M3_MAX = 448.0
 #: The non-negative float4 e2m1 values, in code order (code = sign·8 + index).
@@ -253,11 +262,18 @@ def _unblock(blocks_NxB: jax.Array, shape: tuple[int, ...]) -> jax.Array:
 
 
 def _absmax_scale(blocks_NxB: jax.Array, levels: float) -> tuple[jax.Array, jax.Array]:
-  """Per-block ``scale = absmax / levels`` and the blocks divided by it (a block
-  of zeros keeps scale 0 and is divided by 1, so it stays 0, never NaN)."""
-  scale_N = jnp.max(jnp.abs(blocks_NxB), axis=1) / levels
-  safe_N = jnp.where(scale_N > 0, scale_N, 1.0)
-  return scale_N, blocks_NxB / safe_N[:, None]
+  """Per-block ``scale = absmax · fl(1/levels)`` and the blocks times ``1/scale``.
+
+  Written as products, the operations XLA would turn the divisions into under
+  ``jit``, so eager and jitted encodings agree bit for bit. A scale below
+  float32's smallest normal (:data:`MIN_SCALE`; a block of zeros, or of
+  magnitudes below ``levels · 2^-126``) is sent as 0 and its block decodes to
+  zeros, so ``1/scale`` never overflows and nothing becomes NaN.
+  """
+  scale_N = jnp.max(jnp.abs(blocks_NxB), axis=1) * np.float32(1.0 / levels)
+  scale_N = jnp.where(scale_N >= MIN_SCALE, scale_N, 0.0)
+  inv_N = 1.0 / jnp.where(scale_N > 0, scale_N, 1.0)
+  return scale_N, blocks_NxB * inv_N[:, None]
 
 
 def fp4_e2m1_round(y: jax.Array) -> jax.Array:
@@ -458,7 +474,8 @@ def topk(
     ``s = max|v| / 127`` (``/ 7``), ``|v − v̂| ≤ s/2``;
   * ``2``: SparseLoCo's 2-bit form, a ternary ``sign(v) ∈ {−1, 0, 1}`` times a
     per-chunk float32 scale ``s = mean |v|`` over the chunk's nonzero kept
-    values (the least-squares scale for those signs). No per-value bound: the
+    values (the least-squares scale for those signs); a ternary digit is
+    counted as 2 bits. No per-value bound: the
     error ``| |v| − s |`` is what error feedback (:func:`ef_step`) carries.
 
   Dropped values decode to 0 (error ``|x|``; at most the chunk's k-th largest
@@ -471,10 +488,11 @@ def topk(
     value_bits: format of the kept values, one of :data:`TOPK_VALUE_BITS`.
   """
   chunk_size = _check_size("chunk_size", chunk_size)
-  if not (isinstance(density, (int, float)) and 0 < density <= 1):
+  if not (isinstance(density, numbers.Real) and 0 < density <= 1):
     raise ValueError(f"density must be in (0, 1], got {density!r}")
   if value_bits not in TOPK_VALUE_BITS:
     raise ValueError(f"value_bits must be one of {TOPK_VALUE_BITS}, got {value_bits!r}")
+  density = float(density)
   k = topk_k(chunk_size, density)
   scaled = value_bits in (8, 4, 2)
   levels = {8: 127, 4: 7}.get(value_bits)
