@@ -1,0 +1,211 @@
+"""The evidence study's tables, from its phases' reports, for docs/results.md.
+
+  python -m experiments.evidence_tables                  # docs/studies/evidence
+  python -m experiments.evidence_tables --dir runs/studies/evidence-quick
+
+Reads ``<dir>/<regime>_<corpus>/<phase>/summary.json`` (written by
+``experiments/sweep.py`` for ``configs/studies/evidence.py``) and writes
+``<dir>/tables.md``: per regime and corpus, the regime check, the tuned pairs, the
+design choice and the fresh-seed report with its paired intervals. Phases not yet
+run are listed as missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from configs.studies import evidence
+from experiments import report
+
+
+def _load(path: str) -> dict | None:
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def _cmd(phase: str, regime: str, corpus: str) -> str:
+  return (
+      f"`python -m experiments.sweep --study "
+      f"configs/studies/evidence.py:{phase},{regime},{corpus}`"
+  )
+
+
+def _ci(c: dict, fmt: str = "{:+.4f}") -> str:
+  ci = {k: float(c["loss"][k]) for k in ("mean", "low", "high")}
+  return f"{fmt.format(ci['mean'])} [{fmt.format(ci['low'])}, {fmt.format(ci['high'])}]"
+
+
+def regime_section(summary: dict, regime: str, corpus: str) -> list[str]:
+  (c,) = summary["comparisons"]
+  hw = float(c["loss"]["half_width"])  # "inf" in the JSON for one seed
+  moves = c["loss"]["mean"] > 3 * hw
+  return [
+      f"Regime check (DiLoCo with the paper's (0.7, 0.9), tuning seeds "
+      f"{', '.join(map(str, summary['seeds']))}; {_cmd('regime', regime, corpus)}): "
+      f"`{c['candidate']}` minus `{c['reference']}` = {_ci(c)} bits/byte; "
+      f"{'more' if moves else 'less'} than 3 half-widths ({3 * hw:.4f}): "
+      + ("**H matters here**." if moves else "**the frontier is flat here**."),
+      "",
+  ]
+
+
+def tune_section(summary: dict, regime: str, corpus: str, quick: bool) -> list[str]:
+  stats = summary["stats"]
+  lines = [
+      f"Tuned DiLoCo (tuning seeds {', '.join(map(str, summary['seeds']))}: the best "
+      f"{evidence.TOP} pairs per H of the seed-0 grid {_cmd('coarse', regime, corpus)}, "
+      f"then {_cmd('tune', regime, corpus)}):",
+      "",
+      "| H | tuned (α, β) | bits/byte (mean ± sd) | runner-up | its bits/byte |",
+      "| ---: | --- | --- | --- | --- |",
+  ]
+  for h in evidence.frontier_hs(quick):
+    scored = sorted(
+        (s["final_eval_bpb"], label)
+        for label, s in stats.items()
+        if label.startswith(f"diloco_h{h}_")
+    )
+    (best, bl), rest = scored[0], scored[1:]
+    _, a, b = evidence.parse_label(bl)
+    cells = [str(h), f"({a:g}, {b:g})", f"{best[0]:.4f} ± {best[1]:.4f}"]
+    if rest:
+      _, a2, b2 = evidence.parse_label(rest[0][1])
+      cells += [f"({a2:g}, {b2:g})", f"{rest[0][0][0]:.4f} ± {rest[0][0][1]:.4f}"]
+    else:
+      cells += ["", ""]
+    lines.append("| " + " | ".join(cells) + " |")
+  return lines + [""]
+
+
+def design_section(summary: dict, regime: str, corpus: str) -> list[str]:
+  stats = summary["stats"]
+  frontier = [
+      (stats[l]["syncs"][0], stats[l]["final_eval_bpb"][0])
+      for l in stats
+      if l.startswith("diloco_")
+  ]
+  rows = []
+  for label in summary["labels"]:
+    if not label.startswith("autoloco"):
+      continue
+    s = stats[label]
+    gap = s["final_eval_bpb"][0] - evidence.frontier_at(frontier, s["syncs"][0])
+    rows.append((gap, label, s))
+  best = min(rows)[1]
+  lines = [
+      f"AutoLoCo's variants on the tuning seeds against the tuned frontier "
+      f"({_cmd('design', regime, corpus)}); the chosen one is in bold:",
+      "",
+      "| variant | bits/byte (mean ± sd) | syncs | minus the frontier at its syncs |",
+      "| --- | --- | ---: | ---: |",
+  ]
+  for gap, label, s in sorted(rows, key=lambda r: summary["labels"].index(r[1])):
+    name = f"**`{label}`**" if label == best else f"`{label}`"
+    lines.append(
+        f"| {name} | {s['final_eval_bpb'][0]:.4f} ± {s['final_eval_bpb'][1]:.4f} | "
+        f"{s['syncs'][0]:.1f} | {gap:+.4f} |"
+    )
+  return lines + [""]
+
+
+def report_section(summary: dict, regime: str, corpus: str) -> list[str]:
+  stats = summary["stats"]
+  lines = [
+      f"Report on fresh seeds {', '.join(map(str, summary['seeds']))} "
+      f"({_cmd('report', regime, corpus)}):",
+      "",
+      "| run | bits/byte (mean ± sd) | syncs |",
+      "| --- | --- | ---: |",
+  ]
+  for label in summary["labels"]:
+    s = stats[label]
+    lines.append(
+        f"| `{label}` | {s['final_eval_bpb'][0]:.4f} ± {s['final_eval_bpb'][1]:.4f} | "
+        f"{s['syncs'][0]:.1f} |"
+    )
+  lines += [
+      "",
+      "| candidate | reference | Δ bits/byte, 95% CI | verdict | syncs saved, 95% CI |",
+      "| --- | --- | --- | --- | --- |",
+  ]
+  for c in summary["comparisons"]:
+    sv = c.get("syncs_saved")
+    if sv:
+      sv = {k: float(sv[k]) for k in ("mean", "low", "high")}
+    saved = "" if not sv else f"{sv['mean']:+.0%} [{sv['low']:+.0%}, {sv['high']:+.0%}]"
+    if sv and c["frontier_reaches"] < c["loss"]["n"]:
+      saved += f" ({c['frontier_reaches']} of {c['loss']['n']} seeds)"
+    ref = "tuned frontier" if c["reference"] == "frontier" else f"`{c['reference']}`"
+    lines.append(f"| `{c['candidate']}` | {ref} | {_ci(c)} | {c['verdict']} | {saved} |")
+  frontier = summary["frontier"]
+  first, last = frontier[0], frontier[-1]
+  for c in summary["comparisons"]:
+    if (c["candidate"], c["reference"]) == (last, first):
+      hw = float(c["loss"]["half_width"])
+      d_syncs = stats[first]["syncs"][0] - stats[last]["syncs"][0]
+      slope = c["loss"]["mean"] / d_syncs if d_syncs else float("nan")
+      lines += [
+          "",
+          f"Frontier slope (tuned): `{last}` minus `{first}` = {_ci(c)} bits/byte over "
+          f"{d_syncs:.0f} fewer syncs ({1e3 * slope:+.2f} millibits/byte per sync "
+          f"saved); {'more' if c['loss']['mean'] > 3 * hw else 'less'} than 3 "
+          f"half-widths ({3 * hw:.4f}): "
+          + (
+              "**H matters in this regime**."
+              if c["loss"]["mean"] > 3 * hw
+              else "**the tuned frontier is flat in this regime**."
+          ),
+      ]
+  return lines + [""]
+
+
+def tables(root: str) -> str:
+  quick = "quick" in os.path.basename(os.path.normpath(root))
+  out = [
+      "# Evidence study: tables",
+      "",
+      f"Written by `python -m experiments.evidence_tables --dir {root}` from the phase "
+      "reports beside this file. Loss: final eval bits/byte. Δ: candidate minus "
+      f"reference, paired by seed; 95% Student-t interval; equal quality = inside "
+      f"±{evidence.TOLERANCE} bits/byte.",
+      "",
+  ]
+  for regime in evidence.REGIMES:
+    for corpus in evidence.CORPORA:
+      here = os.path.join(root, f"{regime}_{corpus}")
+      got = {p: _load(os.path.join(here, p, "summary.json")) for p in evidence.PHASES}
+      out += [f"## {regime} regime, {corpus}", ""]
+      if got["regime"]:
+        out += regime_section(got["regime"], regime, corpus)
+      if got["tune"]:
+        out += tune_section(got["tune"], regime, corpus, quick)
+      if got["design"]:
+        out += design_section(got["design"], regime, corpus)
+      if got["report"]:
+        out += report_section(got["report"], regime, corpus)
+      missing = [p for p in evidence.PHASES if not got[p]]
+      if missing:
+        out += [f"Not run yet: {', '.join(missing)}.", ""]
+  return "\n".join(out)
+
+
+def main(argv: list[str]) -> None:
+  root = evidence.DOCS_DIR
+  if "--dir" in argv:
+    root = argv[argv.index("--dir") + 1]
+  text = tables(root)
+  path = os.path.join(root, "tables.md")
+  os.makedirs(root, exist_ok=True)
+  with open(path, "w") as f:
+    f.write(text + "\n")
+  print(text)
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])
