@@ -101,3 +101,19 @@ def test_report_states_each_comparison_with_its_interval(phases):
     assert c["loss"]["low"] <= c["loss"]["mean"] <= c["loss"]["high"]
     assert f"`{c['candidate']}` vs" in text
   assert "95% CI" in text
+
+
+@pytest.mark.slow
+def test_tables_summarise_every_phase(phases):
+  from experiments import evidence_tables
+
+  root = os.path.dirname(os.path.dirname(phases["report"][0].report_dir))
+  text = evidence_tables.tables(root)
+  section = text.split("## base regime, shakespeare")[1].split("## ")[0]
+  assert "Regime check" in section and "Tuned DiLoCo" in section
+  assert "Not run yet" not in section
+  design = phases["report"][0].design
+  assert f"**`{design}`**" in section
+  for c in phases["report"][1]["comparisons"]:
+    assert f"| `{c['candidate']}` |" in section
+  assert "Frontier slope (tuned)" in section
