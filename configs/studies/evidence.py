@@ -76,8 +76,8 @@ REPORT_SEEDS = (100, 101, 102, 103, 104)
 TOLERANCE = 0.01
 
 #: AutoLoCo's variants tried in the design phase: label -> config overrides (the
-#: reference pair and H_ref are added; ``h_mult`` sets ``interval.h`` to that many
-#: H_ref). Every one uses the momentum correction beta_t = beta^(S_t / S_ref,t).
+#: reference pair and H_ref are added; ``h_mult`` and ``h_max_mult`` set
+#: ``interval.h`` and ``interval.h_max`` to that many H_ref). Every one uses the momentum correction beta_t = beta^(S_t / S_ref,t).
 DESIGNS = {
     # The previous default: AdaComm's loss ratio from H_0 = 2 H_ref in [H_ref/2, 4 H_ref].
     "autoloco": {},
@@ -86,6 +86,10 @@ DESIGNS = {
     "autoloco_h0x3": dict(h_mult=3),
     # Quadratic synchronisation rule: H = (c / lr)^2, H_ref at the peak lr.
     "autoloco_qsr": dict(interval__controller="lr_quadratic", h_mult=1),
+    # The same capped at 2 H_ref (the old ablation's best lr_quadratic variant).
+    "autoloco_qsr_cap2": dict(
+        interval__controller="lr_quadratic", h_mult=1, h_max_mult=2
+    ),
     # Agreement of the workers' pseudo-gradients, from H_0 = 2 H_ref.
     "autoloco_agreement": dict(interval__controller="agreement"),
 }
@@ -200,6 +204,8 @@ def autoloco_config(opts: dict, pair: tuple[float, float], **overrides: Any):
   overrides = dict(overrides)
   if "h_mult" in overrides:
     c.interval.h = int(overrides.pop("h_mult") * h_ref(quick))
+  if "h_max_mult" in overrides:
+    c.interval.h_max = int(overrides.pop("h_max_mult") * h_ref(quick))
   for name, value in overrides.items():
     base.common.set_field(c, name.replace("__", "."), value)
   return c
