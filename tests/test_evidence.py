@@ -83,7 +83,7 @@ def test_every_grid_label_is_distinct_and_round_trips():
 
 def test_coarse_is_the_whole_grid_at_each_frontier_interval_on_one_seed(dirs):
   s = evidence.get_config("coarse,base,shakespeare")
-  assert len(s.labels) == 72 == len(evidence.ALPHAS) * len(evidence.BETAS) * 4
+  assert len(s.labels) == 84 == len(evidence.ALPHAS) * len(evidence.BETAS) * 4
   assert tuple(s.seeds) == (0,)
   assert evidence.frontier_hs(False) == (20, 30, 40, 60)
   sweep.check_study(s)
