@@ -1,6 +1,8 @@
 """Streaming, overlapped and eager syncs of the DiLoCo family (streaming.py,
 fragments.py, diloco.py): equivalences, schedules, state, resume, end to end."""
 
+import os
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -338,3 +340,57 @@ def test_autoloco_streaming_fp4_trains_end_to_end(tmp_path):
       max((K_ - 1) * payload[r["fragment"]] for r in sends) / (1 * 0.01)
   )
   assert sum(r["h"] for r in records) == 30
+
+
+@pytest.mark.slow
+def test_trainer_resumes_exactly_from_a_checkpoint_with_a_fragment_in_flight(
+    tmp_path, capsys
+):
+  """A run cut right after a send (its fragment in flight, on device and on
+  the simulated clock) and resumed equals the uninterrupted run: records,
+  summary bytes and time, final state."""
+  import shutil
+
+  from autoloco_jax import train
+  from tests.helpers import rounds, tiny
+
+  overrides = {
+      "stream.fragments": 2,
+      "stream.tau": 1,
+      "stream.eager": True,
+      "compress.codec": "topk",
+      "compress.density": 0.05,
+      "compress.value_bits": 2,
+      "compress.ef_beta": 0.9,
+      "network.step_time": 0.01,
+      "network.name": "hetero",
+      "checkpoint.every_rounds": 1,
+      "checkpoint.keep": 100,
+      "total_steps": 20,
+  }
+  full, cut = tmp_path / "full", tmp_path / "cut"
+  summary = train.train_and_evaluate(tiny(**overrides), str(full))
+  records = rounds(str(full))
+  sends = [r["step"] for r in records if r["sent"] == 1]
+  at = sends[2]  # a checkpoint with fragment 0 in flight
+  shutil.copytree(full, cut)
+  for name in os.listdir(cut / "checkpoints"):
+    if name.isdigit() and int(name) > at:
+      shutil.rmtree(cut / "checkpoints" / name)
+  capsys.readouterr()
+  resumed = train.train_and_evaluate(tiny(**overrides), str(cut))
+  assert f"Resumed from the checkpoint at inner step {at}" in capsys.readouterr().out
+  timing = ("wall_time", "data_wait_s")
+  strip = lambda rs: [{k: v for k, v in r.items() if k not in timing} for r in rs]
+  assert strip(rounds(str(cut))) == strip(records)
+  for key in (
+      "bytes_per_worker",
+      "sim_time",
+      "syncs",
+      "peak_bandwidth",
+      "final_eval_loss",
+  ):
+    assert resumed[key] == summary[key], key
+  _, a, _ = train.load_run(tiny(**overrides), str(full))
+  _, b, _ = train.load_run(tiny(**overrides), str(cut))
+  chex.assert_trees_all_equal(get(a), get(b))
