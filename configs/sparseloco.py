@@ -14,7 +14,12 @@ plays the role of outer momentum, so the outer optimizer is plain SGD
 (beta = 0) with learning rate 1. The clock charges a ring all-gather of the
 encoded payloads (indices and scales included).
 
-Measured: not yet run beyond the tests' tiny size.
+Measured (one seed each, ``network.step_time=0.075``, ``network.name=hetero``):
+``:study`` (600 steps, H = 20): eval loss 2.238 nats/token in 30 syncs, 1.1 MB
+sent per worker (DiLoCo: 2.106 nats, 76.8 MB), simulated 49.5 s (DiLoCo 54.6 s),
+peak bandwidth 0.51 MB/s. ``:tiny`` (40 steps, 4 syncs): 4.80 nats against
+DiLoCo's 3.21, too few syncs for a 1.6 % top-k to move the model. Untuned:
+the outer learning rate and ef_beta are SparseLoCo's defaults as we read them.
 """
 
 from configs import common
