@@ -52,6 +52,8 @@ class Algorithm:
     eval_params: optional jitted ``state -> {name: params}`` of the models to
       evaluate (decentralized methods: the replicas' mean and one replica);
       ``None``: evaluate worker 0, the global model after a sync.
+    first_h: the first round's number of inner steps when it is not
+      ``config.interval.h`` (streaming syncs: ``H/P``); ``None``: that value.
   """
 
   name: str
@@ -62,6 +64,7 @@ class Algorithm:
   h_max: int
   supports_faults: bool
   eval_params: Callable[[TrainState], dict] | None = None
+  first_h: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

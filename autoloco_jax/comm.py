@@ -23,6 +23,7 @@ import numpy as np
 from autoloco_jax.network import (
     NETWORKS,
     Network,
+    allgather_time,
     allreduce_time,
     exchange_time,
     network_from_config,
@@ -44,10 +45,14 @@ class Traffic(NamedTuple):
 
 
 def ring_allreduce(
-    num_params: int, num_workers: int, bytes_per_param: int = 4
+    num_params: int, num_workers: int, bytes_per_param: float = 4
 ) -> Traffic:
-  """Per-worker traffic of one ring all-reduce; zero for a single worker."""
-  if num_workers < 1 or num_params < 0 or bytes_per_param < 1:
+  """Per-worker traffic of one ring all-reduce; zero for a single worker.
+
+  ``bytes_per_param`` may be fractional (a 4-bit format: 0.5); with
+  ``num_params=1`` it is the payload's bytes.
+  """
+  if num_workers < 1 or num_params < 0 or not bytes_per_param > 0:
     raise ValueError(
         f"bad all-reduce size: num_params={num_params}, num_workers={num_workers}, "
         f"bytes_per_param={bytes_per_param}"
@@ -56,9 +61,23 @@ def ring_allreduce(
   return Traffic(2 * (k - 1) / k * num_params * bytes_per_param, 2 * (k - 1))
 
 
-def pairwise_exchange(num_params: int, bytes_per_param: int = 4) -> Traffic:
+def ring_allgather(num_bytes: float, num_workers: int) -> Traffic:
+  """Per-worker traffic of one ring all-gather of a ``num_bytes`` payload per
+  worker: every worker forwards the ``K − 1`` others' payloads once,
+  ``(K − 1) · num_bytes`` bytes in ``K − 1`` messages (the collective of codecs
+  whose payloads cannot be summed without decoding, ``codecs.allreduce_traffic``).
+  """
+  if num_workers < 1 or not num_bytes >= 0:
+    raise ValueError(
+        f"bad all-gather size: num_bytes={num_bytes}, num_workers={num_workers}"
+    )
+  k = num_workers
+  return Traffic(float((k - 1) * num_bytes), k - 1)
+
+
+def pairwise_exchange(num_params: int, bytes_per_param: float = 4) -> Traffic:
   """Per-worker traffic of one exchange with one peer: its parameters, once."""
-  if num_params < 0 or bytes_per_param < 1:
+  if num_params < 0 or not bytes_per_param > 0:
     raise ValueError(
         f"bad exchange size: num_params={num_params}, "
         f"bytes_per_param={bytes_per_param}"
@@ -69,25 +88,39 @@ def pairwise_exchange(num_params: int, bytes_per_param: int = 4) -> Traffic:
 # ----------------------------------------------------------------------------
 # What a round does, and the simulated clock.
 
-PATTERNS = ("allreduce", "allreduce_every_step", "gossip", "none")
+PATTERNS = ("allreduce", "allreduce_every_step", "gossip", "none", "send", "arrive")
 
 
 class RoundComm(NamedTuple):
   """What one round computes and sends (host side, for :class:`SimClock`).
 
   Attributes:
-    kind: ``allreduce`` (one parameter all-reduce after the local steps: the
-      DiLoCo family), ``allreduce_every_step`` (DDP's gradient all-reduce after
-      every step), ``gossip`` (each worker exchanges its parameters with its
-      neighbours in ``neighbors_DxK``) or ``none``.
+    kind: ``allreduce`` (one collective after the local steps: the DiLoCo
+      family), ``allreduce_every_step`` (DDP's gradient all-reduce after every
+      step), ``gossip`` (each worker exchanges its parameters with its
+      neighbours in ``neighbors_DxK``), ``none``, or the two halves of an
+      overlapped exchange (streaming DiLoCo with ``τ >= 1``): ``send`` (the
+      local steps, then the collective starts and runs while the next round
+      computes) and ``arrive`` (the local steps, then every worker waits, if
+      it must, until the collective started by the last ``send`` has ended).
     steps_K: inner steps each worker takes this round (int, K).
     neighbors_DxK: for ``gossip``, the round's neighbour table (``d`` rows, each
       a permutation of the workers: row ``r`` names worker ``k``'s ``r``-th peer).
+    payload_bytes: for ``allreduce`` and ``send``, the bytes of one worker's
+      message (an encoded fragment, ``codecs.tree_encoded_bytes``); None: the
+      whole model at the clock's ``bytes_per_param``.
+    dense: whether payloads are summed on the way (a ring all-reduce) or must
+      be gathered and decoded (a ring all-gather): ``codecs.Codec.dense``.
+    window: inner steps the exchange may hide behind (``τ`` for ``send``);
+      :meth:`SimClock.advance` reads it for ``peak_bandwidth``.
   """
 
   kind: str
   steps_K: np.ndarray
   neighbors_DxK: np.ndarray | None = None
+  payload_bytes: float | None = None
+  dense: bool = True
+  window: int = 0
 
 
 class SimClock:
@@ -98,14 +131,17 @@ class SimClock:
   the last worker arrives and ends for everyone ``allreduce_time`` later. A
   gossip exchange blocks only the workers involved: worker ``k`` starts when it
   and all its peers are ready and ends ``exchange_time`` later; workers with
-  other peers do not wait for it. The clock also counts what every worker
-  sends (bytes, messages) and how its time splits into compute, communication
-  and waiting.
+  other peers do not wait for it. An overlapped exchange (``send``, then
+  ``arrive`` a round later) starts when the last worker has sent, runs in
+  parallel with the next round's compute, and stalls a worker at ``arrive``
+  only if it has not ended by then; the stall counts as communication time.
+  The clock also counts what every worker sends (bytes, messages) and how its
+  time splits into compute, communication and waiting.
 
   Args:
     network: the links (``network.Network``).
     num_params: P, parameters per model (and per gradient).
-    bytes_per_param: b, bytes per parameter on the wire.
+    bytes_per_param: b, bytes per parameter on the wire (may be fractional).
     step_time: seconds of one inner step of one worker at speed 1 (measured,
       e.g. with :func:`measure_step_time`, or configured).
     speed_K: per-worker compute-time multipliers (default all 1).
@@ -115,12 +151,12 @@ class SimClock:
       self,
       network: Network,
       num_params: int,
-      bytes_per_param: int = 4,
+      bytes_per_param: float = 4,
       step_time: float = 0.0,
       speed_K: np.ndarray | None = None,
   ):
     k = network.num_workers
-    if num_params < 0 or bytes_per_param < 1:
+    if num_params < 0 or not bytes_per_param > 0:
       raise ValueError(
           f"bad model size: num_params={num_params}, "
           f"bytes_per_param={bytes_per_param}"
@@ -140,6 +176,8 @@ class SimClock:
     self.bytes_K = np.zeros(k)
     self.messages_K = np.zeros(k, np.int64)
     self.syncs = 0
+    self.peak_bandwidth = 0.0
+    self.in_flight_until: float | None = None
     self._allreduce = allreduce_time(network, self.model_bytes)
     self._allreduce_traffic = ring_allreduce(num_params, k, bytes_per_param)
 
@@ -152,26 +190,74 @@ class SimClock:
     self.time_K += work
     self.compute_K += work
 
-  def allreduce(self, present_K: np.ndarray | None = None) -> None:
+  def _collective(
+      self,
+      payload_bytes: float | None,
+      dense: bool,
+      present_K: np.ndarray | None,
+  ) -> tuple[np.ndarray, float, Traffic]:
+    """Members, duration and per-member traffic of one all-reduce (``dense``)
+    or all-gather of ``payload_bytes`` (None: the model, the cached ring)."""
+    everyone = present_K is None or np.all(present_K)
+    members = np.arange(self.num_workers) if everyone else np.flatnonzero(present_K)
+    if payload_bytes is None and dense:
+      if everyone:
+        return members, self._allreduce, self._allreduce_traffic
+      duration = allreduce_time(self.network, self.model_bytes, ring=members)
+      return members, duration, ring_allreduce(int(self.model_bytes), len(members), 1)
+    payload = self.model_bytes if payload_bytes is None else float(payload_bytes)
+    ring = None if everyone else members
+    if dense:
+      duration = allreduce_time(self.network, payload, ring=ring)
+      traffic = ring_allreduce(1, len(members), payload) if payload else Traffic(0.0, 0)
+    else:
+      duration = allgather_time(self.network, payload, ring=ring)
+      traffic = ring_allgather(payload, len(members))
+    return members, duration, traffic
+
+  def _count(self, members: np.ndarray, traffic: Traffic) -> None:
+    self.bytes_K[members] += traffic.bytes
+    self.messages_K[members] += traffic.messages
+    self.syncs += 1
+
+  def allreduce(
+      self,
+      present_K: np.ndarray | None = None,
+      payload_bytes: float | None = None,
+      dense: bool = True,
+  ) -> None:
     """One ring all-reduce of the parameters: a barrier, then the ring.
 
     With ``present_K`` (0/1 per worker) only the present workers take part;
     the others rejoin at its end, as DiLoCo's dropped workers restart from the
-    new global parameters.
+    new global parameters. ``payload_bytes`` (default: the model) is one
+    worker's message; ``dense=False`` makes the collective a ring all-gather
+    of the payloads (codecs with scales or indices).
     """
-    if present_K is None or np.all(present_K):
-      duration, traffic = self._allreduce, self._allreduce_traffic
-      members = np.arange(self.num_workers)
-    else:
-      members = np.flatnonzero(present_K)
-      duration = allreduce_time(self.network, self.model_bytes, ring=members)
-      traffic = ring_allreduce(int(self.model_bytes), len(members), 1)
+    members, duration, traffic = self._collective(payload_bytes, dense, present_K)
     end = self.time_K[members].max() + duration
     self.comm_K[members] += duration
     self.time_K[:] = end
-    self.bytes_K[members] += traffic.bytes
-    self.messages_K[members] += traffic.messages
-    self.syncs += 1
+    self._count(members, traffic)
+
+  def send(self, payload_bytes: float | None = None, dense: bool = True) -> None:
+    """Starts an overlapped collective when the last worker has sent; it ends
+    ``duration`` later while the workers compute (see :meth:`arrive`)."""
+    if self.in_flight_until is not None:
+      raise ValueError("a send while the previous exchange is still in flight")
+    members, duration, traffic = self._collective(payload_bytes, dense, None)
+    self.in_flight_until = float(self.time_K.max() + duration)
+    self._count(members, traffic)
+
+  def arrive(self) -> None:
+    """Every worker waits for the exchange in flight; the stall (if any) is
+    exposed communication time."""
+    if self.in_flight_until is None:
+      raise ValueError("an arrive without an exchange in flight")
+    stall_K = np.maximum(self.in_flight_until - self.time_K, 0.0)
+    self.time_K += stall_K
+    self.comm_K += stall_K
+    self.in_flight_until = None
 
   def gossip(self, neighbors_DxK: np.ndarray) -> None:
     """Each worker swaps its parameters with the peers of its column."""
@@ -199,6 +285,15 @@ class SimClock:
 
     ``present_K`` (0/1 per worker, worker faults): absent workers neither
     compute nor send; only all-reduce patterns support it.
+
+    Besides :meth:`metrics` and the round's ``sim_round_time`` and
+    ``round_bytes_per_worker``, the record has ``peak_bandwidth``: the bytes
+    per second one worker's link must carry for this round's exchange to take
+    no longer than the compute it may hide behind,
+    ``exchange bytes per worker / (max(window, 1) · step_time)`` (``window``:
+    ``τ`` for an overlapped ``send``, else 1 step; DDP: one gradient
+    all-reduce per step). 0 for a round that sends nothing; ``inf`` when the
+    step time is 0. ``peak_bandwidth_max`` is its maximum so far.
     """
     if pattern.kind not in PATTERNS:
       raise ValueError(
@@ -209,12 +304,14 @@ class SimClock:
       present_K = np.asarray(present_K) > 0
       if not present_K.any():
         raise ValueError("at least one worker must be present")
-      if pattern.kind == "gossip" and not present_K.all():
-        raise ValueError("absent workers are not supported in gossip rounds")
+      if pattern.kind in ("gossip", "send", "arrive") and not present_K.all():
+        raise ValueError(f"absent workers are not supported in {pattern.kind} rounds")
       steps_K = steps_K * present_K
     before_time = self.time_K.max()
     before_bytes = self.bytes_K.mean()
+    exchanges = 1
     if pattern.kind == "allreduce_every_step":
+      exchanges = max(int(steps_K.max()), 1)
       for _ in range(int(steps_K.max())):
         self.compute(np.minimum(steps_K, 1), step_time)
         steps_K = steps_K - 1
@@ -222,13 +319,27 @@ class SimClock:
     else:
       self.compute(steps_K, step_time)
       if pattern.kind == "allreduce":
-        self.allreduce(present_K)
+        self.allreduce(present_K, pattern.payload_bytes, pattern.dense)
       elif pattern.kind == "gossip":
         self.gossip(pattern.neighbors_DxK)
+      elif pattern.kind == "send":
+        self.send(pattern.payload_bytes, pattern.dense)
+      elif pattern.kind == "arrive":
+        self.arrive()
+    round_bytes = float(self.bytes_K.mean() - before_bytes)
+    dt = self.step_time if step_time is None else float(step_time)
+    window = max(int(pattern.window), 1) * dt
+    exchange_bytes = round_bytes / exchanges
+    if exchange_bytes <= 0:
+      peak = 0.0
+    else:
+      peak = exchange_bytes / window if window > 0 else float("inf")
+    self.peak_bandwidth = max(self.peak_bandwidth, peak)
     metrics = self.metrics()
     metrics.update(
         sim_round_time=metrics["sim_time"] - before_time,
-        round_bytes_per_worker=float(self.bytes_K.mean() - before_bytes),
+        round_bytes_per_worker=round_bytes,
+        peak_bandwidth=peak,
     )
     return metrics
 
@@ -249,13 +360,21 @@ class SimClock:
 
   def state_dict(self) -> dict:
     """The clock's state as JSON-able lists (for a checkpoint's host state);
-    includes ``step_time`` so a resumed run keeps the measured value."""
+    includes ``step_time`` so a resumed run keeps the measured value, and an
+    exchange still in flight (``in_flight_until``) so it arrives on time."""
     out = {name: getattr(self, name).tolist() for name in self._STATE}
-    out.update(syncs=self.syncs, step_time=self.step_time)
+    out.update(
+        syncs=self.syncs,
+        step_time=self.step_time,
+        peak_bandwidth=self.peak_bandwidth,
+        in_flight_until=self.in_flight_until,
+    )
     return out
 
   def load_state_dict(self, saved: dict) -> "SimClock":
-    """Restores :meth:`state_dict` (in place; returns ``self``)."""
+    """Restores :meth:`state_dict` (in place; returns ``self``). States saved
+    before ``peak_bandwidth`` and ``in_flight_until`` existed load with 0 and
+    nothing in flight."""
     for name in self._STATE:
       value = np.asarray(saved[name], getattr(self, name).dtype)
       if value.shape != (self.num_workers,):
@@ -266,6 +385,9 @@ class SimClock:
       setattr(self, name, value)
     self.syncs = int(saved["syncs"])
     self.step_time = float(saved["step_time"])
+    self.peak_bandwidth = float(saved.get("peak_bandwidth", 0.0))
+    in_flight = saved.get("in_flight_until")
+    self.in_flight_until = None if in_flight is None else float(in_flight)
     return self
 
   def metrics(self) -> dict:
@@ -274,7 +396,9 @@ class SimClock:
     ``sim_time``: when the last worker finished (the run's simulated wall
     clock); ``sim_compute_time``, ``sim_comm_time``, ``sim_wait_time``: how a
     worker's time splits; ``bytes_per_worker``, ``messages_per_worker``: sent
-    on the wire; ``syncs``: communication events (DDP: one per step).
+    on the wire; ``syncs``: communication events (DDP: one per step; an
+    overlapped exchange counts once, at its send); ``peak_bandwidth_max``: the
+    largest round ``peak_bandwidth`` so far (:meth:`advance`).
     """
     wait_K = self.time_K - self.compute_K - self.comm_K
     return dict(
@@ -286,6 +410,7 @@ class SimClock:
         bytes_per_worker=float(self.bytes_K.mean()),
         messages_per_worker=float(self.messages_K.mean()),
         syncs=int(self.syncs),
+        peak_bandwidth_max=float(self.peak_bandwidth),
     )
 
 

@@ -50,7 +50,13 @@ _RANGES = {
     "eval.every_steps": (int, 1, None, True, False),
     "eval.batch_size": (int, 1, None, True, False),
     "eval.num_batches": (int, 1, None, True, False),
-    "comm.bytes_per_param": (int, 1, None, True, False),
+    "comm.bytes_per_param": (float, 0.0, None, False, False),
+    "stream.fragments": (int, 1, None, True, False),
+    "stream.tau": (int, 0, None, True, False),
+    "stream.mix": (float, 0.0, 1.0, True, True),
+    "compress.block_size": (int, 1, None, True, False),
+    "compress.chunk_size": (int, 1, None, True, False),
+    "compress.density": (float, 0.0, 1.0, False, True),
     "checkpoint.every_rounds": (int, 1, None, True, False),
     "checkpoint.keep": (int, 1, None, True, False),
     "faults.drop_prob": (float, 0.0, 1.0, True, False),
@@ -58,6 +64,22 @@ _RANGES = {
     "network.step_time": (float, 0.0, None, True, False),
     "gossip.pool_size": (int, 1, None, True, False),
     "gossip.group_size": (int, 2, None, True, False),
+}
+
+#: Fields added after runs were stored, with the value that reproduces those
+#: runs: absent from a stored config and equal to this, they are no change.
+ADDED_DEFAULTS = {
+    "stream.fragments": 1,
+    "stream.mode": "strided",
+    "stream.tau": 0,
+    "stream.mix": 0.5,
+    "stream.eager": False,
+    "compress.codec": "identity",
+    "compress.block_size": 128,
+    "compress.chunk_size": 4096,
+    "compress.density": 1 / 64,
+    "compress.value_bits": 32,
+    "compress.ef_beta": None,
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.
@@ -169,7 +191,12 @@ def changed_fields(config: Any, workdir: str) -> list[str]:
     }
   new = trajectory_fields(config)
   # A field added to the configs after the run was stored, left empty, is no change.
-  added_empty = {k for k in set(new) - set(old) if new[k] in ([], (), "", None)}
+  added_empty = {
+      k
+      for k in set(new) - set(old)
+      if new[k] in ([], (), "", None)
+      or (k in ADDED_DEFAULTS and new[k] == ADDED_DEFAULTS[k])
+  }
   return [
       f"{k}: {old.get(k)!r} -> {new.get(k)!r}"
       for k in sorted(set(old) | set(new) - added_empty)

@@ -19,7 +19,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from autoloco_jax import comm, inner, replicas
+from autoloco_jax import comm, exchange, inner, replicas
 from autoloco_jax import state as state_lib
 from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
 
@@ -38,6 +38,7 @@ class DDP:
 
   @classmethod
   def from_config(cls, config: Any) -> "DDP":
+    exchange.require_plain(config, "DDP")
     return cls(h=int(config.interval.h))
 
   def build(self, setup: Setup) -> Algorithm:

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from autoloco_jax import comm, gossip, inner, replicas, topology
+from autoloco_jax import comm, exchange, gossip, inner, replicas, topology
 from autoloco_jax import state as state_lib
 from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
 
@@ -110,6 +110,7 @@ class GASLoC:
     ``config.network.speed_factors`` (``H_k``)."""
     if config.interval.controller != "fixed":
       raise ValueError("GASLoC runs a fixed interval (interval.controller='fixed')")
+    exchange.require_plain(config, "GASLoC")
     g = config.gasloc
     topo = topology.from_config(config)
     h = int(config.interval.h)

@@ -198,6 +198,31 @@ def allreduce_time(
   return float(2 * (k - 1) * stage)
 
 
+def allgather_time(
+    network: Network, num_bytes: float, ring: Sequence[int] | None = None
+) -> float:
+  """Seconds of a ring all-gather of a ``num_bytes`` payload per worker.
+
+  ``K − 1`` lock-step stages; in each every worker forwards one whole payload
+  to its ring successor (payloads that cannot be summed on the way: encoded
+  with per-block scales or indices, ``codecs.allreduce_traffic``), so
+
+  .. math:: T = (K − 1) \\max_{(i, j) \\in \\text{ring}}
+      \\left(ℓ_{ij} + \\frac{\\text{bytes}}{b_{ij}}\\right).
+
+  ``ring`` as in :func:`allreduce_time`.
+  """
+  order = np.arange(network.num_workers) if ring is None else np.asarray(ring)
+  k = len(order)
+  if k <= 1:
+    return 0.0
+  src, dst = order, np.roll(order, -1)
+  stage = np.max(
+      network.latency_KxK[src, dst] + num_bytes / network.bandwidth_KxK[src, dst]
+  )
+  return float((k - 1) * stage)
+
+
 def exchange_time(
     network: Network, worker: int, peers: Sequence[int], num_bytes: float
 ) -> float:

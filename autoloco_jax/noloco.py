@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from autoloco_jax import gossip, inner, replicas, topology
+from autoloco_jax import exchange, gossip, inner, replicas, topology
 from autoloco_jax import state as state_lib
 from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
 
@@ -96,6 +96,7 @@ class NoLoCo:
     ``config.gossip`` and ``config.interval`` (fixed ``h``)."""
     if config.interval.controller != "fixed":
       raise ValueError("NoLoCo runs a fixed interval (interval.controller='fixed')")
+    exchange.require_plain(config, "NoLoCo")
     n = config.noloco
     alpha = float(n.alpha)
     return cls(

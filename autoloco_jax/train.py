@@ -232,7 +232,7 @@ def _resume(
       _truncate_metrics(metrics_path, -1)
     return run.state, HostState(
         data_state={},
-        next_h=int(config.interval.h),
+        next_h=run.algo.first_h or int(config.interval.h),
         next_eval=config.eval.every_steps,
     )
   _, state, saved = restored
@@ -501,6 +501,7 @@ def _summary(loop: _Loop, host: HostState, steady: tuple[float, int] | None) -> 
       final_eval_bpb=run.data.bits_per_byte(host.eval_loss),
       syncs=clock["syncs"],
       bytes_per_worker=clock["bytes_per_worker"],
+      peak_bandwidth=clock["peak_bandwidth_max"],
       sim_time=clock["sim_time"],
       network=config.network.name,
       tokens=config.total_steps * tokens_per_step,

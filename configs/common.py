@@ -134,6 +134,27 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
       dict(every_steps=every, batch_size=16, num_batches=8 if size != "tiny" else 2)
   )
   c.comm = ml_collections.ConfigDict(dict(bytes_per_param=4))
+  # Streaming, overlapped syncs of the DiLoCo family (autoloco_jax/streaming.py):
+  # P fragments synced in turn every H/P steps, each exchange in flight for tau
+  # steps, merged on arrival as local <- mix * local + (1 - mix) * global (mix:
+  # the paper's 0.5; used only when tau >= 1), eager: the worker's own
+  # pseudo-gradient stands in for the average until it arrives.
+  c.stream = ml_collections.ConfigDict(
+      dict(fragments=1, mode="strided", tau=0, mix=0.5, eager=False)
+  )  # mode: strided (block p, p+P, ...) | contiguous
+  # What the DiLoCo family sends (autoloco_jax/codecs.py, exchange.py): codec
+  # identity | bf16 | fp8 | fp4 | int8 | int4 | topk; error feedback with decay
+  # ef_beta (None or < 0: off).
+  c.compress = ml_collections.ConfigDict(
+      dict(
+          codec="identity",
+          block_size=128,  # values per float32 scale (fp8, fp4, int8, int4)
+          chunk_size=4096,  # topk: values per chunk
+          density=1 / 64,  # topk: share of each chunk kept
+          value_bits=32,  # topk: bits per kept value (32, 16, 8, 4, 2)
+          ef_beta=ml_collections.FieldReference(None, field_type=float),
+      )
+  )
   # The simulated clock of every run (autoloco_jax/comm.py, algorithms.md §6).
   # Tuples: () = the named setting; (x,) = x for every link or worker; K values
   # = per worker (a link runs at its slower end); a KxK tuple of tuples = per link.

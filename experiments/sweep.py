@@ -79,12 +79,14 @@ class Interrupted(Exception):
 def run_dir(root: str, config: Any) -> str:
   """``<root>/<algorithm>-<hash>``: one directory per distinct trajectory.
 
-  Empty fields (``()``, ``""``, ``None``) are left out of the hash, so a field
-  added to the configs later with an empty default keeps finished runs' names."""
+  Empty fields (``()``, ``""``, ``None``) and fields added later at their default
+  (``config_check.ADDED_DEFAULTS``) are left out of the hash, so adding a field to
+  the configs keeps finished runs' names."""
+  added = config_check.ADDED_DEFAULTS
   fields = {
       k: v
       for k, v in config_check.trajectory_fields(config).items()
-      if v not in ([], (), "", None)
+      if v not in ([], (), "", None) and not (k in added and v == added[k])
   }
   digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
   return os.path.join(root, f"{config.algorithm}-{digest}")

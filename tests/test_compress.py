@@ -1,0 +1,215 @@
+"""Compressed exchanges of the DiLoCo family (exchange.py) and what the clock
+makes of them (comm.py): error feedback inside the sync, bytes per codec,
+all-reduce against all-gather, overlapped exchanges, peak bandwidth."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from autoloco_jax import algorithms, codecs, comm, fragments, network, replicas
+from autoloco_jax import state as state_lib
+from tests.helpers import config, everyone, get, tokens, toy_loss, toy_params
+
+K = 4
+
+
+def _cfg(codec="identity", fragments_=1, tau=0, ef_beta=None, **codec_args):
+  cfg = config("diloco", K=K, h=4)
+  cfg.compress.codec = codec
+  cfg.compress.ef_beta = ef_beta
+  for key, value in codec_args.items():
+    cfg.compress[key] = value
+  cfg.stream.fragments = fragments_
+  cfg.stream.tau = tau
+  return cfg
+
+
+# ----------------------------------------------------------------------------
+# Error feedback inside the sync.
+
+
+def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients():
+  beta_e, beta = 0.5, 0.9
+  cfg = _cfg("topk", ef_beta=beta_e, chunk_size=16, density=0.125, value_bits=2)
+  mesh = replicas.make_mesh(K, 2)
+  algo = algorithms.make(cfg, toy_loss, mesh)
+  state = state_lib.place(algo.init_state(toy_params()), mesh)
+  data = tokens(K, 6)
+  codec = codecs.from_config(cfg.compress)
+
+  theta = get(state.outer.params)
+  state = algo.inner(state, replicas.put_workers(data[:, :3], mesh), np.int32(3))
+  delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
+  state, _ = algo.sync(state, everyone(K, mesh))
+  e1_K = get(state.outer.exchange.residual_K)
+  m1 = get(state.outer.opt.momentum)  # = mean_k sent_k (m_0 = 0)
+  for leaf in theta:
+    # Per worker: the residual is what the codec did not send.
+    for k in range(K):
+      sent = np.asarray(codecs.roundtrip(codec, delta_K[leaf][k]))
+      np.testing.assert_allclose(e1_K[leaf][k], delta_K[leaf][k] - sent, atol=1e-6)
+    assert np.any(e1_K[leaf])  # lossy: something is carried over
+    # The average sent plus the mean residual is the mean pseudo-gradient.
+    np.testing.assert_allclose(
+        m1[leaf] + e1_K[leaf].mean(0), delta_K[leaf].mean(0), atol=1e-6
+    )
+
+  theta = get(state.outer.params)
+  state = algo.inner(state, replicas.put_workers(data[:, 3:], mesh), np.int32(3))
+  delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
+  state, _ = algo.sync(state, everyone(K, mesh))
+  e2_K = get(state.outer.exchange.residual_K)
+  sent_mean = jax.tree.map(
+      lambda m2, m1_: m2 - beta * m1_, get(state.outer.opt.momentum), m1
+  )
+  for leaf in theta:
+    np.testing.assert_allclose(
+        sent_mean[leaf] + e2_K[leaf].mean(0),
+        beta_e * e1_K[leaf].mean(0) + delta_K[leaf].mean(0),
+        atol=1e-5,
+    )
+
+
+def test_without_error_feedback_the_average_is_the_mean_of_decoded_payloads():
+  cfg = _cfg("int4", block_size=8)
+  mesh = replicas.make_mesh(K, 1)
+  algo = algorithms.make(cfg, toy_loss, mesh)
+  state = state_lib.place(algo.init_state(toy_params()), mesh)
+  theta = get(state.outer.params)
+  state = algo.inner(state, replicas.put_workers(tokens(K, 2), mesh), np.int32(2))
+  delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
+  state, _ = algo.sync(state, everyone(K, mesh))
+  assert state.outer.exchange.residual_K is None
+  codec = codecs.int4(8)
+  for leaf in theta:
+    decoded = np.stack([codecs.roundtrip(codec, d) for d in delta_K[leaf]])
+    np.testing.assert_allclose(
+        get(state.outer.opt.momentum)[leaf], decoded.mean(0), atol=1e-6
+    )
+
+
+# ----------------------------------------------------------------------------
+# Bytes and times on the clock.
+
+
+@pytest.mark.parametrize("name", sorted(codecs.CODECS))
+@pytest.mark.parametrize("num_fragments", [1, 2])
+def test_every_codec_is_counted_with_its_encoded_bytes_and_collective(
+    name, num_fragments
+):
+  args = {"topk": dict(chunk_size=16, density=0.25, value_bits=4)}.get(name, {})
+  if name in ("fp8", "fp4", "int8", "int4"):
+    args = dict(block_size=32)
+  cfg = _cfg(name, fragments_=num_fragments, **args)
+  algo = algorithms.make(cfg, toy_loss, replicas.make_mesh(K, 1))
+  params = toy_params()
+  algo.init_state(params)
+  codec = codecs.from_config(cfg.compress)
+  ids = fragments.leaf_fragments(params, num_fragments)
+  clock = comm.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.01)
+  total = 0.0
+  for r in range(4):
+    p = r % num_fragments
+    leaves = [x for f, x in zip(ids, jax.tree.leaves(params)) if f == p]
+    payload = sum(codec.encoded_bytes(x.size) for x in leaves)
+    per_leaf = [codecs.allreduce_traffic(codec, x.size, K) for x in leaves]
+    expected = sum(t.bytes for t in per_leaf)
+    factor = 2 * (K - 1) / K if codec.dense else K - 1
+    assert expected == pytest.approx(factor * payload)
+    if name == "identity" and num_fragments == 1:
+      # DiLoCo's own sync: the clock's model, at comm.bytes_per_param.
+      expected = factor * 1000 * 4
+    record = clock.advance_round(algo, r, 4)
+    total += expected
+    assert record["round_bytes_per_worker"] == pytest.approx(expected)
+    assert record["bytes_per_worker"] == pytest.approx(total)
+    assert algo.comm_pattern(r, 4).dense == codec.dense
+    assert record["peak_bandwidth"] == pytest.approx(expected / 0.01)
+
+
+def test_comm_pattern_needs_the_parameters_for_a_compressed_payload():
+  algo = algorithms.make(_cfg("fp4"), toy_loss, replicas.make_mesh(K, 1))
+  with pytest.raises(ValueError, match="init_state"):
+    algo.comm_pattern(0, 4)
+
+
+def test_allgather_and_allreduce_of_a_payload_by_hand():
+  # K = 4, 1 Gbit/s, 1 ms, a payload of 1e6 bytes per worker.
+  net = network.make_network(K, 1.0, 1.0)
+  ms = 1e-3
+  assert network.allreduce_time(net, 1e6) == pytest.approx(6 * (1 + 2) * ms)
+  assert network.allgather_time(net, 1e6) == pytest.approx(3 * (1 + 8) * ms)
+  assert comm.ring_allgather(1e6, K) == comm.Traffic(3e6, 3)
+  assert comm.ring_allreduce(1000, K, 0.5) == comm.Traffic(750.0, 6)
+  for dense, seconds, sent in [(True, 18 * ms, 1.5e6), (False, 27 * ms, 3e6)]:
+    clock = comm.SimClock(net, 10, step_time=0.0)
+    record = clock.advance(
+        comm.RoundComm("allreduce", np.zeros(K, int), payload_bytes=1e6, dense=dense)
+    )
+    assert record["sim_time"] == pytest.approx(seconds)
+    assert record["bytes_per_worker"] == pytest.approx(sent)
+    assert record["messages_per_worker"] == (6 if dense else 3)
+
+
+def test_default_rounds_keep_their_numbers():
+  """The default DiLoCo pattern (no payload) is the old ring all-reduce of the
+  model at bytes_per_param; fractional bytes per parameter are allowed."""
+  net = network.make_network(K, 1.0, 1.0)
+  clock = comm.SimClock(net, 10**6, step_time=0.0)
+  record = clock.advance(comm.RoundComm("allreduce", np.zeros(K, int)))
+  assert record["sim_time"] == pytest.approx(0.054)  # 6 × (1 + 8) ms
+  assert record["bytes_per_worker"] == 2 * 3 / 4 * 10**6 * 4
+  half = comm.SimClock(net, 10**6, bytes_per_param=0.5, step_time=0.0)
+  assert half.advance(comm.RoundComm("allreduce", np.zeros(K, int)))[
+      "bytes_per_worker"
+  ] == pytest.approx(2 * 3 / 4 * 0.5e6)
+
+
+def test_overlapped_exchange_stalls_only_when_it_has_not_arrived():
+  net = network.make_network(K, 1.0, 1.0)  # payload 1e6 all-reduce: 18 ms
+  steps = lambda n: np.full(K, n)
+  for tau, step_time, stall in [(2, 0.01, 0.0), (1, 0.01, 0.008)]:
+    clock = comm.SimClock(net, 10, step_time=step_time)
+    sent = clock.advance(comm.RoundComm("send", steps(3), payload_bytes=1e6, window=tau))
+    assert sent["sim_time"] == pytest.approx(0.03)  # the send does not block
+    assert sent["syncs"] == 1 and sent["bytes_per_worker"] == pytest.approx(1.5e6)
+    assert sent["peak_bandwidth"] == pytest.approx(1.5e6 / (tau * step_time))
+    saved = json.loads(json.dumps(clock.state_dict()))
+    resumed = comm.SimClock(net, 10).load_state_dict(saved)
+    arrived = resumed.advance(comm.RoundComm("arrive", steps(tau)))
+    assert arrived["sim_time"] == pytest.approx(0.03 + tau * step_time + stall)
+    assert arrived["sim_comm_time"] == pytest.approx(stall)
+    assert arrived["syncs"] == 1 and arrived["round_bytes_per_worker"] == 0
+    assert arrived["peak_bandwidth"] == 0
+    assert arrived["peak_bandwidth_max"] == pytest.approx(1.5e6 / (tau * step_time))
+  with pytest.raises(ValueError, match="without an exchange in flight"):
+    comm.SimClock(net, 10).advance(comm.RoundComm("arrive", steps(1)))
+
+
+def test_streaming_rounds_on_the_clock():
+  """P = 2, τ = 1: sends alternate fragments with their own payloads, arrivals
+  send nothing, and syncs count the sends."""
+  cfg = _cfg("fp4", fragments_=2, tau=1, block_size=32)
+  algo = algorithms.make(cfg, toy_loss, replicas.make_mesh(K, 1))
+  params = toy_params()
+  algo.init_state(params)
+  assert algo.first_h == 2 and algo.h_max == 2 and not algo.supports_faults
+  kinds = [algo.comm_pattern(r, 1).kind for r in range(4)]
+  assert kinds == ["send", "arrive", "send", "arrive"]
+  clock = comm.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.01)
+  codec = codecs.fp4(32)
+  for r, h in enumerate([2, 1, 1, 1]):
+    record = clock.advance_round(algo, r, h)
+  per_fragment = [codec.encoded_bytes(x.size) * (K - 1) for x in jax.tree.leaves(params)]
+  assert record["bytes_per_worker"] == pytest.approx(sum(per_fragment))
+  assert record["syncs"] == 2
+  assert record["peak_bandwidth_max"] == pytest.approx(max(per_fragment) / 0.01)
+
+
+def test_diloco_peak_bandwidth_is_the_round_exchange_per_step_time():
+  algo = algorithms.make(config("diloco", K=K), toy_loss, replicas.make_mesh(K, 1))
+  clock = comm.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.02)
+  record = clock.advance_round(algo, 0, 5)
+  assert record["peak_bandwidth"] == pytest.approx(2 * 3 / 4 * 4000 / 0.02)
