@@ -165,6 +165,50 @@ def report_section(summary: dict, regime: str, corpus: str) -> list[str]:
   return lines + [""]
 
 
+def compression_section(summary: dict) -> list[str]:
+  """Each row against ``diloco``: loss interval, bytes and peak-bandwidth ratios."""
+  stats = summary["stats"]
+  ref = stats["diloco"]
+
+  def peak_of(s: dict) -> float:
+    # Runs trained before the clock logged it (shared with the evidence study):
+    # an unoverlapped exchange must fit in one inner step (algorithms.md 6b).
+    if "peak_bandwidth" in s:
+      return s["peak_bandwidth"][0]
+    from configs.studies import base
+
+    return s["bytes_per_worker"][0] / s["syncs"][0] / base.STEP_TIME
+
+  by_cand = {c["candidate"]: c for c in summary["comparisons"]}
+  lines = [
+      f"Fresh seeds {', '.join(map(str, summary['seeds']))} (`python -m "
+      "experiments.sweep --study configs/studies/compression.py:report`); ratios are "
+      "DiLoCo's value over the row's (higher is less):",
+      "",
+      "| run | bits/byte (mean ± sd) | syncs | MB/worker | bytes ÷ | peak MB/s | peak ÷ "
+      "| sim s (hetero) | Δ vs DiLoCo, 95% CI | verdict |",
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+  ]
+  for label in summary["labels"]:
+    s = stats[label]
+    peak = peak_of(s)
+    c = by_cand.get(label)
+    cells = [
+        f"`{label}`",
+        f"{s['final_eval_bpb'][0]:.4f} ± {s['final_eval_bpb'][1]:.4f}",
+        f"{s['syncs'][0]:.0f}",
+        f"{s['bytes_per_worker'][0] / 1e6:.2f}",
+        f"{ref['bytes_per_worker'][0] / s['bytes_per_worker'][0]:.1f}×",
+        f"{peak / 1e6:.3g}",
+        f"{peak_of(ref) / peak:.1f}×" if peak else "",
+        f"{s.get('sim_time@hetero', [float('nan')])[0]:.1f}",
+        _ci(c) if c else "ref",
+        c["verdict"] if c else "",
+    ]
+    lines.append("| " + " | ".join(cells) + " |")
+  return lines + [""]
+
+
 def tables(root: str) -> str:
   quick = "quick" in os.path.basename(os.path.normpath(root))
   out = [
@@ -205,6 +249,17 @@ def main(argv: list[str]) -> None:
   with open(path, "w") as f:
     f.write(text + "\n")
   print(text)
+  # The compression study's report sits beside the evidence study's folder.
+  comp = _load(
+      os.path.join(os.path.dirname(root), "compression", "report", "summary.json")
+  )
+  if comp:
+    text = "\n".join(
+        ["# Compressed and streaming syncs: table", ""] + compression_section(comp)
+    )
+    with open(os.path.join(os.path.dirname(root), "compression", "tables.md"), "w") as f:
+      f.write(text + "\n")
+    print(text)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ SUMMARY_KEYS = (
     "tokens_per_sec",
     "wall_time",
     "num_params",
+    "peak_bandwidth",
 )
 
 X_LABELS = {
@@ -108,6 +109,9 @@ def stats(runs: Sequence[dict], networks: Sequence[str] = ()) -> dict:
       "tokens_per_sec",
   ):
     out[key] = mean_std([r["summary"][key] for r in runs])
+  peaks = [r["summary"].get("peak_bandwidth") for r in runs]
+  if all(p is not None for p in peaks):
+    out["peak_bandwidth"] = mean_std(peaks)
   for net in networks:
     out[f"sim_time@{net}"] = mean_std([r["summary"][sim_key(r, net)] for r in runs])
   return out

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from configs.studies import evidence
+from configs.studies import compression, evidence
 from experiments import sweep
 
 
@@ -21,6 +21,13 @@ def phases(tmp_path_factory):
     for phase in evidence.PHASES:
       study = evidence.get_config(f"{phase},base,shakespeare,quick")
       out[phase] = (study, sweep.run_study(study, root, study.report_dir, progress=False))
+    # The compression study starts from the evidence study's tuned pair and design.
+    for phase in compression.PHASES:
+      study = compression.get_config(f"{phase},quick")
+      out[f"compression_{phase}"] = (
+          study,
+          sweep.run_study(study, root, study.report_dir, progress=False),
+      )
   finally:
     patch.undo()
   return out
@@ -30,7 +37,7 @@ def phases(tmp_path_factory):
 def test_choices_use_tuning_seeds_and_the_report_fresh_ones(phases):
   report_study, _ = phases["report"]
   tuning = set()
-  for phase in ("regime", "coarse", "tune", "design"):
+  for phase in ("regime", "coarse", "tune", "design", "compression_tune"):
     tuning |= set(phases[phase][0].seeds)
   assert tuning and not tuning & set(report_study.seeds)
   assert len(report_study.seeds) >= 2
@@ -117,3 +124,29 @@ def test_tables_summarise_every_phase(phases):
   for c in phases["report"][1]["comparisons"]:
     assert f"| `{c['candidate']}` |" in section
   assert "Frontier slope (tuned)" in section
+
+
+@pytest.mark.slow
+def test_compression_rows_start_from_the_tuned_pair_and_report_bytes_and_peaks(phases):
+  from experiments import evidence_tables
+
+  study, result = phases["compression_report"]
+  pair = compression.reference_pair(quick=True)
+  tuned = phases["report"][0].runs["diloco_h10"]
+  assert pair == (tuned.diloco.alpha, tuned.diloco.beta)
+  for label in ("diloco", "stream_tau0", "stream_fp4"):
+    run = study.runs[label]
+    assert (run.diloco.alpha, run.diloco.beta) == pair
+    assert run.model.num_layers == compression.NUM_LAYERS
+  assert study.runs["stream_fp4"].compress.codec == "fp4"
+  assert study.runs["autoloco_stream_fp4"].algorithm == "autoloco"
+  stats = result["stats"]
+  # fp4 sends fewer bytes than the same streaming run in float32; every row has a peak.
+  assert (
+      stats["stream_fp4"]["bytes_per_worker"][0]
+      < stats["stream_tau4"]["bytes_per_worker"][0]
+  )
+  assert all("peak_bandwidth" in stats[label] for label in study.labels)
+  text = "\n".join(evidence_tables.compression_section(result))
+  for label in study.labels:
+    assert f"| `{label}` |" in text
