@@ -65,7 +65,7 @@ def tune_section(summary: dict, regime: str, corpus: str, quick: bool) -> list[s
       "| H | tuned (α, β) | bits/byte (mean ± sd) | runner-up | its bits/byte |",
       "| ---: | --- | --- | --- | --- |",
   ]
-  for h in evidence.frontier_hs(quick):
+  for h in evidence.frontier_hs(bool(summary.get("quick", quick))):
     scored = sorted(
         (s["final_eval_bpb"], label)
         for label, s in stats.items()
@@ -85,31 +85,27 @@ def tune_section(summary: dict, regime: str, corpus: str, quick: bool) -> list[s
 
 def design_section(summary: dict, regime: str, corpus: str) -> list[str]:
   stats = summary["stats"]
-  frontier = [
-      (stats[l]["syncs"][0], stats[l]["final_eval_bpb"][0])
-      for l in stats
-      if l.startswith("diloco_")
-  ]
-  rows = []
-  for label in summary["labels"]:
-    if not label.startswith("autoloco"):
-      continue
-    s = stats[label]
-    gap = s["final_eval_bpb"][0] - evidence.frontier_at(frontier, s["syncs"][0])
-    rows.append((gap, label, s))
-  best = min(rows)[1]
+  gaps = evidence.design_gaps(stats)
+  eligible = {l: g for l, g in gaps.items() if g is not None}
+  best = min(eligible, key=eligible.get) if eligible else None
   lines = [
       f"AutoLoCo's variants on the tuning seeds against the tuned frontier "
-      f"({_cmd('design', regime, corpus)}); the chosen one is in bold:",
+      f"({_cmd('design', regime, corpus)}); the chosen one is in bold (only variants "
+      "whose syncs fall inside the frontier's range are eligible):",
       "",
       "| variant | bits/byte (mean ± sd) | syncs | minus the frontier at its syncs |",
       "| --- | --- | ---: | ---: |",
   ]
-  for gap, label, s in sorted(rows, key=lambda r: summary["labels"].index(r[1])):
+  for label in summary["labels"]:
+    if label not in gaps:
+      continue
+    s, gap = stats[label], gaps[label]
     name = f"**`{label}`**" if label == best else f"`{label}`"
     lines.append(
         f"| {name} | {s['final_eval_bpb'][0]:.4f} ± {s['final_eval_bpb'][1]:.4f} | "
-        f"{s['syncs'][0]:.1f} | {gap:+.4f} |"
+        f"{s['syncs'][0]:.1f} | "
+        + ("outside the frontier's syncs" if gap is None else f"{gap:+.4f}")
+        + " |"
     )
   return lines + [""]
 
