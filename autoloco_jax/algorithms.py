@@ -54,6 +54,11 @@ class Algorithm:
       ``None``: evaluate worker 0, the global model after a sync.
     first_h: the first round's number of inner steps when it is not
       ``config.interval.h`` (streaming syncs: ``H/P``); ``None``: that value.
+    host_next_h: ``host_next_h(r) -> H``, the ``next_h`` the sync ending round
+      ``r`` (0-based) returns, when the host knows it without the round's
+      statistics (fixed intervals, schedules): the trainer then dispatches the
+      next round before reading this one's metrics. ``None``: only the sync
+      knows it (adaptive controllers).
   """
 
   name: str
@@ -65,6 +70,7 @@ class Algorithm:
   supports_faults: bool
   eval_params: Callable[[TrainState], dict] | None = None
   first_h: int | None = None
+  host_next_h: Callable[[int], int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -390,6 +390,17 @@ class DiLoCo:
           lambda state: {"": state.outer.params}, out_shardings=replicated
       )
 
+    def host_next_h(round_index: int) -> int:
+      """The ``next_h`` of the sync ending ``round_index``, as ``send_block`` and
+      ``arrive_block`` compute it, from the controller's host-known intervals."""
+      if tau == 0:
+        interval = controller.host_h(round_index + 1)
+        return interval if P == 1 else max(interval // P, 1)
+      if round_index % 2 == 0:  # a send: the exchange is in flight for tau steps
+        return tau
+      interval = controller.host_h((round_index + 1) // 2)  # after the sends so far
+      return max(interval // P, 1) - tau
+
     h_longest = max(self.h0, controller.h_max)
     return Algorithm(
         name=self.name,
@@ -401,6 +412,7 @@ class DiLoCo:
         supports_faults=tau == 0,
         eval_params=eval_params,
         first_h=None if stream.plain else stream.slot_length(self.h0),
+        host_next_h=None if controller.host_h is None else host_next_h,
     )
 
 

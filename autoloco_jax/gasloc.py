@@ -188,6 +188,7 @@ class GASLoC:
         sync=jit_sync(sync_block, setup.mesh),
         comm_pattern=gossip.comm_pattern(topo, lambda h: np.minimum(steps_K, h)),
         h_max=self.h,
+        host_next_h=lambda round_index: self.h,
         supports_faults=False,
         eval_params=gossip.make_eval_params(setup.mesh),
     )

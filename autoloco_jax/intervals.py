@@ -176,12 +176,18 @@ class IntervalController(NamedTuple):
     h_min: smallest interval the controller returns (Python int).
     h_max: largest interval the controller returns (Python int); a trainer
       can size its buffers by it.
+    host_h: ``host_h(t) -> H``, the interval the ``t``-th call of ``next_h``
+      returns (``t = 1, 2, ...``; ``host_h(0)`` is ``init().h``) when it does
+      not depend on the rounds' statistics (``fixed``, ``schedule``), so the
+      host knows it without reading the device; ``None`` for adaptive
+      controllers.
   """
 
   init: Callable[..., Any]
   next_h: Callable[[Any, SyncStats], tuple[jax.Array, Any]]
   h_min: int
   h_max: int
+  host_h: Callable[[int], int] | None = None
 
 
 # --- validation -------------------------------------------------------------
@@ -314,7 +320,7 @@ def fixed(h: int) -> IntervalController:
     h_next = jnp.full((), h, jnp.int32)
     return h_next, FixedState(h=h_next)
 
-  return IntervalController(init_fn, next_fn, h, h)
+  return IntervalController(init_fn, next_fn, h, h, host_h=lambda t: h)
 
 
 class LrQuadraticState(NamedTuple):
@@ -665,7 +671,8 @@ def schedule(hs: Sequence[int]) -> IntervalController:
     h_next = table[jnp.minimum(count, len(values) - 1)]
     return h_next, ScheduleState(h=h_next, count=count)
 
-  return IntervalController(init_fn, next_fn, h_min, h_max)
+  host_h = lambda t: values[min(t, len(values) - 1)]
+  return IntervalController(init_fn, next_fn, h_min, h_max, host_h=host_h)
 
 
 CONTROLLERS: dict[str, Callable[..., IntervalController]] = {

@@ -143,6 +143,7 @@ class NoLoCo:
         sync=jit_sync(sync_block, setup.mesh),
         comm_pattern=gossip.comm_pattern(topo, lambda h: np.full(k, h, np.int64)),
         h_max=self.h,
+        host_next_h=lambda round_index: self.h,
         supports_faults=False,
         eval_params=gossip.make_eval_params(setup.mesh),
     )

@@ -12,6 +12,21 @@ Nothing is lost on a crash: the run state is checkpointed every
 the same workdir resumes from the newest readable checkpoint and reproduces the
 uninterrupted run exactly; SIGTERM or Ctrl-C saves and exits cleanly; a NaN or
 Inf stops the run without overwriting the last good checkpoint.
+
+The host does not stall the device between rounds (``config.log.overlap``, on
+by default): round ``r + 1`` is dispatched before round ``r``'s metrics are
+read, so logging, TensorBoard and the progress bar run while the device trains.
+When the sync's next ``H`` is known on the host (``algo.host_next_h``: fixed
+intervals, schedules) nothing is read before the next dispatch; for adaptive
+controllers only the scalar ``next_h`` is (the device has nothing to do until
+the next round is dispatched, but the rest of the host's work waits until it
+is). An evaluation is dispatched on round ``r``'s state before the next round
+donates it, and read with the round. A round that ends with a checkpoint, and
+the last round, are read before the save: a NaN round is never saved. Without a
+save it stops the run one round later, with the same error naming the same
+round, after round ``r + 1`` has run on the poisoned state (never saved either).
+The records of metrics.jsonl are the same, in the same order, either way; only
+their host timings differ (:data:`TIMING_FIELDS`).
 """
 
 from __future__ import annotations
@@ -35,6 +50,12 @@ from autoloco_jax import algorithms, checkpoint, comm, config_check, distributed
 from autoloco_jax import data as data_lib, faults, metrics as metrics_lib
 from autoloco_jax import model as model_lib, pipeline as pipeline_lib, replicas, rounds
 from autoloco_jax import state as state_lib
+
+#: Fields of a round's record measured on the host's wall clock: they differ
+#: between any two runs. ``data_wait_s``: blocked on the input pipeline;
+#: ``host_wait_s``: blocked reading the round's device values (its ``next_h``,
+#: metrics and evaluation), i.e. waiting for the device.
+TIMING_FIELDS = ("wall_time", "data_wait_s", "host_wait_s")
 
 
 class Preempted(Exception):
@@ -136,7 +157,9 @@ def make_evaluate(loss_fn, mesh, algo):
   parameters (the global model after a sync) under the name ``''`` or, for
   decentralized algorithms, each model of ``algo.eval_params`` (``mean``, the
   replicas' mean, and ``replica``, replica 0). Losses are replicated so every
-  process can read them."""
+  process can read them, and returned on device, not read: the caller may
+  dispatch the next round (donating ``state``) before it reads them with
+  ``float``."""
   replicated = jax.sharding.NamedSharding(mesh, replicas.REPLICATED)
 
   @functools.partial(jax.jit, out_shardings=replicated)
@@ -153,7 +176,7 @@ def make_evaluate(loss_fn, mesh, algo):
         if algo.eval_params is None
         else algo.eval_params(state)
     )
-    return {name: float(loss(p, tokens_NxBxL1)) for name, p in models.items()}
+    return {name: loss(p, tokens_NxBxL1) for name, p in models.items()}
 
   return evaluate
 
@@ -273,11 +296,36 @@ def _clocks(
   return clock, also
 
 
-def _run_round(
-    loop: _Loop, state: state_lib.TrainState, host: HostState
-) -> tuple[state_lib.TrainState, dict]:
-  """One round through the round driver; returns the round's record (device
-  metrics, simulated clocks, counters) and advances ``host``."""
+class _Round(NamedTuple):
+  """A dispatched round whose device results the host has not read yet.
+
+  Attributes:
+    host_record: the record's host-side fields (clocks, counters, data wait), in
+      the order they are logged.
+    metrics: the sync's metrics, on device.
+    losses: the evaluation's losses on device (``make_evaluate``), or None
+      when the round ends without an evaluation.
+    predicted_h: the ``next_h`` the host took from ``algo.host_next_h`` (checked
+      against the sync's when the metrics are read), or None.
+    next_h: the sync's ``next_h`` once read early (adaptive controllers), or None.
+    waited: seconds the host already spent blocked on this round's device values.
+  """
+
+  host_record: dict
+  metrics: Any
+  losses: dict | None
+  predicted_h: int | None
+  next_h: int | None = None
+  waited: float = 0.0
+
+
+def _dispatch_round(
+    loop: _Loop, state: state_lib.TrainState, host: HostState, overlap: bool
+) -> tuple[state_lib.TrainState, _Round]:
+  """Dispatches one round through the round driver, and its evaluation when one
+  is due, without reading the device; advances ``host`` by what the host knows
+  (steps, rounds, data state, clocks, ``next_h`` when ``algo.host_next_h``
+  gives it and ``overlap`` is on)."""
   config, run = loop.config, loop.run
   K = config.num_workers
   round_index, h = host.rounds, min(host.next_h, config.total_steps - host.step)
@@ -292,52 +340,78 @@ def _run_round(
       run.algo, state, loop.pipeline, h, run.chunk, run.mesh, present
   )
   data_wait = loop.pipeline.take_wait()
-  record = {
-      k: metrics_lib.to_python(v) for k, v in jax.device_get(device_metrics).items()
-  }
   # Syncs, bytes, messages and simulated time of this round, every algorithm.
-  record.update(loop.clock.advance_round(run.algo, round_index, h, present_K=present))
+  record = loop.clock.advance_round(run.algo, round_index, h, present_K=present)
   for name, other in loop.also.items():
     record[f"sim_time_{name}"] = other.advance_round(
         run.algo, round_index, h, present_K=present
     )["sim_time"]
   host.step += h
   host.rounds = round_index + 1
-  host.next_h = int(record["next_h"])
+  predicted = None
+  if overlap and run.algo.host_next_h is not None:
+    predicted = int(run.algo.host_next_h(round_index))
+    host.next_h = predicted
   host.data_state = loop.pipeline.get_state()
   host.clock = loop.clock.state_dict()
   host.also_clocks = {name: c.state_dict() for name, c in loop.also.items()}
   tokens_per_step = K * config.data.batch_size * config.data.seq_len
   record.update(
-      round=host.rounds,
-      step=host.step,
-      h=h,
-      tokens=host.step * tokens_per_step,
-      wall_time=time.time() - loop.t_start,
-      data_wait_s=data_wait,
+      round=host.rounds, step=host.step, h=h, tokens=host.step * tokens_per_step
   )
+  record["data_wait_s"] = data_wait
+  losses = None
+  if host.step >= host.next_eval or host.step >= config.total_steps:
+    # On this round's state, before the next round donates it.
+    losses = loop.evaluate(state, loop.eval_tokens)
+    every = config.eval.every_steps
+    host.next_eval = (host.step // every + 1) * every
+  return state, _Round(record, device_metrics, losses, predicted)
+
+
+def _read_next_h(round_: _Round, host: HostState) -> _Round:
+  """Reads only the sync's ``next_h`` (blocks until the round is done): what
+  the next round needs when the controller is adaptive."""
+  start = time.perf_counter()
+  next_h = int(jax.device_get(round_.metrics["next_h"]))
+  host.next_h = next_h
+  return round_._replace(next_h=next_h, waited=time.perf_counter() - start)
+
+
+def _finish_round(loop: _Loop, host: HostState, round_: _Round) -> dict:
+  """Reads a dispatched round's metrics and evaluation, and returns its record
+  (the same fields and order whether it is read at once or one round late).
+
+  Raises ``FloatingPointError`` for a non-finite loss or norm, or evaluation.
+  """
+  start = time.perf_counter()
+  metrics = jax.device_get(round_.metrics)
+  losses = (
+      None if round_.losses is None else {k: float(v) for k, v in round_.losses.items()}
+  )
+  waited = round_.waited + time.perf_counter() - start
+  record = {k: metrics_lib.to_python(v) for k, v in metrics.items()}
+  record.update(round_.host_record)
+  data_wait = record.pop("data_wait_s")
+  record.update(wall_time=time.time() - loop.t_start, data_wait_s=data_wait)
+  record["host_wait_s"] = waited
+  next_h = int(record["next_h"])
+  if round_.predicted_h is not None and round_.predicted_h != next_h:
+    raise AssertionError(
+        f"round {record['round']}: the host assumed next_h = {round_.predicted_h} "
+        f"but the sync chose {next_h} (algo.host_next_h disagrees with the sync)"
+    )
+  if round_.next_h is None and round_.predicted_h is None:
+    host.next_h = next_h
   _check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
-  return state, record
-
-
-def _maybe_evaluate(
-    loop: _Loop, state: state_lib.TrainState, host: HostState, record: dict
-) -> None:
-  """Evaluates every ``eval.every_steps`` inner steps and at the end: the global
-  model or, for decentralized algorithms, the replicas' mean (``eval_loss``)
-  and each model by name."""
-  config = loop.config
-  if host.step < host.next_eval and host.step < config.total_steps:
-    return
-  losses = loop.evaluate(state, loop.eval_tokens)
-  host.eval_loss = losses.get("", losses.get("mean"))
-  every = config.eval.every_steps
-  host.next_eval = (host.step // every + 1) * every
-  record.update(
-      eval_loss=host.eval_loss, eval_bpb=loop.run.data.bits_per_byte(host.eval_loss)
-  )
-  record.update({f"eval_loss_{name}": v for name, v in losses.items() if name})
-  _check_finite(record, ("eval_loss",))
+  if losses is not None:
+    host.eval_loss = losses.get("", losses.get("mean"))
+    record.update(
+        eval_loss=host.eval_loss, eval_bpb=loop.run.data.bits_per_byte(host.eval_loss)
+    )
+    record.update({f"eval_loss_{name}": v for name, v in losses.items() if name})
+    _check_finite(record, ("eval_loss",))
+  return record
 
 
 def _start(
@@ -412,15 +486,37 @@ def train_and_evaluate(
   # Throughput is timed from the end of the first round, which includes compilation.
   steady = None
   rounds_since_save, preempted = 0, False
+  overlap = bool(config.log.get("overlap", True))
+  pending = None  # a dispatched round whose metrics are read after the next dispatch
   try:
     with _stop_signals() as stop:
       while host.step < config.total_steps:
-        state, record = _run_round(loop, state, host)
-        _maybe_evaluate(loop, state, host, record)
-        _log(loop, host, record, progress)
-        rounds_since_save = _maybe_save(loop, state, host, rounds_since_save, stop)
-        steady = steady or (time.time(), host.step)
-        if stop and host.step < config.total_steps:
+        state, current = _dispatch_round(loop, state, host, overlap)
+        if pending is not None:  # the previous round, read while this one runs
+          record = _finish_round(loop, host, pending)
+          _log(loop, host, record, progress)
+          steady = steady or (time.time(), record["step"])
+          pending = None
+        stopping = bool(stop)
+        rounds_since_save += 1
+        save = (
+            stopping
+            or host.step >= config.total_steps
+            or rounds_since_save >= config.checkpoint.every_rounds
+        )
+        if save or not overlap:
+          # Read (and check) this round before it is saved: a NaN round is never saved.
+          record = _finish_round(loop, host, current)
+          _log(loop, host, record, progress)
+          steady = steady or (time.time(), record["step"])
+          if save:
+            loop.ckpt.save(host.step, state, host.to_json())
+            rounds_since_save = 0
+        else:
+          if current.predicted_h is None:  # adaptive: the next round needs next_h
+            current = _read_next_h(current, host)
+          pending = current
+        if stopping and host.step < config.total_steps:
           raise Preempted()
   except Preempted:
     preempted = True
@@ -458,26 +554,6 @@ def _log(loop: _Loop, host: HostState, record: dict, progress) -> None:
   progress.set_postfix(
       loss=f"{record['loss_mean']:.3f}", eval=f"{host.eval_loss:.3f}", H=record["h"]
   )
-
-
-def _maybe_save(
-    loop: _Loop,
-    state: state_lib.TrainState,
-    host: HostState,
-    rounds_since_save: int,
-    stop: list,
-) -> int:
-  """Checkpoints every ``checkpoint.every_rounds`` rounds, at the end, and when a
-  stop signal arrived; returns the rounds since the last save."""
-  rounds_since_save += 1
-  if (
-      stop
-      or host.step >= loop.config.total_steps
-      or rounds_since_save >= loop.config.checkpoint.every_rounds
-  ):
-    loop.ckpt.save(host.step, state, host.to_json())
-    return 0
-  return rounds_since_save
 
 
 def _summary(loop: _Loop, host: HostState, steady: tuple[float, int] | None) -> dict:

@@ -7,11 +7,31 @@ the mesh, the bytes of every field of the run state and XLA's memory analysis
 of the compiled inner loop and sync (arguments, outputs, temporaries, aliased
 bytes). Nothing is trained. Set ``XLA_FLAGS=--xla_force_host_platform_device_count=N``
 to lay the workers over N simulated CPU devices.
+
+The largest K that fits a memory budget on one device (``--search``)::
+
+  python -m benchmarks.memory --search --max_bytes 8GiB --k_range 8,512 \
+      --search_configs configs/default.py,configs/diloco.py --out docs/memory_scale.json
+
+compiles each config's inner loop and sync on abstract shapes
+(``aot.compile_config``: nothing is allocated, so K = 512 costs a compile, not
+gigabytes) on one device for the K a binary search asks for, and takes a
+program's per-device peak as XLA's ``argument + output - alias + temp`` bytes
+(the donated state's outputs reuse its arguments), the run's as the larger of
+the inner loop's and the sync's. The layout before the global parameters and
+outer optimizer state became one copy per device (commit 62226d4) kept them once
+per worker; its peak is reconstructed as this one plus ``(K - 1)`` copies of
+that outer state (the K = 8 state then measured 131.3 MB against 85.3 MB now,
+exactly 7 such copies), which leaves out any temporaries the old sync needed
+for its per-worker outer step.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -24,6 +44,113 @@ from benchmarks import aot
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config.")
 _NUM_WORKERS = flags.DEFINE_integer("num_workers", 8, "K (overrides the config).")
 _OUT = flags.DEFINE_string("out", "", "Write the JSON here as well.")
+_SEARCH = flags.DEFINE_bool(
+    "search", False, "Binary-search the largest K within --max_bytes on one device."
+)
+_MAX_BYTES = flags.DEFINE_string("max_bytes", "8GiB", "--search: per-device budget.")
+_K_RANGE = flags.DEFINE_list("k_range", ["8", "512"], "--search: smallest, largest K.")
+_SEARCH_CONFIGS = flags.DEFINE_list(
+    "search_configs",
+    ["configs/default.py", "configs/diloco.py"],
+    "--search: config files (PATH or PATH:size; size defaults to cpu).",
+)
+
+_UNITS = {"": 1, "B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "KB": 1e3, "MB": 1e6}
+_UNITS["GB"] = 1e9
+
+
+def parse_bytes(text: str) -> int:
+  """``'8GiB'`` -> 8589934592 (B, KiB, MiB, GiB, KB, MB, GB; case-insensitive)."""
+  match = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", text)
+  if not match or match.group(2).upper() not in _UNITS:
+    raise ValueError(f"cannot parse a byte size from {text!r} (e.g. 8GiB, 512MiB)")
+  return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+def program_peak(analysis: dict) -> int:
+  """Per-device bytes a compiled program holds at once, by XLA's analysis:
+  arguments, outputs not aliased to (donated) arguments, temporaries."""
+  return (
+      analysis["argument_bytes"]
+      + analysis["output_bytes"]
+      - analysis["alias_bytes"]
+      + analysis["temp_bytes"]
+  )
+
+
+def probe(config: Any, num_workers: int) -> dict:
+  """``config`` with K = ``num_workers`` on one device, compiled from abstract
+  shapes: its state, programs' peaks, and the outer state the old layout kept
+  once per worker."""
+  config = config.copy_and_resolve_references()
+  with config.unlocked():
+    config.num_workers, config.num_devices = num_workers, 1
+  result = aot.compile_config(config)
+  peak = max(program_peak(result["inner"]), program_peak(result["sync"]))
+  # The DiLoCo family's outer state: the global parameters and the outer
+  # optimizer's state (momentum and scalars), one float32 copy of each.
+  outer_bytes = 2 * 4 * result["num_params"]
+  return dict(
+      num_workers=num_workers,
+      state_bytes=result["state_bytes_total"],
+      inner_peak=program_peak(result["inner"]),
+      sync_peak=program_peak(result["sync"]),
+      peak=peak,
+      peak_old_layout=peak + (num_workers - 1) * outer_bytes,
+      num_params=result["num_params"],
+  )
+
+
+def largest_fitting(fits: Callable[[int], bool], low: int, high: int) -> int | None:
+  """The largest K in ``[low, high]`` with ``fits(K)`` (monotone: true up to
+  some K, false after), by binary search; None if even ``low`` does not fit."""
+  if not fits(low):
+    return None
+  while low < high:
+    mid = (low + high + 1) // 2
+    if fits(mid):
+      low = mid
+    else:
+      high = mid - 1
+  return low
+
+
+def load_config(spec: str) -> Any:
+  """``configs/x.py`` or ``configs/x.py:size`` -> the module's ``get_config``."""
+  path, _, size = spec.partition(":")
+  module_spec = importlib.util.spec_from_file_location("search_config", path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  return module.get_config(size or "cpu")
+
+
+def search(config: Any, max_bytes: int, low: int, high: int) -> dict:
+  """The largest K of ``config`` within ``max_bytes`` per device on one device,
+  now and in the old layout, with every probe compiled on the way."""
+  probes: dict[int, dict] = {}
+
+  def measured(k: int) -> dict:
+    if k not in probes:
+      probes[k] = probe(config, k)
+      print(json.dumps(probes[k]), flush=True)
+    return probes[k]
+
+  largest = largest_fitting(lambda k: measured(k)["peak"] <= max_bytes, low, high)
+  largest_old = largest_fitting(
+      lambda k: measured(k)["peak_old_layout"] <= max_bytes, low, high
+  )
+  return dict(
+      algorithm=config.algorithm,
+      model=dict(config.model),
+      batch_size=config.data.batch_size,
+      seq_len=config.data.seq_len,
+      max_bytes=max_bytes,
+      k_range=[low, high],
+      largest_k=largest,
+      largest_k_old_layout=largest_old,
+      num_params=probes[low]["num_params"],
+      probes=[probes[k] for k in sorted(probes)],
+  )
 
 
 def measure(config) -> dict:
@@ -64,18 +191,94 @@ def measure(config) -> dict:
   )
 
 
+def scale_markdown(scale: dict) -> str:
+  """The "Memory scale" section of docs/benchmarks.md from a ``--search`` JSON."""
+  gib = lambda b: f"{b / 2**30:.2f}"
+  budget = next(iter(scale["results"].values()))["max_bytes"]
+  lines = [
+      "## Memory scale",
+      "",
+      f"The largest K that trains on one {scale['backend'].upper()} device within "
+      f"{gib(budget)} GiB, by XLA's compiled memory analysis (compile only, nothing "
+      "trained; `benchmarks/memory.py --search`): a program's peak is its "
+      "arguments + outputs - aliased (donated) bytes + temporaries, the run's the "
+      "larger of the inner loop's and the sync's. *Before*: the layout that kept "
+      "the global parameters and outer optimizer state once per worker, "
+      "reconstructed as this peak plus (K - 1) copies of that outer state "
+      "(8 bytes per parameter); its sync's own temporaries are not included. "
+      "Regenerate with:",
+      "",
+      "```bash",
+      scale["command"] + " --out docs/memory_scale.json",
+      "```",
+      "",
+      "| config | algorithm | params | largest K before | largest K now | GiB at K "
+      "now | state GiB | inner loop GiB | sync GiB | MiB per worker |",
+      "|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for spec, r in scale["results"].items():
+    probes = {p["num_workers"]: p for p in r["probes"]}
+    k = r["largest_k"]
+    p = probes.get(k)
+    ks = sorted(probes)
+    # The slope of the peak between the smallest and largest K probed.
+    per_worker = (probes[ks[-1]]["peak"] - probes[ks[0]]["peak"]) / max(ks[-1] - ks[0], 1)
+    params = f"{r['num_params']:,}" if "num_params" in r else "-"
+    lines.append(
+        f"| `{spec}` | {r['algorithm']} | {params} | {r['largest_k_old_layout']} | "
+        f"**{k}** | "
+        + (
+            f"{gib(p['peak'])} | {gib(p['state_bytes'])} | {gib(p['inner_peak'])} | "
+            f"{gib(p['sync_peak'])}"
+            if p
+            else "- | - | - | -"
+        )
+        + f" | {per_worker / 2**20:.1f} |"
+    )
+  lines += [
+      "",
+      "The inner loop's temporaries (one step's activations and gradients for "
+      "every worker) dominate: the state is a small share of the peak, so the "
+      "single outer copy moves the largest K little. Raw probes: "
+      "`docs/memory_scale.json`.",
+      "",
+  ]
+  return "\n".join(lines)
+
+
 def main(argv):
   del argv
-  config = _CONFIG.value
-  with config.unlocked():
-    config.num_workers = _NUM_WORKERS.value
-    config.log.progress = False
-  result = measure(config)
+  if _SEARCH.value:
+    low, high = (int(k) for k in _K_RANGE.value)
+    max_bytes = parse_bytes(_MAX_BYTES.value)
+    result = dict(
+        command="python -m benchmarks.memory --search --max_bytes "
+        f"{_MAX_BYTES.value} --k_range {low},{high} --search_configs "
+        + ",".join(_SEARCH_CONFIGS.value),
+        backend=jax.default_backend(),
+        jax=jax.__version__,
+        peak="max over the inner loop and the sync of XLA's argument + output - "
+        "alias + temp bytes on the one device",
+        results={
+            spec: search(load_config(spec), max_bytes, low, high)
+            for spec in _SEARCH_CONFIGS.value
+        },
+    )
+  else:
+    result = _measure_one()
   text = json.dumps(result, indent=2)
   print(text)
   if _OUT.value:
     with open(_OUT.value, "w") as f:
       f.write(text + "\n")
+
+
+def _measure_one() -> dict:
+  config = _CONFIG.value
+  with config.unlocked():
+    config.num_workers = _NUM_WORKERS.value
+    config.log.progress = False
+  return measure(config)
 
 
 if __name__ == "__main__":

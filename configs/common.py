@@ -184,7 +184,9 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
           nan_at_round=-1,
       )
   )  # poison the parameters before this round (-1: never)
-  c.log = ml_collections.ConfigDict(dict(tensorboard=True, progress=True))
+  # overlap: dispatch the next round before reading this one's metrics (train.py);
+  # False: read them at once (the old path, for comparisons).
+  c.log = ml_collections.ConfigDict(dict(tensorboard=True, progress=True, overlap=True))
   return c
 
 

@@ -87,7 +87,7 @@ def wait_for_rounds(workdir, n, proc, timeout=120):
 def comparable(workdir):
   """Per-round records without wall-clock fields."""
   # Host wall-clock measurements differ between any two runs.
-  timing = ("wall_time", "data_wait_s")
+  timing = train.TIMING_FIELDS
   return [{k: v for k, v in r.items() if k not in timing} for r in rounds(workdir)]
 
 

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from autoloco_jax import comm, train
+from autoloco_jax import checkpoint, comm, train
 from configs import autoloco as autoloco_config
 from tests.helpers import ROOT, rounds, tiny
 
@@ -233,3 +233,63 @@ def test_cli_uses_every_core_unless_told_otherwise(tmp_path):
   assert devices(tmp_path / "b", "--config.num_devices=1") == 1
   user = {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
   assert devices(tmp_path / "c", extra_env=user) == 1
+
+
+def _records_without_timing(workdir):
+  """Each round's (keys in logged order, values) without host timings."""
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    records = [json.loads(line) for line in f]
+  return [
+      [(k, v) for k, v in r.items() if k not in train.TIMING_FIELDS]
+      for r in records
+      if not r.get("summary")
+  ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adaptive", [False, True], ids=["fixed", "loss_ratio"])
+def test_overlapped_rounds_equal_the_blocking_path(tmp_path, adaptive):
+  """Reading each round's metrics one round late (log.overlap) changes nothing
+  but host timings: the same records in the same order, the same parameters.
+  Evaluations every 10 steps and checkpoints every 3 rounds fall on rounds
+  read late and on rounds read at once."""
+  overrides = {
+      "total_steps": 60,
+      "eval.every_steps": 10,
+      "checkpoint.every_rounds": 3,
+      "network.step_time": 0.01,
+  }
+  module = autoloco_config if adaptive else None
+  cfg = lambda overlap: tiny(
+      *([module] if module else []), **overrides, **{"log.overlap": overlap}
+  )
+  train.train_and_evaluate(cfg(False), str(tmp_path / "blocking"))
+  train.train_and_evaluate(cfg(True), str(tmp_path / "overlap"))
+  blocking = _records_without_timing(tmp_path / "blocking")
+  assert _records_without_timing(tmp_path / "overlap") == blocking
+  assert len(blocking) >= 4 and all(
+      "host_wait_s" in r for r in rounds(tmp_path / "overlap")
+  )
+  if adaptive:
+    assert len({dict(r)["h"] for r in blocking}) >= 2
+  _, a, _ = train.load_run(cfg(False), str(tmp_path / "blocking"))
+  _, b, _ = train.load_run(cfg(True), str(tmp_path / "overlap"))
+  np.testing.assert_equal(jax.device_get(a.params_K), jax.device_get(b.params_K))
+
+
+@pytest.mark.slow
+def test_nan_between_checkpoints_stops_one_round_later_unsaved(tmp_path):
+  """Overlapped: a NaN round without a save is read while the next round runs;
+  the run stops with the same error, naming the NaN round, and the last
+  checkpoint is the one before it."""
+  cfg = tiny(
+      total_steps=60,
+      **{"interval.h": 5, "checkpoint.every_rounds": 2, "network.step_time": 0.01},
+  )
+  cfg.faults.nan_at_round = 2  # poisons round 3 (steps 10-15); saves at rounds 2, 4
+  with pytest.raises(
+      FloatingPointError, match=r"loss_mean is nan in round 3 \(inner step 15\)"
+  ):
+    train.train_and_evaluate(cfg, str(tmp_path))
+  assert max(checkpoint.Checkpointer(str(tmp_path)).steps()) == 10
+  assert [r["round"] for r in rounds(tmp_path)] == [1, 2]

@@ -69,6 +69,24 @@ _CHILD = flags.DEFINE_integer(
     "on this many devices and write JSON to --child_out.",
 )
 _CHILD_OUT = flags.DEFINE_string("child_out", "", "Internal: the child's JSON file.")
+_SIZE = flags.DEFINE_string(
+    "size", "cpu", "Size preset of a full run (configs/common.py: cpu, gpu, ...)."
+)
+_MODEL = flags.DEFINE_list(
+    "model",
+    [],
+    "Overrides of a full run's model, KEY=VALUE: config.model fields "
+    "(d_model, num_layers, num_heads, mlp_dim, dtype), seq_len, batch_size.",
+)
+_ROWS = flags.DEFINE_list(
+    "rows", [], "Algorithm rows (and naive) to measure; empty = all."
+)
+_ROWS_ONLY = flags.DEFINE_bool(
+    "rows_only",
+    False,
+    "Only the throughput rows and their compile counts: no hot-path checks, "
+    "matmul shapes or scaling sweeps; JSON only (no markdown report).",
+)
 _RENDER = flags.DEFINE_bool(
     "render_only",
     False,
@@ -81,8 +99,20 @@ _FAST_COMPILE = [
 ]
 
 
+def _model_overrides() -> dict:
+  """``--model`` as a dict: ints where they parse, strings otherwise."""
+  out = {}
+  for item in _MODEL.value:
+    key, _, value = item.partition("=")
+    out[key.strip()] = int(value) if value.strip().isdigit() else value.strip()
+  return out
+
+
 def _plan() -> Plan:
   return make_plan(
+      size=_SIZE.value,
+      model=_model_overrides(),
+      rows=tuple(_ROWS.value),
       quick=_QUICK.value,
       num_workers=_WORKERS.value,
       h=_H.value,
@@ -103,8 +133,23 @@ def _start_child():
           f"--repeats={_REPEATS.value}",
           f"--h={_H.value}",
           "--quick" if _QUICK.value else "--noquick",
+          f"--size={_SIZE.value}",
+          f"--model={','.join(_MODEL.value)}",
+          f"--rows={','.join(_ROWS.value)}",
       ],
   )
+
+
+def _with_memory_scale(text: str) -> str:
+  """The report, and the "Memory scale" section when ``memory_scale.json``
+  (``python -m benchmarks.memory --search``) lies next to it."""
+  path = os.path.join(os.path.dirname(_MD.value) or ".", "memory_scale.json")
+  if not os.path.exists(path):
+    return text
+  from benchmarks import memory
+
+  with open(path) as f:
+    return text.rstrip("\n") + "\n\n" + memory.scale_markdown(json.load(f))
 
 
 def _write(result: dict) -> None:
@@ -114,7 +159,7 @@ def _write(result: dict) -> None:
   if _MD.value:
     os.makedirs(os.path.dirname(_MD.value) or ".", exist_ok=True)
     with open(_MD.value, "w") as f:
-      f.write(markdown(result))
+      f.write(_with_memory_scale(markdown(result)))
 
 
 def _render_only() -> None:
@@ -122,7 +167,7 @@ def _render_only() -> None:
     result = json.load(f)
   result["targets"] = targets(result)
   with open(_MD.value, "w") as f:
-    f.write(markdown(result))
+    f.write(_with_memory_scale(markdown(result)))
 
 
 def _child(plan: Plan, t0: float) -> None:
@@ -163,11 +208,25 @@ def _run(plan: Plan, t0: float) -> None:
       flush=True,
   )
   child = None
-  if _SIM_DEVICES.value > 1 and jax.default_backend() == "cpu" and _QUICK.value:
+  if (
+      _SIM_DEVICES.value > 1
+      and jax.default_backend() == "cpu"
+      and _QUICK.value
+      and not _ROWS_ONLY.value
+  ):
     # Structure only: let the child compile while this process does.
     child = _start_child()
   result["main"], runners = measure_rows(plan, 1, with_naive=True)
   print(f"[throughput] main rows done ({time.perf_counter() - t0:.0f} s)", flush=True)
+  if _ROWS_ONLY.value:
+    result.update(
+        load_avg_end=list(os.getloadavg()), wall_seconds=time.perf_counter() - t0
+    )
+    os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
+    with open(_OUT.value, "w") as f:
+      json.dump(result, f, indent=1, default=float)
+    print(f"[throughput] wrote {_OUT.value} (rows only)", flush=True)
+    return
   if "diloco" in runners:
     result["hot_path"] = hot_path(plan, runners, result["main"])
   del runners

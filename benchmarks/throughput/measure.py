@@ -65,7 +65,10 @@ def _build_rows(
   rows, skipped = [], {}
   suffix = "" if devices == 1 else f"@{devices}"
   builds = []
-  for name in (ALGORITHMS if devices == 1 else SHARDED):
+  names = ALGORITHMS if devices == 1 else SHARDED
+  if plan.rows:
+    names = tuple(n for n in names if n in plan.rows)
+  for name in names:
     config = algorithm_config(plan, name, num_devices=devices)
     builds.append(
         (
@@ -75,7 +78,7 @@ def _build_rows(
             ),
         )
     )
-  if with_naive:
+  if with_naive and (not plan.rows or "naive" in plan.rows):
     base = algorithm_config(plan, "diloco", num_devices=devices)
     builds.append(
         ("naive", lambda: _shorten(NaiveRunner(base, build_model(base), data), steps))

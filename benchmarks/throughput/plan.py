@@ -30,6 +30,7 @@ class Plan:
   scale_steps: int  # inner steps per round and per unit in the sweeps
   matmul_n: tuple  # sides of the square matmuls that measure the peak
   head_dim: int  # head size kept when the width sweep changes d_model
+  rows: tuple = ()  # algorithm rows (and "naive") to measure; () = all
 
 
 def make_plan(
@@ -42,9 +43,14 @@ def make_plan(
     scale_workers: list,
     scale_widths: list,
     scale_steps: int,
+    size: str = "cpu",
+    model: dict | None = None,
+    rows: tuple = (),
 ) -> Plan:
   """The plan of ``--quick`` (a one-layer toy model) or of a full run; ``repeats``
-  and ``sweep_repeats`` of 0 take the mode's default."""
+  and ``sweep_repeats`` of 0 take the mode's default. A full run is at the
+  ``size`` preset (``configs/common.py``) with ``model`` overrides: fields of
+  ``config.model``, and ``seq_len``, ``batch_size`` (per worker)."""
   if quick:
     return Plan(
         "tiny",
@@ -58,10 +64,11 @@ def make_plan(
         2,
         (256,),
         16,
+        tuple(rows),
     )
   return Plan(
-      "cpu",
-      {},
+      size,
+      dict(model or {}),
       num_workers,
       h,
       repeats or 3,
@@ -71,6 +78,7 @@ def make_plan(
       scale_steps,
       (1024, 2048),
       32,
+      tuple(rows),
   )
 
 
@@ -97,6 +105,9 @@ def algorithm_config(
         d_model=d_model, num_heads=max(d_model // plan.head_dim, 1), mlp_dim=4 * d_model
     )
   for key, value in model.items():
+    if key == "batch_size":
+      config.data.batch_size = value
+      continue
     if key == "seq_len":
       config.data.seq_len = value
     config.model[key] = value
