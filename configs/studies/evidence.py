@@ -98,6 +98,14 @@ DESIGNS = {
     "autoloco_both_cap2": dict(autoloco__correction="both", h_max_mult=2),
     # Agreement of the workers' pseudo-gradients, from H_0 = 2 H_ref.
     "autoloco_agreement": dict(interval__controller="agreement"),
+    # Added after the first design pass (base regime, Shakespeare): the loss-ratio
+    # rule from 1.5 H_ref (H_0 = 2 H_ref was the best in range, 1 H_ref synced more
+    # than DiLoCo at H_ref), and agreement with a higher target (at 0.5 it grew H to
+    # the cap: 9 syncs, outside the frontier).
+    "autoloco_h0x1p5": dict(h_mult=1.5),
+    "autoloco_agreement_t0p7": dict(
+        interval__controller="agreement", interval__target=0.7
+    ),
 }
 
 QUICK_DIR = "runs/studies/evidence-quick"
