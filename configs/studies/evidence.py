@@ -80,7 +80,8 @@ TOLERANCE = 0.01
 #: reference pair and H_ref are added; ``h_mult`` and ``h_max_mult`` set
 #: ``interval.h`` and ``interval.h_max`` to that many H_ref). Every one uses the momentum correction beta_t = beta^(S_t / S_ref,t).
 DESIGNS = {
-    # The previous default: AdaComm's loss ratio from H_0 = 2 H_ref in [H_ref/2, 4 H_ref].
+    # The previous default: AdaComm's loss ratio from H_0 = 2 H_ref in [H_ref/2, 4 H_ref]
+    # (every variant keeps those bounds unless it says otherwise).
     "autoloco": {},
     # The same rule from other H_0 (AutoLoCo's own knob, tuned like DiLoCo's pair).
     "autoloco_h0x1": dict(h_mult=1),
@@ -216,8 +217,9 @@ def autoloco_config(opts: dict, pair: tuple[float, float], **overrides: Any):
   c.diloco.alpha, c.diloco.beta = pair
   c.autoloco.h_ref = h_ref(quick)
   overrides = dict(overrides)
-  if "h_mult" in overrides:
-    c.interval.h = int(overrides.pop("h_mult") * h_ref(quick))
+  # H_0 = 2 H_ref unless a design says otherwise (fixed here, not taken from
+  # configs/autoloco.py, so a change of that default leaves finished runs valid).
+  c.interval.h = int(overrides.pop("h_mult", 2) * h_ref(quick))
   if "h_max_mult" in overrides:
     c.interval.h_max = int(overrides.pop("h_max_mult") * h_ref(quick))
   for name, value in overrides.items():
