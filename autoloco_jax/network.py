@@ -172,6 +172,23 @@ def speed_factors(network_cfg: Any, num_workers: int) -> np.ndarray:
 # Times of the collective operations.
 
 
+def _ring_stage(
+    network: Network, ring: Sequence[int] | None, chunk_bytes: Callable[[int], float]
+) -> tuple[int, float]:
+  """``(k, seconds)`` of one lock-step ring stage: every worker of ``ring`` (default
+  all, in order) sends ``chunk_bytes(k)`` to its successor; the slowest link sets
+  the pace. One worker has no stage (0 s)."""
+  order = np.arange(network.num_workers) if ring is None else np.asarray(ring)
+  k = len(order)
+  if k <= 1:
+    return k, 0.0
+  src, dst = order, np.roll(order, -1)
+  stage = np.max(
+      network.latency_KxK[src, dst] + chunk_bytes(k) / network.bandwidth_KxK[src, dst]
+  )
+  return k, float(stage)
+
+
 def allreduce_time(
     network: Network, num_bytes: float, ring: Sequence[int] | None = None
 ) -> float:
@@ -187,15 +204,8 @@ def allreduce_time(
   ``ring`` is the worker order (default ``0, 1, …, K−1``); a subset of the
   workers (those present in a round with faults) all-reduces among itself.
   """
-  order = np.arange(network.num_workers) if ring is None else np.asarray(ring)
-  k = len(order)
-  if k <= 1:
-    return 0.0
-  src, dst = order, np.roll(order, -1)
-  stage = np.max(
-      network.latency_KxK[src, dst] + (num_bytes / k) / network.bandwidth_KxK[src, dst]
-  )
-  return float(2 * (k - 1) * stage)
+  k, stage = _ring_stage(network, ring, lambda k: num_bytes / k)
+  return 2 * (k - 1) * stage
 
 
 def allgather_time(
@@ -212,14 +222,7 @@ def allgather_time(
 
   ``ring`` as in :func:`allreduce_time`.
   """
-  order = np.arange(network.num_workers) if ring is None else np.asarray(ring)
-  k = len(order)
-  if k <= 1:
-    return 0.0
-  src, dst = order, np.roll(order, -1)
-  stage = np.max(
-      network.latency_KxK[src, dst] + num_bytes / network.bandwidth_KxK[src, dst]
-  )
+  k, stage = _ring_stage(network, ring, lambda k: num_bytes)
   return float((k - 1) * stage)
 
 
