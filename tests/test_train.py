@@ -62,7 +62,10 @@ def test_autoloco_fixed_at_h_ref_equals_diloco(tmp_path):
   d = train.train_and_evaluate(tiny(**base), str(tmp_path / "d"))
   a_cfg = tiny(autoloco_config, **base)
   a_cfg.interval.controller = "fixed"
-  a_cfg.interval.h = a_cfg.autoloco.h_ref  # DiLoCo's H (the config's H_0 is 2 H_ref)
+  a_cfg.interval.h = a_cfg.autoloco.h_ref  # DiLoCo's H (the config's H_0 is 1.5 H_ref)
+  # DiLoCo's pair (the AutoLoCo config's reference pair is the one tuned at H_ref).
+  d_cfg = tiny(**base)
+  a_cfg.diloco.alpha, a_cfg.diloco.beta = d_cfg.diloco.alpha, d_cfg.diloco.beta
   a = train.train_and_evaluate(a_cfg, str(tmp_path / "a"))
   for rd, ra in zip(rounds(tmp_path / "d"), rounds(tmp_path / "a")):
     assert ra["ratio"] == 1.0
