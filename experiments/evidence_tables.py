@@ -205,6 +205,40 @@ def compression_section(summary: dict) -> list[str]:
   return lines + [""]
 
 
+def plot_compression(summary: dict, out_dir: str) -> str:
+  """Final loss (mean ± sd over seeds) against bytes per worker and against peak
+  bandwidth, one point per row, log x; writes ``loss_vs_bytes_and_peak.png``."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  stats = summary["stats"]
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+  for label in summary["labels"]:
+    s = stats[label]
+    y, dy = s["final_eval_bpb"]
+    peak = (
+        s["peak_bandwidth"][0]
+        if "peak_bandwidth" in s
+        else s["bytes_per_worker"][0] / s["syncs"][0] / 0.02
+    )
+    for ax, x in zip(axes, (s["bytes_per_worker"][0], peak)):
+      ax.errorbar(x, y, yerr=dy, fmt="o", capsize=3, label=label)
+      ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+  axes[0].set_xlabel("bytes sent per worker")
+  axes[1].set_xlabel("peak bandwidth to hide an exchange (bytes/s)")
+  axes[0].set_ylabel("final eval bits/byte (mean ± sd, fresh seeds)")
+  for ax in axes:
+    ax.set_xscale("log")
+    ax.grid(alpha=0.3)
+  fig.tight_layout()
+  path = os.path.join(out_dir, "loss_vs_bytes_and_peak.png")
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
 def tables(root: str) -> str:
   quick = "quick" in os.path.basename(os.path.normpath(root))
   out = [
@@ -256,6 +290,7 @@ def main(argv: list[str]) -> None:
     with open(os.path.join(os.path.dirname(root), "compression", "tables.md"), "w") as f:
       f.write(text + "\n")
     print(text)
+    plot_compression(comp, os.path.join(os.path.dirname(root), "compression"))
 
 
 if __name__ == "__main__":
