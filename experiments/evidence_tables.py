@@ -161,19 +161,21 @@ def report_section(summary: dict, regime: str, corpus: str) -> list[str]:
   return lines + [""]
 
 
+def peak_of(s: dict) -> float:
+  """A row's mean peak bandwidth; for runs trained before the clock logged it
+  (shared with the evidence study), an unoverlapped exchange's bytes over one
+  inner step (algorithms.md 6b)."""
+  if "peak_bandwidth" in s:
+    return s["peak_bandwidth"][0]
+  from configs.studies import base
+
+  return s["bytes_per_worker"][0] / s["syncs"][0] / base.STEP_TIME
+
+
 def compression_section(summary: dict) -> list[str]:
   """Each row against ``diloco``: loss interval, bytes and peak-bandwidth ratios."""
   stats = summary["stats"]
   ref = stats["diloco"]
-
-  def peak_of(s: dict) -> float:
-    # Runs trained before the clock logged it (shared with the evidence study):
-    # an unoverlapped exchange must fit in one inner step (algorithms.md 6b).
-    if "peak_bandwidth" in s:
-      return s["peak_bandwidth"][0]
-    from configs.studies import base
-
-    return s["bytes_per_worker"][0] / s["syncs"][0] / base.STEP_TIME
 
   by_cand = {c["candidate"]: c for c in summary["comparisons"]}
   lines = [
@@ -218,11 +220,7 @@ def plot_compression(summary: dict, out_dir: str) -> str:
   for label in summary["labels"]:
     s = stats[label]
     y, dy = s["final_eval_bpb"]
-    peak = (
-        s["peak_bandwidth"][0]
-        if "peak_bandwidth" in s
-        else s["bytes_per_worker"][0] / s["syncs"][0] / 0.02
-    )
+    peak = peak_of(s)
     for ax, x in zip(axes, (s["bytes_per_worker"][0], peak)):
       ax.errorbar(x, y, yerr=dy, fmt="o", capsize=3, label=label)
       ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)

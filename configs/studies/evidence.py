@@ -54,9 +54,9 @@ import os
 import sysconfig
 from typing import Any
 
-import numpy as np
 
 from configs.studies import base
+from experiments import report
 
 PHASES = ("regime", "coarse", "tune", "design", "report")
 REGIMES = ("base", "long")
@@ -242,13 +242,6 @@ def tuned_pairs(opts: dict) -> dict[int, tuple[float, float]]:
   return out
 
 
-def frontier_at(points: list[tuple[float, float]], syncs: float) -> float:
-  """The loss of the (syncs, loss) frontier at ``syncs``, linear between points
-  and flat beyond its ends."""
-  pts = sorted(points)
-  return float(np.interp(syncs, [p[0] for p in pts], [p[1] for p in pts]))
-
-
 def design_gaps(stats: dict) -> dict[str, float | None]:
   """Each AutoLoCo variant's mean loss minus the tuned frontier's at its mean syncs,
   or None when its syncs fall outside the frontier's range (no fixed H to compare
@@ -265,7 +258,8 @@ def design_gaps(stats: dict) -> dict[str, float | None]:
     if label.startswith("autoloco"):
       syncs = stats[label]["syncs"][0]
       out[label] = (
-          stats[label]["final_eval_bpb"][0] - frontier_at(frontier, syncs)
+          stats[label]["final_eval_bpb"][0]
+          - report.frontier_loss_at(sorted(frontier), syncs)
           if low <= syncs <= high
           else None
       )
