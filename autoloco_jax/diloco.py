@@ -450,15 +450,10 @@ class AutoLoCo(DiLoCo):
     d = DiLoCo.from_config(config)
     a = config.autoloco
     return cls(
-        alpha=d.alpha,
-        beta=d.beta,
-        controller=d.controller,
-        h0=d.h0,
+        **{f.name: getattr(d, f.name) for f in dataclasses.fields(DiLoCo)},
         correction=a.correction,
         reference=a.reference,
         h_ref=int(a.h_ref or config.interval.h),
-        stream=d.stream,
-        compression=d.compression,
     )
 
   def outer_tx(self, setup: Setup) -> optax.GradientTransformationExtraArgs:
