@@ -14,7 +14,9 @@ plays the role of outer momentum, so the outer optimizer is plain SGD
 (beta = 0) with learning rate 1. The clock charges a ring all-gather of the
 encoded payloads (indices and scales included).
 
-Measured (one seed each, ``network.step_time=0.075``, ``network.name=hetero``):
+Under the protocol (tuning seeds apart, 5 fresh seeds, paired intervals against a
+tuned DiLoCo) see docs/results.md §2. A first look, one seed each, untuned
+(``network.step_time=0.075``, ``network.name=hetero``):
 ``:study`` (600 steps, H = 20): eval loss 2.238 nats/token in 30 syncs, 1.1 MB
 sent per worker (DiLoCo: 2.106 nats, 76.8 MB), simulated 49.5 s (DiLoCo 54.6 s),
 peak bandwidth 0.51 MB/s. ``:tiny`` (40 steps, 4 syncs): 4.80 nats against

@@ -18,7 +18,9 @@ The clock charges each sync a ring all-gather of the fragment's encoded bytes
 (the scaled payloads cannot be summed on the way) and records the peak
 bandwidth a link needs to hide it behind tau steps.
 
-Measured (one seed each, ``network.step_time=0.075``, ``network.name=hetero``):
+Under the protocol (tuning seeds apart, 5 fresh seeds, paired intervals against a
+tuned DiLoCo) see docs/results.md §2. A first look, one seed each, untuned
+(``network.step_time=0.075``, ``network.name=hetero``):
 * ``:study`` (600 steps, H = 20, P = 4, tau = 4): eval loss 2.072 nats/token in
   120 fragment syncs, 20.4 MB sent per worker, simulated 45.0 s (all of it
   compute: every exchange hidden), peak bandwidth 1.2 MB/s; plain DiLoCo on
