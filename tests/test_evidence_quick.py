@@ -17,6 +17,9 @@ def phases(tmp_path_factory):
   patch = pytest.MonkeyPatch()
   patch.setattr(evidence, "QUICK_DIR", reports)
   out = {}
+  # The patch lasts the whole module: tests read the phases' reports through the
+  # study's own paths, which must be this module's folder, never a checkout's
+  # earlier runs.
   try:
     for phase in evidence.PHASES:
       study = evidence.get_config(f"{phase},base,shakespeare,quick")
@@ -28,9 +31,9 @@ def phases(tmp_path_factory):
           study,
           sweep.run_study(study, root, study.report_dir, progress=False),
       )
+    yield out
   finally:
     patch.undo()
-  return out
 
 
 @pytest.mark.slow
