@@ -3,12 +3,20 @@
 # two sweeps that share its runs (configs/studies/evidence.py). Resumable: run the
 # same command again after a stop.
 #   experiments/evidence.sh base shakespeare          # or: long python, ... quick
+# EVIDENCE_FROM=coarse starts at that phase (the earlier ones' reports committed:
+# a fresh checkout has no runs/ to resume from).
 set -euo pipefail
 regime=${1:?regime: base | long}
 corpus=${2:?corpus: shakespeare | python}
 mode=${3:-}
 copies=${EVIDENCE_COPIES:-2}
-for phase in regime coarse tune design report; do
+phases=(regime coarse tune design report)
+from=${EVIDENCE_FROM:-regime}
+while [[ ${phases[0]} != "$from" ]]; do
+  phases=("${phases[@]:1}")
+  ((${#phases[@]})) || { echo "EVIDENCE_FROM: unknown phase $from" >&2; exit 2; }
+done
+for phase in "${phases[@]}"; do
   arg="$phase,$regime,$corpus${mode:+,$mode}"
   pids=()
   for ((i = 0; i < copies; i++)); do

@@ -59,7 +59,7 @@ def tune_section(summary: dict, regime: str, corpus: str, quick: bool) -> list[s
   stats = summary["stats"]
   lines = [
       f"Tuned DiLoCo (tuning seeds {', '.join(map(str, summary['seeds']))}: the best "
-      f"{evidence.TOP} pairs per H of the seed-0 grid {_cmd('coarse', regime, corpus)}, "
+      f"{evidence.top(False, regime, corpus)} pairs per H of the seed-0 grid {_cmd('coarse', regime, corpus)}, "
       f"then {_cmd('tune', regime, corpus)}):",
       "",
       "| H | tuned (α, β) | bits/byte (mean ± sd) | runner-up | its bits/byte |",

@@ -187,3 +187,38 @@ def test_tune_keeps_the_top_pairs_per_interval_in_full_mode(dirs):
         evidence.parse_label(x)[1:] for x in s.labels if x.startswith(f"diloco_h{h}_")
     }
     assert kept == set(pairs[: evidence.TOP - 1]) | {pairs[-1]}
+
+
+@pytest.mark.parametrize("regime, corpus", [("long", "shakespeare"), ("base", "python")])
+def test_other_cells_search_the_pruned_grid_and_designs(dirs, regime, corpus):
+  coarse = evidence.get_config(f"coarse,{regime},{corpus}")
+  pairs = {evidence.parse_label(label)[1:] for label in coarse.labels}
+  assert pairs == {(a, b) for a in evidence.PRUNED_ALPHAS for b in evidence.PRUNED_BETAS}
+  assert len(coarse.labels) == len(pairs) * len(evidence.frontier_hs(False))
+  assert pairs < set(evidence.grid(False))  # a subset of the full cell's grid
+  # Tune: the best TOP_PRUNED of each H (loss falls along the grid's order).
+  losses = {}
+  for h in evidence.frontier_hs(False):
+    for i, (a, b) in enumerate(evidence.grid(False, regime, corpus)):
+      losses[evidence.diloco_label(h, a, b)] = 3.0 - 0.01 * i
+  write_coarse(False, losses, regime, corpus)
+  tune = evidence.get_config(f"tune,{regime},{corpus}")
+  last = evidence.grid(False, regime, corpus)[-evidence.TOP_PRUNED :]
+  for h in evidence.frontier_hs(False):
+    kept = {
+        evidence.parse_label(x)[1:] for x in tune.labels if x.startswith(f"diloco_h{h}_")
+    }
+    assert kept == set(last)
+  # Design: the pruned variants only, each as in the full cell's DESIGNS.
+  path = evidence.report_dir("tune", regime, corpus, False)
+  os.makedirs(path)
+  stats = {label: {"final_eval_bpb": [losses[label], 0.0]} for label in tune.labels}
+  with open(os.path.join(path, "summary.json"), "w") as f:
+    json.dump({"stats": stats}, f)
+  design = evidence.get_config(f"design,{regime},{corpus}")
+  sweep.check_study(design)
+  autos = [label for label in design.labels if label.startswith("autoloco")]
+  assert tuple(autos) == evidence.PRUNED_DESIGNS
+  full = evidence.designs(False)
+  assert set(evidence.designs(False, regime, corpus)) < set(full)
+  assert evidence.top(False) == evidence.TOP
