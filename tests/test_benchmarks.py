@@ -2,17 +2,29 @@
 ratio finite and positive, compilations counted. Structure only: these machines
 are shared and noisy, so no speed is asserted here (the targets are reported in
 ``docs/benchmarks.md``, never checked by a test).
+
+torch is optional (CI has none): without it the report says so in one line
+(checked in CI, and with torch present by pretending it is missing); with it,
+the PyTorch model is checked against ``autoloco_jax/model.py`` (parameter
+count, loss on the same weights, one optimizer step).
 """
 
+import copy
+import importlib.util
 import json
 import math
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from benchmarks.throughput import timing
+from benchmarks.throughput import pytorch, timing
+from benchmarks.throughput.plan import algorithm_config, build_model, make_plan
+from benchmarks.throughput.report import markdown, targets
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALGORITHMS = ("ddp", "diloco", "autoloco")
@@ -66,14 +78,28 @@ def test_every_row_present(quick):
   sharded = result["sharded"]
   assert "error" not in sharded, sharded.get("error")
   assert sharded["devices"] == 2 and sharded["process"].startswith("child")
-  assert [r["name"] for r in sharded["rows"]] == ["reference"] + [
-      f"{a}@2" for a in ALGORITHMS
-  ]
+  # Every algorithm of the main process on the default path (N devices) too.
+  names_at_2 = [r["name"] for r in sharded["rows"]]
+  assert names_at_2[0] == "reference"
+  for name in ALGORITHMS:
+    assert f"{name}@2" in names_at_2
+  for name in OPTIONAL:
+    assert (f"{name}@2" in names_at_2) != (f"{name}@2" in sharded["skipped"])
+  assert set(names_at_2[1:]) == {
+      f"{n}@2"
+      for n in names
+      if n not in ("reference", "naive") and not n.startswith("pytorch")
+  }
+  # ...each also bracketed by the main process's one-device reference.
+  assert [r["name"] for r in sharded["vs_main"]["rows"]] == names_at_2[1:]
 
 
 @pytest.mark.slow
 def test_ratios_finite_and_positive(quick):
   result, _ = quick
+  for row in result["sharded"]["vs_main"]["rows"]:
+    assert _positive(row["tokens_per_sec"]) and _positive(row["ratio"]), row["name"]
+    assert len(row["ratios"]) == result["sharded"]["repeats"]
   for block in (result["main"], result["sharded"]):
     assert _positive(block["matmul_peak_max"])
     for row in block["rows"]:
@@ -100,7 +126,8 @@ def test_ratios_finite_and_positive(quick):
 def test_compilations_counted_once(quick):
   result, _ = quick
   for block in (result["main"], result["sharded"]):
-    assert set(block["compiles"]) == {r["name"] for r in block["rows"]}
+    jax_rows = {r["name"] for r in block["rows"] if not r["name"].startswith("pytorch")}
+    assert set(block["compiles"]) == jax_rows
     for name, c in block["compiles"].items():
       assert c["distinct_h"] > 1, name  # H changed between rounds...
       assert c["inner"] == 1, name  # ...and nothing recompiled
@@ -135,6 +162,172 @@ def test_markdown_has_every_row_and_the_command(quick):
     assert f"`{row['name']}`" in md
   for target in result["targets"]:
     assert target in md
+  for row in result["sharded"]["vs_main"]["rows"]:
+    assert (
+        f"{row['name']} / reference (1 device, main process) tokens/s"
+        in result["targets"]
+    )
+  assert "### The default path: 2 devices" in md
+
+
+@pytest.mark.slow
+def test_pytorch_row_or_one_line_note(quick):
+  """With torch: a measured row, its ratios and targets; without: one line."""
+  result, md = quick
+  names = [r["name"] for r in result["main"]["rows"]]
+  if HAS_TORCH:
+    row = next(r for r in result["main"]["rows"] if r["name"] == "pytorch")
+    assert _positive(row["tokens_per_sec"]) and _positive(row["mfu_vs_measured_peak"])
+    assert result["main"]["pytorch"]["num_params"] == result["main"]["num_params"]
+    assert "### Against PyTorch" in md
+    for name in ("reference",) + ALGORITHMS:
+      assert f"{name} / pytorch tokens/s" in result["targets"]
+  else:
+    assert "pytorch" not in names
+    assert result["main"]["pytorch"] == {"skipped": pytorch.NOT_INSTALLED}
+    assert [line for line in md.splitlines() if "torch" in line.lower()] == [
+        f"PyTorch row: none: {pytorch.NOT_INSTALLED}."
+    ]
+
+
+@pytest.mark.slow
+def test_without_torch_the_report_says_so_in_one_line(quick, monkeypatch):
+  """The no-torch path, even where torch is installed: no child, no row, no
+  target, one line in the report."""
+  monkeypatch.setattr(pytorch, "torch_available", lambda: False)
+  plan = make_plan(
+      quick=True,
+      num_workers=4,
+      h=0,
+      repeats=0,
+      sweep_repeats=0,
+      scale_workers=[],
+      scale_widths=[],
+      scale_steps=2,
+  )
+  config = algorithm_config(plan, "diloco")
+  rows, info, served = pytorch.start(plan, config, build_model(config), steps=3)
+  assert rows == [] and served is None
+  assert info == {"skipped": pytorch.NOT_INSTALLED}
+  result = copy.deepcopy(quick[0])
+  result["main"]["rows"] = [
+      r for r in result["main"]["rows"] if not r["name"].startswith("pytorch")
+  ]
+  result["main"]["pytorch"] = info
+  result["targets"] = targets(result)
+  assert not [t for t in result["targets"] if "pytorch" in t]
+  md = markdown(result)
+  assert [line for line in md.splitlines() if "torch" in line.lower()] == [
+      f"PyTorch row: none: {pytorch.NOT_INSTALLED}."
+  ]
+
+
+_MODEL_KEYS = ("vocab_size", "d_model", "num_layers", "num_heads", "mlp_dim", "seq_len")
+
+
+def _model_cfg(size: str, **overrides) -> dict:
+  from configs import common
+
+  return dict(common.base(size).model.to_dict(), vocab_size=256, **overrides)
+
+
+def _load_jax_weights(net, params) -> None:
+  """Copies a ``model.make`` params tree into ``torch_reference.Transformer``
+  (Flax kernels are [in, out], torch's Linear weights [out, in])."""
+  import torch
+
+  t = lambda x: torch.from_numpy(np.array(x))
+  with torch.no_grad():
+    net.embed.weight.copy_(t(params["embed"]["embedding"]))
+    net.final_norm.weight.copy_(t(params["final_norm"]["scale"]))
+    for i, block in enumerate(net.blocks):
+      p = params[f"block_{i}"]
+      block.attn_norm.weight.copy_(t(p["attn_norm"]["scale"]))
+      block.mlp_norm.weight.copy_(t(p["mlp_norm"]["scale"]))
+      block.qkv.weight.copy_(t(p["attn"]["qkv"]["kernel"]).T)
+      block.out.weight.copy_(t(p["attn"]["out"]["kernel"]).T)
+      block.up.weight.copy_(t(p["mlp"]["up"]["kernel"]).T)
+      block.down.weight.copy_(t(p["mlp"]["down"]["kernel"]).T)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is optional (not a CI dependency)")
+@pytest.mark.parametrize(
+    "model_cfg",
+    [
+        _model_cfg("cpu"),  # the benchmark's model
+        _model_cfg("tiny"),
+        _model_cfg("tiny", d_model=48, num_heads=3, mlp_dim=80, num_layers=3),
+    ],
+)
+def test_torch_model_param_count_matches(model_cfg):
+  import jax
+
+  from autoloco_jax import model as model_lib
+  from benchmarks import torch_reference
+
+  net = torch_reference.Transformer(*(model_cfg[k] for k in _MODEL_KEYS))
+  params = model_lib.make(model_cfg)[0](jax.random.key(0))
+  assert torch_reference.param_count(net) == model_lib.param_count(params)
+  assert torch_reference.param_count(net) == model_lib._param_count_formula(
+      model_lib.validate(model_cfg)
+  )
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is optional (not a CI dependency)")
+def test_torch_model_and_optimizer_match_the_jax_ones():
+  """Same weights, same tokens: the same logits and loss, and after two steps of
+  each inner optimizer (clipping, AdamW, schedule) the same parameters."""
+  import jax
+  import jax.numpy as jnp
+  import torch
+
+  from autoloco_jax import inner, model as model_lib
+  from benchmarks import torch_reference
+  from configs import common
+
+  config = common.base("tiny")
+  # Adam's g / (sqrt(v) + eps) turns float rounding of a gradient near zero into
+  # an update of up to lr: a large eps keeps the comparison about the formula.
+  config.inner.eps = 1e-3
+  model_cfg = _model_cfg("tiny", seq_len=16)
+  init, apply = model_lib.make(model_cfg)
+  params = init(jax.random.key(0))
+  tokens_SxNxL1 = np.random.default_rng(0).integers(0, 256, (2, 8, 17))
+  trainer = torch_reference.Trainer(
+      dict(
+          model=model_cfg,
+          inner=config.inner.to_dict(),
+          total_steps=config.total_steps,
+          global_batch=8,
+      )
+  )
+  _load_jax_weights(trainer.model, params)
+  trainer.tokens_SxNxL1 = torch.from_numpy(tokens_SxNxL1)
+  inputs_NxL = tokens_SxNxL1[0, :, :-1]
+  np.testing.assert_allclose(
+      trainer.model(torch.from_numpy(inputs_NxL)).detach().numpy(),
+      apply(params, jnp.asarray(inputs_NxL, jnp.int32)),
+      atol=1e-5,
+  )
+
+  tx = inner.optimizer(config.inner, inner.schedule(config.inner, config.total_steps))
+  opt = tx.init(params)
+  for tokens_NxL1 in tokens_SxNxL1:
+    tokens = jnp.asarray(tokens_NxL1, jnp.int32)
+    loss, grads = jax.value_and_grad(lambda p: model_lib.loss_fn(apply, p, tokens))(
+        params
+    )
+    updates, opt = tx.update(grads, opt, params)
+    params = jax.tree.map(jnp.add, params, updates)
+    np.testing.assert_allclose(float(trainer.train_step()), float(loss), rtol=1e-5)
+  want = torch_reference.Transformer(*(model_cfg[k] for k in _MODEL_KEYS))
+  _load_jax_weights(want, params)
+  for (name, got), (_, expected) in zip(
+      trainer.model.named_parameters(), want.named_parameters()
+  ):
+    np.testing.assert_allclose(
+        got.detach().numpy(), expected.detach().numpy(), atol=1e-6, err_msg=name
+    )
 
 
 class _FakeRunner:

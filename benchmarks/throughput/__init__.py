@@ -1,7 +1,7 @@
 """What K simulated workers on the replica axis cost against training one model.
 
 Regenerate ``docs/benchmarks.md`` and ``docs/benchmarks.json`` (the raw
-numbers); about 6 minutes on a quiet 2-core CPU::
+numbers); about 8 minutes on a quiet 2-core CPU::
 
   python -m benchmarks.throughput --out docs/benchmarks.json --md docs/benchmarks.md
 
@@ -31,10 +31,25 @@ read of the round's metrics):
 * ``naive``: DiLoCo as a Python loop over workers, one jitted AdamW step per
   worker per inner step (batches staged by ``rounds.run_steps`` like every
   row's): what the replica axis replaces.
-* ``<row>@N``: the same on ``N`` devices through ``shard_map``. Simulated CPU
-  devices need ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before
-  JAX starts, so on CPU these rows come from a child process of this script
-  (``--child_devices=N``), with a reference measured in that process.
+* ``pytorch``: the reference's model and inner optimizer in eager PyTorch
+  (``benchmarks/torch_reference.py``), when torch is installed (optional, not a
+  dependency; without it the report says so in one line). It runs in a child
+  process of its own (torch's threads and JAX's never share a process) that
+  serves one timed unit per command (``benchmarks/unit_server.py``), so each of
+  its units is bracketed by this process's reference like every row;
+  ``--torch_threads`` sets its threads (default: the usable cores),
+  ``--torch_compile`` adds a ``pytorch_compile`` row.
+* ``<row>@N`` for every algorithm row: the same on ``N`` devices through
+  ``shard_map``, the default path on CPU (``experiments/run.py`` starts JAX
+  with one host device per usable core: ``distributed.use_every_core``).
+  Simulated CPU devices need ``XLA_FLAGS=--xla_force_host_platform_device_count=N``
+  before JAX starts, so on CPU these rows come from a child process of this
+  script (``--child_devices=N``): measured there against a reference of that
+  process, then served unit by unit and bracketed again by this process's
+  one-device reference.
+
+Only some rows: ``--rows=reference,pytorch --rows_only`` times the JAX
+reference against PyTorch and nothing else (JSON only).
 
 Also: compilations of the round functions over a run whose ``H`` changes
 (``_cache_size()``, must be 1) and compile times; scaling with ``K`` at a fixed
@@ -52,6 +67,7 @@ The package, by responsibility:
 * ``peak``: the machine, its nominal peak and measured matmul rates;
 * ``measure``: the throughput rows, the hot-path checks, the scaling sweeps;
 * ``child``: the process that measures the shard_map rows on simulated devices;
+* ``pytorch``: the PyTorch rows' child process;
 * ``report``: the targets and the markdown report;
 * ``__main__``: the command-line flags and the run (flags are defined only there,
   so importing the package defines none).

@@ -16,8 +16,14 @@ import time
 import jax
 from absl import app, flags
 
+from benchmarks import unit_server
 from benchmarks.throughput.child import start_child
-from benchmarks.throughput.measure import hot_path, measure_rows, scaling
+from benchmarks.throughput.measure import (
+    hot_path,
+    measure_rows,
+    scaling,
+    versus_reference,
+)
 from benchmarks.throughput.peak import machine, shape_matmul
 from benchmarks.throughput.plan import Plan, make_plan
 from benchmarks.throughput.report import markdown, targets
@@ -51,7 +57,10 @@ _H = flags.DEFINE_integer(
     "quick: 3).",
 )
 _SIM_DEVICES = flags.DEFINE_integer(
-    "sim_devices", 2, "N devices of the shard_map rows " "(0 = skip them)."
+    "sim_devices",
+    2,
+    "N devices of the shard_map rows (0 = skip them); the default path of "
+    "experiments/run.py on CPU is one device per usable core.",
 )
 _SCALE_WORKERS = flags.DEFINE_list(
     "scale_workers", ["1", "2", "4", "8", "16"], "K of the scaling sweep (quick: 1,4)."
@@ -65,10 +74,9 @@ _SCALE_STEPS = flags.DEFINE_integer(
 _CHILD = flags.DEFINE_integer(
     "child_devices",
     0,
-    "Internal: measure the shard_map rows "
-    "on this many devices and write JSON to --child_out.",
+    "Internal: measure the shard_map rows on this many devices, report them on "
+    "stdout, then serve their timed units (benchmarks/unit_server.py).",
 )
-_CHILD_OUT = flags.DEFINE_string("child_out", "", "Internal: the child's JSON file.")
 _SIZE = flags.DEFINE_string(
     "size", "cpu", "Size preset of a full run (configs/common.py: cpu, gpu, ...)."
 )
@@ -79,7 +87,19 @@ _MODEL = flags.DEFINE_list(
     "(d_model, num_layers, num_heads, mlp_dim, dtype), seq_len, batch_size.",
 )
 _ROWS = flags.DEFINE_list(
-    "rows", [], "Algorithm rows (and naive) to measure; empty = all."
+    "rows",
+    [],
+    "Rows to measure besides the reference: algorithms, naive, pytorch; empty = "
+    "all (e.g. --rows=reference,pytorch --rows_only: JAX against PyTorch alone).",
+)
+_TORCH_THREADS = flags.DEFINE_integer(
+    "torch_threads", 0, "torch.set_num_threads of the PyTorch rows (0: usable cores)."
+)
+_TORCH_COMPILE = flags.DEFINE_bool(
+    "torch_compile",
+    False,
+    "Also a row of the PyTorch train step under torch.compile (its warm-up "
+    "compiles for about a minute on a 2-core CPU).",
 )
 _ROWS_ONLY = flags.DEFINE_bool(
     "rows_only",
@@ -121,6 +141,8 @@ def _plan() -> Plan:
       scale_workers=_SCALE_WORKERS.value,
       scale_widths=_SCALE_WIDTHS.value,
       scale_steps=_SCALE_STEPS.value,
+      torch_threads=_TORCH_THREADS.value,
+      torch_compile=_TORCH_COMPILE.value,
   )
 
 
@@ -171,27 +193,44 @@ def _render_only() -> None:
 
 
 def _child(plan: Plan, t0: float) -> None:
-  """The child process: the shard_map rows on ``--child_devices`` devices."""
+  """The child process: the shard_map rows on ``--child_devices`` devices,
+  measured against its own reference; then their units, served to the parent."""
+  out = unit_server.channel()
   if jax.device_count() < _CHILD.value:
     raise SystemExit(f"--child_devices={_CHILD.value} but JAX sees {jax.device_count()}")
-  result, _ = measure_rows(plan, _CHILD.value, with_naive=False)
+  result, live = measure_rows(plan, _CHILD.value, with_naive=False)
   result.update(machine=machine(), wall_seconds=time.perf_counter() - t0)
-  with open(_CHILD_OUT.value, "w") as f:
-    json.dump(result, f, default=float)
+  unit_server.serve({name: r.unit for name, r in live.items()}, result, out)
 
 
-def _sharded(plan: Plan, child, result: dict, t0: float) -> None:
-  """The shard_map rows: a child process on CPU, this process on several devices."""
+def _sharded(plan: Plan, child, result: dict, reference, t0: float) -> None:
+  """The shard_map rows (``<algorithm>@N``): a child process on CPU, this
+  process on several devices. Each row is also bracketed by ``reference``, this
+  process's one-device reference (``vs_main``)."""
   if _SIM_DEVICES.value <= 1:
+    if child:
+      child.close()
     return
   if jax.default_backend() == "cpu":
     # Timed alone: two processes on the same cores would slow each other.
     child = child or _start_child()
-    result["sharded"] = dict(child(), process="child process, simulated CPU devices")
+    try:
+      sharded = child.ready()
+      if "rows" in sharded:
+        sharded["process"] = "child process, simulated CPU devices"
+        sharded["vs_main"] = versus_reference(plan, reference, child, sharded)
+    finally:
+      child.close()
+    result["sharded"] = sharded
     print(f"[throughput] child done ({time.perf_counter() - t0:.0f} s)", flush=True)
   elif jax.device_count() > 1:
     result["sharded"], _ = measure_rows(plan, jax.device_count(), with_naive=False)
     result["sharded"]["process"] = "same process"
+    # Its reference is this process's one-device reference already.
+    result["sharded"]["vs_main"] = dict(
+        rows=[r for r in result["sharded"]["rows"] if r["name"] != "reference"],
+        reference=result["sharded"]["rows"][0],
+    )
 
 
 def _run(plan: Plan, t0: float) -> None:
@@ -216,7 +255,7 @@ def _run(plan: Plan, t0: float) -> None:
   ):
     # Structure only: let the child compile while this process does.
     child = _start_child()
-  result["main"], runners = measure_rows(plan, 1, with_naive=True)
+  result["main"], runners = measure_rows(plan, 1, with_naive=True, with_torch=True)
   print(f"[throughput] main rows done ({time.perf_counter() - t0:.0f} s)", flush=True)
   if _ROWS_ONLY.value:
     result.update(
@@ -229,12 +268,13 @@ def _run(plan: Plan, t0: float) -> None:
     return
   if "diloco" in runners:
     result["hot_path"] = hot_path(plan, runners, result["main"])
+  reference = runners["reference"]
   del runners
   print(f"[throughput] hot path done ({time.perf_counter() - t0:.0f} s)", flush=True)
   result["shape_matmul"] = shape_matmul(plan)
   result["scaling"] = scaling(plan)
   print(f"[throughput] scaling done ({time.perf_counter() - t0:.0f} s)", flush=True)
-  _sharded(plan, child, result, t0)
+  _sharded(plan, child, result, reference, t0)
   result.update(load_avg_end=list(os.getloadavg()), wall_seconds=time.perf_counter() - t0)
   result["targets"] = targets(result)
   _write(result)

@@ -9,12 +9,14 @@ import jax
 import numpy as np
 
 from autoloco_jax import replicas, rounds
+from benchmarks.throughput import pytorch
 from benchmarks.throughput.peak import matmul_rate
 from benchmarks.throughput.plan import Plan, algorithm_config, build_model, synthetic_data
 from benchmarks.throughput.runners import (
     AlgoRunner,
     NaiveRunner,
     ReferenceRunner,
+    RemoteRow,
     Runner,
     scan_inner,
 )
@@ -28,8 +30,9 @@ from benchmarks.throughput.timing import (
     warm_up,
 )
 
+#: Measured on one device and, as ``<name>@N``, on N devices (rows that
+#: ``algorithms.make`` does not build are reported as skipped, with the reason).
 ALGORITHMS = ("ddp", "diloco", "autoloco", "noloco", "gasloc")
-SHARDED = ("ddp", "diloco", "autoloco")
 
 #: (reference, diloco) runners already compiled for a config, reused by the sweeps.
 _shared: dict = {}
@@ -65,7 +68,7 @@ def _build_rows(
   rows, skipped = [], {}
   suffix = "" if devices == 1 else f"@{devices}"
   builds = []
-  names = ALGORITHMS if devices == 1 else SHARDED
+  names = ALGORITHMS
   if plan.rows:
     names = tuple(n for n in names if n in plan.rows)
   for name in names:
@@ -92,8 +95,12 @@ def _build_rows(
   return rows, skipped
 
 
-def measure_rows(plan: Plan, devices: int, with_naive: bool) -> tuple[dict, dict]:
-  """The reference and the algorithm rows, K workers on ``devices`` devices.
+def measure_rows(
+    plan: Plan, devices: int, with_naive: bool, with_torch: bool = False
+) -> tuple[dict, dict]:
+  """The reference and the algorithm rows, K workers on ``devices`` devices;
+  ``with_torch``: the PyTorch rows too (``pytorch.start``: a child process, timed
+  unit by unit from here), when torch is installed.
 
   Returns the result and the live runners (reused by the hot-path checks)."""
   base = algorithm_config(plan, "diloco", num_devices=devices)
@@ -105,15 +112,24 @@ def measure_rows(plan: Plan, devices: int, with_naive: bool) -> tuple[dict, dict
   mesh = replicas.make_mesh(plan.num_workers, devices)
   reference = warm_up(_shorten(ReferenceRunner(base, model, data), steps))
   rows, skipped = _build_rows(plan, devices, with_naive, steps, data, mesh)
-  timing = bracketed(
-      reference,
-      rows,
-      steps,
-      plan.repeats,
-      peak=lambda: max(matmul_rate(n) for n in plan.matmul_n),
-  )
+  remote, torch_info, served = [], None, None
+  if with_torch and pytorch.wanted(plan):
+    remote, torch_info, served = pytorch.start(plan, base, model, steps)
+  try:
+    timing = bracketed(
+        reference,
+        rows + remote,
+        steps,
+        plan.repeats,
+        peak=lambda: max(matmul_rate(n) for n in plan.matmul_n),
+    )
+  finally:
+    if served:
+      served.close()
   peaks = [
-      p for i, p in enumerate(timing["reference"]["peak"]) if i % (len(rows) + 1) == 0
+      p
+      for i, p in enumerate(timing["reference"]["peak"])
+      if i % (len(rows + remote) + 1) == 0
   ]
   result = dict(
       devices=devices,
@@ -130,9 +146,10 @@ def measure_rows(plan: Plan, devices: int, with_naive: bool) -> tuple[dict, dict
       matmul_peaks=peaks,
       matmul_peak_max=max(peaks),
       matmul_peak_median=median(peaks),
-      rows=[summarize(r, timing[r.name], steps) for r in [reference] + rows],
+      rows=[summarize(r, timing[r.name], steps) for r in [reference] + rows + remote],
       skipped=skipped,
       compiles={},
+      pytorch=torch_info,
   )
   check_hs = tuple(h for h in (2, 1, 3) if h <= steps)  # H changes every round
   for runner in [reference] + rows:
@@ -142,6 +159,31 @@ def measure_rows(plan: Plan, devices: int, with_naive: bool) -> tuple[dict, dict
   if devices == 1 and "diloco" in live:
     _shared[_sweep_key(base)] = (reference, live["diloco"])
   return result, live
+
+
+def versus_reference(plan: Plan, reference: Runner, served, block: dict) -> dict:
+  """The rows of a served child process (``block``: the result it measured
+  against its own reference), each unit bracketed again by this process's
+  one-device ``reference``. Returns ``{rows, reference}`` summaries."""
+  steps = block["steps_per_unit"]
+  tokens_per_step = block["num_workers"] * block["batch_per_worker"] * block["seq_len"]
+  rows = [
+      RemoteRow(
+          r["name"],
+          served,
+          r["h"],
+          tokens_per_step,
+          block["flops_per_token"],
+          r["compile_seconds"],
+      )
+      for r in block["rows"]
+      if r["name"] != "reference"
+  ]
+  timing = bracketed(reference, rows, steps, plan.repeats)
+  return dict(
+      rows=[summarize(r, timing[r.name], steps) for r in rows],
+      reference=summarize(reference, timing[reference.name], steps),
+  )
 
 
 def _stage_uint8(batch_KxnxBxL1: np.ndarray, chunk: int, mesh) -> jax.Array:

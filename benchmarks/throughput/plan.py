@@ -30,7 +30,9 @@ class Plan:
   scale_steps: int  # inner steps per round and per unit in the sweeps
   matmul_n: tuple  # sides of the square matmuls that measure the peak
   head_dim: int  # head size kept when the width sweep changes d_model
-  rows: tuple = ()  # algorithm rows (and "naive") to measure; () = all
+  rows: tuple = ()  # rows to measure besides the reference ("naive", "pytorch"); () = all
+  torch_threads: int = 0  # torch.set_num_threads of the PyTorch rows; 0 = usable cores
+  torch_compile: bool = False  # also a torch.compile row
 
 
 def make_plan(
@@ -46,6 +48,8 @@ def make_plan(
     size: str = "cpu",
     model: dict | None = None,
     rows: tuple = (),
+    torch_threads: int = 0,
+    torch_compile: bool = False,
 ) -> Plan:
   """The plan of ``--quick`` (a one-layer toy model) or of a full run; ``repeats``
   and ``sweep_repeats`` of 0 take the mode's default. A full run is at the
@@ -65,6 +69,8 @@ def make_plan(
         (256,),
         16,
         tuple(rows),
+        torch_threads,
+        torch_compile,
     )
   return Plan(
       size,
@@ -79,6 +85,8 @@ def make_plan(
       (1024, 2048),
       32,
       tuple(rows),
+      torch_threads,
+      torch_compile,
   )
 
 

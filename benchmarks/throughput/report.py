@@ -5,10 +5,34 @@ from __future__ import annotations
 
 import math
 
+from autoloco_jax import distributed
 from benchmarks.throughput.child import DEVICE_COUNT
 from benchmarks.throughput.timing import median
 
 TARGET_RATIO, TARGET_NAIVE, TARGET_MFU = 0.95, 3.0, 0.5
+TARGET_TORCH = 0.9  # reference and every algorithm against PyTorch eager
+TARGET_DEFAULT_PATH = 0.98  # every <algorithm>@N against the one-device reference
+VS_MAIN = "/ reference (1 device, main process) tokens/s"
+
+
+def _algorithms(rows: dict) -> list[str]:
+  """The algorithm rows of a block, in table order."""
+  return [
+      n for n in rows if n not in ("reference", "naive") and not n.startswith("pytorch")
+  ]
+
+
+def versus_pytorch(rows: dict) -> dict:
+  """``{row: median over repeats of tokens/s(row) / tokens/s(pytorch)}`` for the
+  reference and every algorithm row: both ratios of a repeat are against the
+  reference units around them, so their quotient pairs units of one repeat."""
+  torch_row = rows.get("pytorch")
+  if not torch_row:
+    return {}
+  out = {"reference": [1 / b for b in torch_row["ratios"]]}
+  for name in _algorithms(rows) + (["naive"] if "naive" in rows else []):
+    out[name] = [a / b for a, b in zip(rows[name]["ratios"], torch_row["ratios"])]
+  return out
 
 
 def targets(result: dict) -> dict:
@@ -43,6 +67,19 @@ def targets(result: dict) -> dict:
       out[f"{name} MFU / measured matmul peak"] = dict(
           value=v, target=TARGET_MFU, met=v >= TARGET_MFU
       )
+  for name, ratios in versus_pytorch(rows).items():
+    if name == "naive":
+      continue
+    value = median(ratios)
+    out[f"{name} / pytorch tokens/s"] = dict(
+        value=value, target=TARGET_TORCH, met=value >= TARGET_TORCH
+    )
+  for r in (result.get("sharded") or {}).get("vs_main", {}).get("rows", []):
+    out[f"{r['name']} {VS_MAIN}"] = dict(
+        value=r["ratio"],
+        target=TARGET_DEFAULT_PATH,
+        met=r["ratio"] >= TARGET_DEFAULT_PATH,
+    )
   return out
 
 
@@ -54,6 +91,8 @@ _WHAT = {
     "noloco": "NoLoCo, pairwise gossip per round",
     "gasloc": "GASLoC, accelerated gossip per round",
     "naive": "Python loop over workers, 1 jitted step each",
+    "pytorch": "PyTorch eager: the reference's model and AdamW",
+    "pytorch_compile": "the same, train step under torch.compile",
 }
 
 
@@ -69,29 +108,36 @@ def _mb(x: float | None) -> str:
   return "n/a" if x is None else f"{x / 2**20:.0f}"
 
 
+def _seconds(x: float) -> str:
+  return f"{x:.1f}" if math.isfinite(x) else "-"
+
+
 def _row_table(block: dict, child: bool, nominal: float) -> list[str]:
   lines = []
   K, D = block["num_workers"], block["devices"]
   for r in block["rows"]:
     base = r["name"].split("@")[0]
+    process = f"child ({D} simulated devices)" if child else "main"
     if base in ("reference", "naive"):
       layout = "1 device"
+    elif base.startswith("pytorch"):
+      layout = f"1 process, {block['pytorch']['threads']} torch threads"
+      process = f"child (PyTorch {block['pytorch']['torch']})"
     else:
       layout = f"K={K}, vmap, 1 device" if D == 1 else f"K={K}, shard_map, {D} devices"
-    process = f"child ({D} simulated devices)" if child else "main"
     c = block["compiles"].get(r["name"], {})
     ratio = (
         "1 (by definition)"
         if r["name"] == "reference"
         else f"**{r['ratio']:.3f}** [{r['ratio_min']:.2f}, {r['ratio_max']:.2f}]"
     )
-    compiles = "/".join(str(c[k]) for k in ("inner", "sync") if k in c)
+    compiles = "/".join(str(c[k]) for k in ("inner", "sync") if k in c) or "-"
     mfu_nominal = r["model_flops_per_sec"] / nominal if nominal else float("nan")
     lines.append(
         f"| `{r['name']}` | {_WHAT.get(base, base)} | {layout} | {process} | {r['h']} | "
         f"{r['tokens_per_sec']:.0f} | {ratio} | {_g(r['model_flops_per_sec'])} | "
         f"{_pct(r.get('mfu_vs_measured_peak'))} | {_pct(mfu_nominal)} | {compiles} | "
-        f"{r['compile_seconds']:.1f} |"
+        f"{_seconds(r['compile_seconds'])} |"
     )
   for name, why in block.get("skipped", {}).items():
     lines.append(
@@ -135,6 +181,8 @@ def markdown(result: dict) -> str:
     )
   elif sharded and "error" in sharded:
     L.append(f"shard_map rows: the child process failed: `{sharded['error'][-500:]}`")
+  L += _pytorch_section(result)
+  L += _default_path_section(result)
   L += [
       "",
       "## Targets (reported, never asserted)",
@@ -151,6 +199,86 @@ def markdown(result: dict) -> str:
   L += _scaling_section(result)
   L += _hot_path_section(result)
   return "\n".join(L) + "\n"
+
+
+def _pytorch_section(result: dict) -> list[str]:
+  """What the PyTorch rows are and every row against them, or the one line that
+  says why there is none."""
+  main = result["main"]
+  info = main.get("pytorch")
+  if not info:
+    return []  # not asked for (--rows)
+  if "skipped" in info:
+    return ["", f"PyTorch row: none: {info['skipped']}."]
+  rows = {r["name"]: r for r in main["rows"]}
+  L = [
+      "",
+      "### Against PyTorch",
+      "",
+      "Rows `pytorch*` run `benchmarks/torch_reference.py` in a process of their own: "
+      f"the reference's model ({info['num_params']:,} parameters, checked equal to "
+      "`model.param_count` before timing) and inner optimizer (gradient clipping, "
+      "`torch.optim.AdamW` with weight decay on matrices, the warmup + cosine schedule, "
+      f"the same hyperparameters) in PyTorch {info['torch']}, float32, "
+      f"`torch.set_num_threads({info['threads']})`, on the same global batch of random "
+      "bytes. Each of its units is bracketed by the JAX reference's units in the main "
+      "process, like every row; its model GFLOP/s and MFU use the same "
+      "`model.flops_per_token` and the main process's measured matmul peak. torch's "
+      "OpenMP threads meet at a barrier in every operation, so on cores shared with "
+      "other processes (a thread descheduled at the barrier holds up the others) "
+      "this row loses far more than the JAX rows do: read it from quiet cores. Each row "
+      "against the `pytorch` row (the quotient of the two rows' ratios to the "
+      "reference units around them, per repeat; median [min, max]):",
+      "",
+      "| row | tokens/s | x pytorch |",
+      "|---|---|---|",
+  ]
+  for name, ratios in versus_pytorch(rows).items():
+    L.append(
+        f"| `{name}` | {rows[name]['tokens_per_sec']:.0f} | **{median(ratios):.3f}** "
+        f"[{min(ratios):.2f}, {max(ratios):.2f}] |"
+    )
+  return L
+
+
+def _default_path_section(result: dict) -> list[str]:
+  """The ``@N`` rows against the main process's one-device reference."""
+  sharded = result.get("sharded") or {}
+  vs = sharded.get("vs_main")
+  if not vs:
+    return []
+  main, m = result["main"], result["machine"]
+  K, N = main["num_workers"], sharded["devices"]
+  own = {r["name"]: r for r in sharded["rows"]}
+  default = distributed.host_device_count(K, 0, m["cores"])
+  L = [
+      "",
+      f"### The default path: {N} devices",
+      "",
+      "`experiments/run.py` starts JAX on CPU with one host device per usable core "
+      "(`distributed.use_every_core`: `--xla_force_host_platform_device_count` set to "
+      "the largest count no larger than the usable cores that divides K), so on this "
+      f"{m['cores']}-core machine a run of K = {K} trains on {default} device(s): "
+      + (
+          f"the `@{N}` rows are the default path and the one-device rows the "
+          "alternative. "
+          if default == N
+          else f"here the `@{N}` rows are not that count. "
+      )
+      + f"Each `@{N}` row's units are timed once more from the main process (the child "
+      "serves them one at a time, `benchmarks/unit_server.py`) and bracketed by the "
+      "main process's one-device reference:",
+      "",
+      "| row | tokens/s | x reference (1 device, main process) | x reference (1 device, "
+      "its own process) |",
+      "|---|---|---|---|",
+  ]
+  for r in vs["rows"]:
+    L.append(
+        f"| `{r['name']}` | {r['tokens_per_sec']:.0f} | **{r['ratio']:.3f}** "
+        f"[{r['ratio_min']:.2f}, {r['ratio_max']:.2f}] | {own[r['name']]['ratio']:.3f} |"
+    )
+  return L
 
 
 def _machine_lines(result: dict) -> list[str]:
@@ -259,10 +387,10 @@ def _target_notes(result: dict) -> list[str]:
   }
   notes = []
   missed = lambda tag: [k for k, v in t.items() if tag in k and not v["met"]]
-  if missed("/ reference"):
+  if missed(" / reference tokens/s"):
     shortfall = "; ".join(
         f"{k} {t[k]['value']:.3f}, short by " f"{TARGET_RATIO - t[k]['value']:.3f}"
-        for k in missed("/ reference")
+        for k in missed(" / reference tokens/s")
     )
     trend = ", ".join(
         f"K={p['num_workers']}: {p['ratio']:.2f}" for p in sc.get("by_workers", [])
@@ -324,6 +452,26 @@ def _target_notes(result: dict) -> list[str]:
         f"{_pct(1 - gemm_s / step_s)} of the step, MFU is capped near "
         f"{_pct(gemm_s / step_s)} of the matmul rate until it gets cheaper; MFU rises with "
         "width (table below)."
+    )
+  if missed("/ pytorch"):
+    values = ", ".join(
+        f"{k.split(' /')[0]} {t[k]['value']:.2f}x" for k in missed("/ pytorch")
+    )
+    p = rows["pytorch"]
+    notes.append(
+        f"- **Against PyTorch** ({values}; goal {TARGET_TORCH}x). PyTorch eager ran "
+        f"{p['tokens_per_sec']:.0f} tokens/s ({_pct(p.get('mfu_vs_measured_peak'))} of "
+        "the measured matmul peak), the JAX reference "
+        f"{rows['reference']['tokens_per_sec']:.0f}, side by side (table above). Not "
+        "profiled further in this report."
+    )
+  if missed(VS_MAIN):
+    values = ", ".join(f"{k.split(' /')[0]} {t[k]['value']:.3f}" for k in missed(VS_MAIN))
+    notes.append(
+        f"- **The default path** ({values}; goal {TARGET_DEFAULT_PATH}). These rows are "
+        "what a CPU run of `experiments/run.py` executes (one device per core); below "
+        "the goal, that default trains more slowly than one device would "
+        "(section above)."
     )
   if not t.get("compilations of each round function", {}).get("met", True):
     notes.append(

@@ -23,6 +23,7 @@ from jax.sharding import NamedSharding
 
 from autoloco_jax import algorithms, inner, outer, replicas, rounds, state as state_lib
 from benchmarks.throughput.plan import Model, Reader
+from benchmarks.unit_server import Served
 
 
 class Runner:
@@ -131,6 +132,31 @@ class AlgoRunner(Runner):
         self.data,
         algo=dataclasses.replace(self.algo, inner=inner_fn),
     )
+
+
+class RemoteRow:
+  """A row timed in another process, one unit per command
+  (``benchmarks/unit_server.py``): the shard_map rows of the simulated-devices
+  child, the PyTorch rows. Bracketed here like any row; its compile counts and
+  its own process's measurements come from that process."""
+
+  donation_warnings: tuple = ()
+
+  def __init__(
+      self,
+      name: str,
+      served: Served,
+      h: int,
+      tokens_per_step: int,
+      flops_per_token: float,
+      compile_seconds: float = float("nan"),
+  ):
+    self.name, self.served, self.h = name, served, h
+    self.tokens_per_step, self.flops_per_token = tokens_per_step, flops_per_token
+    self.compile_seconds = compile_seconds
+
+  def unit(self, steps: int, round_h: int = 0) -> None:
+    self.served.unit(self.name, steps, round_h)
 
 
 class RefCarry(NamedTuple):

@@ -1,0 +1,99 @@
+"""The PyTorch rows: ``benchmarks/torch_reference.py`` (the reference's model and
+inner optimizer in eager PyTorch) in a child process of its own, timed unit by
+unit from this process and bracketed by its JAX reference like every row.
+
+torch is optional (not in ``requirements.txt``): without it there is no row and
+the report says so in one line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from typing import Any
+
+from autoloco_jax import data as data_lib, distributed
+from benchmarks.throughput.child import ROOT
+from benchmarks.throughput.plan import Model, Plan
+from benchmarks.throughput.runners import RemoteRow
+from benchmarks.unit_server import Served
+
+NOT_INSTALLED = (
+    "torch is not installed, so there is no PyTorch row "
+    "(optional, not a dependency: `pip install torch` adds it)"
+)
+
+
+def torch_available() -> bool:
+  """Whether ``import torch`` would work (without importing it here)."""
+  return importlib.util.find_spec("torch") is not None
+
+
+def wanted(plan: Plan) -> bool:
+  return not plan.rows or "pytorch" in plan.rows
+
+
+def spec(plan: Plan, config: Any, model: Model) -> dict:
+  """What ``torch_reference`` builds: the model, the inner optimizer's
+  hyperparameters and schedule length, the global batch ``K × B``, the threads."""
+  m = config.model
+  return dict(
+      model=dict(
+          vocab_size=data_lib.VOCAB_SIZE,
+          d_model=m.d_model,
+          num_layers=m.num_layers,
+          num_heads=m.num_heads,
+          mlp_dim=m.mlp_dim,
+          seq_len=config.data.seq_len,
+      ),
+      inner=config.inner.to_dict(),
+      total_steps=config.total_steps,
+      global_batch=config.num_workers * config.data.batch_size,
+      threads=plan.torch_threads or distributed.usable_cores(),
+      compile=plan.torch_compile,
+      expect_params=model.num_params,
+      seed=config.seed,
+  )
+
+
+def start(
+    plan: Plan, config: Any, model: Model, steps: int
+) -> tuple[list[RemoteRow], dict, Served | None]:
+  """Starts and warms up the PyTorch child (it checks its parameter count
+  against ``model.num_params`` first). Returns its rows, what it reported (or
+  ``{"skipped": why}``), and the child to close after timing."""
+  if not torch_available():
+    return [], dict(skipped=NOT_INSTALLED), None
+  m = config.model
+  if not m.tie_embeddings or m.dtype != "float32":
+    why = "the PyTorch model is the tied-readout float32 one"
+    return [], dict(skipped=f"{why}; this config is not"), None
+  args = [
+      sys.executable,
+      "-m",
+      "benchmarks.torch_reference",
+      "--spec",
+      json.dumps(spec(plan, config, model)),
+  ]
+  served = Served(args, dict(os.environ), ROOT)
+  ready = served.ready()
+  if "error" in ready:
+    served.close()
+    return [], dict(skipped=f"the PyTorch child failed: {ready['error'][-500:]}"), None
+  tokens_per_step = config.num_workers * config.data.batch_size * config.data.seq_len
+  warm = ready["warm_up_seconds"]
+  rows = [
+      RemoteRow(
+          name,
+          served,
+          steps,
+          tokens_per_step,
+          model.flops_per_token,
+          # Eager PyTorch compiles nothing; torch.compile's warm-up is its compile.
+          warm[name] if name != "pytorch" else float("nan"),
+      )
+      for name in ready["rows"]
+  ]
+  return rows, ready, served
