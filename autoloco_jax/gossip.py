@@ -45,8 +45,8 @@ plus the drift of the outer weights; GASLoC ``c = 1``,
 * Error feedback: per worker ``\hat x_k + e_k = a_k`` (what was not sent is
   carried over). With ``β_e = 1`` a worker's errors telescope,
   ``Σ_{t ≤ T} (\hat x_{k,t} − x_{k,t}) = −e_{k,T}``: on a static graph the
-  total error every replica received is ``Λ e_T``, bounded; on random
-  matchings only the worker's own share telescopes, the partners change.
+  errors fed into the mixing sum to ``−Λ e_T``, bounded, whatever ``T``; on
+  random matchings only the worker's own row telescopes, its partners change.
 * Limit: the error is relative to ``|x_k|``, the drift from ``θ_0``, and does
   not shrink as the replicas agree. Errors relative to their disagreement need
   a reference both ends of each edge track, e.g. the public copies of

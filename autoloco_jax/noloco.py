@@ -24,9 +24,9 @@ heavy-ball momentum, ``m ← β m − α Δ_t``, ``φ ← φ + m``.
 Compression (``config.compress``): each worker encodes
 ``z_k − γ θ_0 = α (θ_k − φ_k) + γ (φ_k − θ_0)`` (``θ_0`` the common initial
 parameters), with optional error feedback, and the group mean is taken as
-``z_k − (Λ \\hat x)_k / (d + 1)`` from the decoded payloads ``\\hat x``; the
-workers' mean is then exact and the codec's error only spreads the replicas
-(``gossip.py``, where the math is).
+``z_k − (Λ \\hat x)_k / (d + 1)`` from the decoded payloads ``\\hat x``, the
+worker's own included; the workers' mean then takes the uncompressed step and
+the codec's error only spreads the replicas (``gossip.py``, where the math is).
 
 Replicas drift apart a little; the sync reports their spread
 ``mean_k ‖φ_k − mean_j φ_j‖`` and ``eval_params`` gives both the replicas' mean
