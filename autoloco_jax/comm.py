@@ -97,8 +97,8 @@ class RoundComm(NamedTuple):
   Attributes:
     kind: ``allreduce`` (one collective after the local steps: the DiLoCo
       family), ``allreduce_every_step`` (DDP's gradient all-reduce after every
-      step), ``gossip`` (each worker exchanges its parameters with its
-      neighbours in ``neighbors_DxK``), ``none``, or the two halves of an
+      step), ``gossip`` (each worker sends its message to each of its
+      neighbours in ``neighbors_DxK`` and receives theirs), ``none``, or the two halves of an
       overlapped exchange (streaming DiLoCo with ``τ >= 1``): ``send`` (the
       local steps, then the collective starts and runs while the next round
       computes) and ``arrive`` (the local steps, then every worker waits, if
@@ -106,9 +106,10 @@ class RoundComm(NamedTuple):
     steps_K: inner steps each worker takes this round (int, K).
     neighbors_DxK: for ``gossip``, the round's neighbour table (``d`` rows, each
       a permutation of the workers: row ``r`` names worker ``k``'s ``r``-th peer).
-    payload_bytes: for ``allreduce`` and ``send``, the bytes of one worker's
-      message (an encoded fragment, ``codecs.tree_encoded_bytes``); None: the
-      whole model at the clock's ``bytes_per_param``.
+    payload_bytes: for ``allreduce``, ``send`` and ``gossip``, the bytes of
+      one worker's message (an encoded fragment or model,
+      ``codecs.tree_encoded_bytes``); None: the whole model at the clock's
+      ``bytes_per_param``.
     dense: whether payloads are summed on the way (a ring all-reduce) or must
       be gathered and decoded (a ring all-gather): ``codecs.Codec.dense``.
     window: inner steps the exchange may hide behind (``τ`` for ``send``);
@@ -259,17 +260,21 @@ class SimClock:
     self.comm_K += stall_K
     self.in_flight_until = None
 
-  def gossip(self, neighbors_DxK: np.ndarray) -> None:
-    """Each worker swaps its parameters with the peers of its column."""
+  def gossip(
+      self, neighbors_DxK: np.ndarray, payload_bytes: float | None = None
+  ) -> None:
+    """Each worker swaps its message with the peers of its column: one
+    ``payload_bytes`` message per peer (default: the model)."""
     nbr = np.asarray(neighbors_DxK, np.int64).reshape(-1, self.num_workers)
+    payload = self.model_bytes if payload_bytes is None else float(payload_bytes)
     ready = self.time_K.copy()
     for k in range(self.num_workers):
       peers = nbr[:, k]
       start = max(ready[k], ready[peers].max()) if peers.size else ready[k]
-      duration = exchange_time(self.network, k, peers, self.model_bytes)
+      duration = exchange_time(self.network, k, peers, payload)
       self.time_K[k] = start + duration
       self.comm_K[k] += duration
-    self.bytes_K += nbr.shape[0] * self.model_bytes
+    self.bytes_K += nbr.shape[0] * payload
     self.messages_K += nbr.shape[0]
     self.syncs += 1
 
@@ -321,7 +326,7 @@ class SimClock:
       if pattern.kind == "allreduce":
         self.allreduce(present_K, pattern.payload_bytes, pattern.dense)
       elif pattern.kind == "gossip":
-        self.gossip(pattern.neighbors_DxK)
+        self.gossip(pattern.neighbors_DxK, pattern.payload_bytes)
       elif pattern.kind == "send":
         self.send(pattern.payload_bytes, pattern.dense)
       elif pattern.kind == "arrive":

@@ -24,6 +24,10 @@ otherwise (``codecs.allreduce_traffic``).
 The identity codec without error feedback sends ``Δ_k`` as it is: the sync is
 DiLoCo's, operation for operation.
 
+The gossip methods (NoLoCo, GASLoC) send through the same
+:func:`encode_workers`; what they encode, and how the decoded payloads are
+mixed, is in ``gossip.py``.
+
 Reference:
   Sarfi, Thérien, Lidin, Belilovsky, Communication Efficient LLM Pre-training
   with SparseLoCo, 2025. https://arxiv.org/abs/2508.15706
@@ -74,26 +78,40 @@ class Compression:
     return self.codec.name == "identity" and self.ef_beta is None
 
 
-def require_plain(config: Any, algorithm: str) -> None:
-  """Refuses ``config.stream`` and ``config.compress`` settings an algorithm
-  does not implement (DDP, NoLoCo, GASLoC).
+def require_uncompressed(config: Any, algorithm: str) -> None:
+  """Refuses ``config.compress`` settings an algorithm does not implement (DDP).
+
+  Raises:
+    ValueError: naming the setting.
+  """
+  if not Compression.from_config(config).plain:
+    raise ValueError(
+        f"{algorithm} sends its messages uncompressed: compress.codec must be "
+        "'identity' and compress.ef_beta unset (codecs and error feedback are "
+        "implemented for diloco, autoloco, noloco and gasloc)"
+    )
+
+
+def require_unstreamed(config: Any, algorithm: str) -> None:
+  """Refuses ``config.stream`` settings an algorithm does not implement (DDP,
+  NoLoCo, GASLoC).
 
   Raises:
     ValueError: naming the setting.
   """
   from autoloco_jax import streaming
 
-  if not Compression.from_config(config).plain:
-    raise ValueError(
-        f"{algorithm} sends its messages uncompressed: compress.codec must be "
-        "'identity' and compress.ef_beta unset (codecs and error feedback are "
-        "implemented for diloco and autoloco)"
-    )
   if not streaming.Stream.from_config(config).plain:
     raise ValueError(
         f"{algorithm} does not stream: stream.fragments must be 1 and stream.tau 0 "
         "(streaming and overlapped syncs are implemented for diloco and autoloco)"
     )
+
+
+def require_plain(config: Any, algorithm: str) -> None:
+  """:func:`require_uncompressed` and :func:`require_unstreamed` (DDP)."""
+  require_uncompressed(config, algorithm)
+  require_unstreamed(config, algorithm)
 
 
 def encode_workers(

@@ -24,6 +24,12 @@ complete graph with ``α = 1/K`` this mode is DiLoCo exactly, with
 ``tests/test_gasloc.py``). In the default mode the replicas keep their own
 momentum and stay apart by ``γ (I − J/K)(y_t − y_{t−1})``.
 
+Compression (``config.compress``): each worker encodes its message less the
+common initial parameters, ``y_k − θ_0`` (or ``z_k − θ_0``), with optional
+error feedback, and ``Λ`` acts on the decoded payloads, the worker's own
+included; the workers' mean then takes the uncompressed step and the codec's
+error only spreads the replicas (``gossip.py``, where the math is).
+
 Heterogeneous speeds: with ``config.network.speed_factors`` ``f_k`` (compute
 time per step relative to 1), worker ``k`` takes
 ``H_k = max(1, floor(H · min_j f_j / f_k))`` steps, so every worker spends the
@@ -63,13 +69,17 @@ class GASLoCState(NamedTuple):
   Attributes:
     start_K: ``θ_{t,k}^{start}``, where each worker's round starts.
     y_prev_K: ``y_{t−1,k}`` (``θ_0`` before the first round).
+    exchange: a compressed exchange's reference and residuals
+      (``gossip.ExchangeState``); None for the uncompressed one.
   """
 
   start_K: Any
   y_prev_K: Any
+  exchange: Any = None
 
   def specs(self) -> "GASLoCState":
-    return GASLoCState(replicas.WORKERS, replicas.WORKERS)
+    ex = None if self.exchange is None else self.exchange.specs()
+    return GASLoCState(replicas.WORKERS, replicas.WORKERS, ex)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +94,8 @@ class GASLoC:
     h: inner steps per round of the fastest worker.
     steps_K: ``H_k`` per worker (:func:`worker_steps`).
     topology: the gossip graph.
+    compression: the codec of every message and error feedback
+      (``exchange.Compression``; the default sends float32 as it is).
   """
 
   eta: float
@@ -93,6 +105,7 @@ class GASLoC:
   h: int
   steps_K: tuple
   topology: topology.Topology
+  compression: exchange.Compression = exchange.Compression()
 
   name = "gasloc"
 
@@ -107,10 +120,10 @@ class GASLoC:
   def from_config(cls, config: Any) -> "GASLoC":
     """From ``config.gasloc`` (``eta``, ``gamma``, ``alpha``: 0 = ``1/(d+1)``,
     ``mix_momentum``), ``config.gossip``, ``config.interval`` (fixed ``h``) and
-    ``config.network.speed_factors`` (``H_k``)."""
+    ``config.network.speed_factors`` (``H_k``) and ``config.compress``."""
     if config.interval.controller != "fixed":
       raise ValueError("GASLoC runs a fixed interval (interval.controller='fixed')")
-    exchange.require_plain(config, "GASLoC")
+    exchange.require_unstreamed(config, "GASLoC")
     g = config.gasloc
     topo = topology.from_config(config)
     h = int(config.interval.h)
@@ -123,17 +136,25 @@ class GASLoC:
         h=h,
         steps_K=tuple(int(s) for s in steps_K),
         topology=topo,
+        compression=exchange.Compression.from_config(config),
     )
 
   def build(self, setup: Setup) -> Algorithm:
     eta, gamma, alpha, topo = self.eta, self.gamma, self.alpha, self.topology
+    compression = self.compression
     k = setup.num_workers
     steps_K = np.asarray(self.steps_K, np.int32)
     heterogeneous = bool(np.any(steps_K != self.h))
+    layout: dict = {}  # the parameters' shapes, for the clock's payload
 
     def init_state(params) -> state_lib.TrainState:
       params_K, inner_opt_K = setup.init_workers(params)
-      own = GASLoCState(start_K=params_K, y_prev_K=params_K)  # y_{-1} = θ_0
+      layout["shapes"] = jax.eval_shape(lambda: params)
+      own = GASLoCState(
+          start_K=params_K,
+          y_prev_K=params_K,  # y_{-1} = θ_0
+          exchange=gossip.init_exchange(compression, params, params_K),
+      )
       return state_lib.init(params_K, inner_opt_K, own, k)
 
     def local_steps(b: int) -> jax.Array:
@@ -145,26 +166,35 @@ class GASLoC:
 
     def sync_block(state: state_lib.TrainState, present_K):
       del present_K  # GASLoC does not support faults
-      start_K, theta_K, y_prev_K = (
+      start_K, theta_K, y_prev_K, ex = (
           state.outer.start_K,
           state.params_K,
           state.outer.y_prev_K,
+          state.outer.exchange,
       )
+
       y_K = jax.tree.map(lambda s, t: s + eta * (t - s), start_K, theta_K)
       if self.mix_momentum:
-        z_K = jax.tree.map(lambda y, yp: y + gamma * (y - yp), y_K, y_prev_K)
-        lz_K = topology.laplacian(topo, z_K, state.round)  # the exchange
-        new_K = jax.tree.map(lambda z, lz: z - alpha * lz, z_K, lz_K)
+        message_K = jax.tree.map(lambda y, yp: y + gamma * (y - yp), y_K, y_prev_K)
       else:
-        ly_K = topology.laplacian(topo, y_K, state.round)  # the exchange
+        message_K = y_K
+      if ex is None:
+        lm_K = topology.laplacian(topo, message_K, state.round)  # the exchange
+      else:  # the exchange, of the encoded message less θ_0
+        lm_K, ex = gossip.encoded_laplacian(
+            topo, compression, message_K, ex, state.round
+        )
+      if self.mix_momentum:
+        new_K = jax.tree.map(lambda z, lz: z - alpha * lz, message_K, lm_K)
+      else:
         new_K = jax.tree.map(
-            lambda y, ly, yp: y - alpha * ly + gamma * (y - yp), y_K, ly_K, y_prev_K
+            lambda y, ly, yp: y - alpha * ly + gamma * (y - yp), y_K, lm_K, y_prev_K
         )
 
       b = jax.tree.leaves(theta_K)[0].shape[0]
       done_K = jnp.minimum(state.acc.steps, local_steps(b)) if heterogeneous else None
       metrics = gossip.round_metrics(
-          topo, state, start_K, new_K, setup.lr_schedule, self.h, done_K
+          topo, state, start_K, new_K, setup.lr_schedule, self.h, done_K, ex
       )
       metrics["worker_steps_mean"] = (
           metrics["h"].astype(jnp.float32)
@@ -173,7 +203,7 @@ class GASLoC:
       )
       new_state = state._replace(
           params_K=new_K,
-          outer=GASLoCState(start_K=new_K, y_prev_K=y_K),
+          outer=GASLoCState(start_K=new_K, y_prev_K=y_K, exchange=ex),
           acc=inner.reset(state.acc),
           round=state.round + 1,
       )
@@ -186,7 +216,9 @@ class GASLoC:
             setup.inner_loop(), setup.mesh, local_steps if heterogeneous else None
         ),
         sync=jit_sync(sync_block, setup.mesh),
-        comm_pattern=gossip.comm_pattern(topo, lambda h: np.minimum(steps_K, h)),
+        comm_pattern=gossip.comm_pattern(
+            topo, lambda h: np.minimum(steps_K, h), compression, layout
+        ),
         h_max=self.h,
         host_next_h=lambda round_index: self.h,
         supports_faults=False,

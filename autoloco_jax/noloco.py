@@ -21,6 +21,13 @@ default ``γ = α``, ``z_j = α θ_j``.) In place of groups any topology of
 neighbours; on the complete graph with ``γ = 0`` the step is DiLoCo with
 heavy-ball momentum, ``m ← β m − α Δ_t``, ``φ ← φ + m``.
 
+Compression (``config.compress``): each worker encodes
+``z_k − γ θ_0 = α (θ_k − φ_k) + γ (φ_k − θ_0)`` (``θ_0`` the common initial
+parameters), with optional error feedback, and the group mean is taken as
+``z_k − (Λ \\hat x)_k / (d + 1)`` from the decoded payloads ``\\hat x``, the
+worker's own included; the workers' mean then takes the uncompressed step and
+the codec's error only spreads the replicas (``gossip.py``, where the math is).
+
 Replicas drift apart a little; the sync reports their spread
 ``mean_k ‖φ_k − mean_j φ_j‖`` and ``eval_params`` gives both the replicas' mean
 and replica 0 for evaluation (``gossip.py``).
@@ -51,13 +58,17 @@ class NoLoCoState(NamedTuple):
   Attributes:
     params_K: each worker's outer weights ``φ_k``.
     momentum_K: each worker's outer momentum ``m_k``.
+    exchange: a compressed exchange's reference and residuals
+      (``gossip.ExchangeState``); None for the uncompressed one.
   """
 
   params_K: Any
   momentum_K: Any
+  exchange: Any = None
 
   def specs(self) -> "NoLoCoState":
-    return NoLoCoState(replicas.WORKERS, replicas.WORKERS)
+    ex = None if self.exchange is None else self.exchange.specs()
+    return NoLoCoState(replicas.WORKERS, replicas.WORKERS, ex)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +81,8 @@ class NoLoCo:
     gamma: ``γ``, pull towards the group's mean outer weights (>= 0).
     h: inner steps per round (fixed).
     topology: who averages with whom each round.
+    compression: the codec of every message and error feedback
+      (``exchange.Compression``; the default sends float32 as it is).
   """
 
   alpha: float
@@ -77,6 +90,7 @@ class NoLoCo:
   gamma: float
   h: int
   topology: topology.Topology
+  compression: exchange.Compression = exchange.Compression()
 
   name = "noloco"
 
@@ -93,10 +107,10 @@ class NoLoCo:
   @classmethod
   def from_config(cls, config: Any) -> "NoLoCo":
     """From ``config.noloco`` (``alpha``, ``beta``, ``gamma``: ``None`` = α),
-    ``config.gossip`` and ``config.interval`` (fixed ``h``)."""
+    ``config.gossip``, ``config.interval`` (fixed ``h``) and ``config.compress``."""
     if config.interval.controller != "fixed":
       raise ValueError("NoLoCo runs a fixed interval (interval.controller='fixed')")
-    exchange.require_plain(config, "NoLoCo")
+    exchange.require_unstreamed(config, "NoLoCo")
     n = config.noloco
     alpha = float(n.alpha)
     return cls(
@@ -105,32 +119,45 @@ class NoLoCo:
         gamma=alpha if n.gamma is None else float(n.gamma),
         h=int(config.interval.h),
         topology=topology.from_config(config),
+        compression=exchange.Compression.from_config(config),
     )
 
   def build(self, setup: Setup) -> Algorithm:
     alpha, beta, gamma, topo = self.alpha, self.beta, self.gamma, self.topology
+    compression = self.compression
     k = setup.num_workers
+    layout: dict = {}  # the parameters' shapes, for the clock's payload
 
     def init_state(params) -> state_lib.TrainState:
       params_K, inner_opt_K = setup.init_workers(params)
+      layout["shapes"] = jax.eval_shape(lambda: params)
       own = NoLoCoState(
-          params_K=params_K, momentum_K=jax.tree.map(jnp.zeros_like, params_K)
+          params_K=params_K,
+          momentum_K=jax.tree.map(jnp.zeros_like, params_K),
+          exchange=gossip.init_exchange(compression, params, params_K),
       )
       return state_lib.init(params_K, inner_opt_K, own, k)
 
     def sync_block(state: state_lib.TrainState, present_K):
       del present_K  # NoLoCo does not support faults
       theta_K, phi_K, m_K = state.params_K, state.outer.params_K, state.outer.momentum_K
+      ex = state.outer.exchange
       z_K = jax.tree.map(lambda t, p: alpha * t + (gamma - alpha) * p, theta_K, phi_K)
-      zbar_K = topology.neighborhood_mean(topo, z_K, state.round)  # the exchange
+      if ex is None:
+        zbar_K = topology.neighborhood_mean(topo, z_K, state.round)  # the exchange
+      else:  # the exchange, of the encoded z_k − γ θ_0
+        lx_K, ex = gossip.encoded_laplacian(
+            topo, compression, z_K, ex, state.round, weight=gamma
+        )
+        zbar_K = jax.tree.map(lambda z, lx: z - lx / (topo.degree + 1), z_K, lx_K)
       m_K = jax.tree.map(lambda m, z, p: beta * m + z - gamma * p, m_K, zbar_K, phi_K)
       new_phi_K = jax.tree.map(jnp.add, phi_K, m_K)
       metrics = gossip.round_metrics(
-          topo, state, phi_K, new_phi_K, setup.lr_schedule, self.h
+          topo, state, phi_K, new_phi_K, setup.lr_schedule, self.h, ex=ex
       )
       new_state = state._replace(
           params_K=new_phi_K,
-          outer=NoLoCoState(new_phi_K, m_K),
+          outer=NoLoCoState(new_phi_K, m_K, ex),
           acc=inner.reset(state.acc),
           round=state.round + 1,
       )
@@ -141,7 +168,9 @@ class NoLoCo:
         init_state=init_state,
         inner=jit_inner(setup.inner_loop(), setup.mesh),
         sync=jit_sync(sync_block, setup.mesh),
-        comm_pattern=gossip.comm_pattern(topo, lambda h: np.full(k, h, np.int64)),
+        comm_pattern=gossip.comm_pattern(
+            topo, lambda h: np.full(k, h, np.int64), compression, layout
+        ),
         h_max=self.h,
         host_next_h=lambda round_index: self.h,
         supports_faults=False,

@@ -142,7 +142,8 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   c.stream = ml_collections.ConfigDict(
       dict(fragments=1, mode="strided", tau=0, mix=0.5, eager=False)
   )  # mode: strided (block p, p+P, ...) | contiguous
-  # What the DiLoCo family sends (autoloco_jax/codecs.py, exchange.py): codec
+  # What the DiLoCo family and the gossip methods (NoLoCo, GASLoC: gossip.py)
+  # send (autoloco_jax/codecs.py, exchange.py): codec
   # identity | bf16 | fp8 | fp4 | int8 | int4 | topk; error feedback with decay
   # ef_beta (None or < 0: off).
   c.compress = ml_collections.ConfigDict(
