@@ -1,0 +1,33 @@
+"""benchmarks/every_core.py: the main job with one device per core against one
+device, each a real ``experiments.run`` process."""
+
+import pytest
+
+from benchmarks import every_core
+
+
+def test_compare_takes_medians_per_mode_and_their_ratio():
+  runs = [
+      dict(mode="default", tokens_per_sec=30.0, wall_time=10.0),
+      dict(mode="one_device", tokens_per_sec=20.0, wall_time=16.0),
+      dict(mode="one_device", tokens_per_sec=10.0, wall_time=20.0),
+      dict(mode="default", tokens_per_sec=10.0, wall_time=12.0),
+  ]
+  out = every_core.compare(runs)
+  assert out["modes"]["default"] == dict(tokens_per_sec=20.0, wall_time=11.0)
+  assert out["modes"]["one_device"] == dict(tokens_per_sec=15.0, wall_time=18.0)
+  assert out["tokens_per_sec_ratio"] == pytest.approx(20.0 / 15.0)
+  assert out["wall_time_ratio"] == pytest.approx(11.0 / 18.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", every_core.MODES)
+def test_each_mode_is_a_real_run_with_a_summary(mode):
+  run = every_core.run_once(mode, "configs/diloco.py:tiny", total_steps=4)
+  assert run["mode"] == mode
+  assert run["tokens_per_sec"] > 0 and run["wall_time"] > 0
+
+
+def test_a_failed_run_raises_with_its_stderr():
+  with pytest.raises(RuntimeError, match="failed"):
+    every_core.run_once("default", "configs/no_such_config.py", total_steps=1)
