@@ -22,8 +22,13 @@ loss -0.016 bits/byte [-0.040, +0.008] from it: fewer syncs, but equal quality w
 +-0.01 is not established and the paper's 27% is not reached. Against the tuned
 fixed-H frontier at equal syncs: -0.020 [-0.038, -0.002] bits/byte (better). The
 same H sequence replayed open loop does as well (+0.002 [-0.002, +0.006]): the gain
-is the schedule's shape, not the feedback. Only one regime and one corpus so far;
-docs/results.md says which.
+is the schedule's shape, not the feedback.
+In the long regime (K = 8, non-iid shards, 1200 steps; Shakespeare), where tuned
+DiLoCo at 3 H_ref ends +0.076 [+0.042, +0.111] bits/byte worse than at H_ref, the
+same design (chosen again there on the tuning seeds) does not beat the tuned
+frontier: 10% fewer syncs than DiLoCo at H_ref at +0.017 [-0.002, +0.036] bits/byte,
+and +0.006 [-0.015, +0.028] against the frontier at equal syncs (both
+inconclusive). The Python-corpus cells have not run; docs/results.md §1.
 """
 
 from configs import common
