@@ -41,19 +41,26 @@ from ml_collections import config_flags
 from autoloco_jax import replicas, train
 from benchmarks import aot
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config.")
-_NUM_WORKERS = flags.DEFINE_integer("num_workers", 8, "K (overrides the config).")
-_OUT = flags.DEFINE_string("out", "", "Write the JSON here as well.")
-_SEARCH = flags.DEFINE_bool(
-    "search", False, "Binary-search the largest K within --max_bytes on one device."
-)
-_MAX_BYTES = flags.DEFINE_string("max_bytes", "8GiB", "--search: per-device budget.")
-_K_RANGE = flags.DEFINE_list("k_range", ["8", "512"], "--search: smallest, largest K.")
-_SEARCH_CONFIGS = flags.DEFINE_list(
-    "search_configs",
-    ["configs/default.py", "configs/diloco.py"],
-    "--search: config files (PATH or PATH:size; size defaults to cpu).",
-)
+
+def _define_flags() -> None:
+  """The command line's flags, defined only when this file runs as a program, so
+  that importing it (the throughput report imports ``scale_markdown``) defines
+  none that could clash with the importer's."""
+  global _CONFIG, _NUM_WORKERS, _OUT, _SEARCH, _MAX_BYTES, _K_RANGE, _SEARCH_CONFIGS
+  _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config.")
+  _NUM_WORKERS = flags.DEFINE_integer("num_workers", 8, "K (overrides the config).")
+  _OUT = flags.DEFINE_string("out", "", "Write the JSON here as well.")
+  _SEARCH = flags.DEFINE_bool(
+      "search", False, "Binary-search the largest K within --max_bytes on one device."
+  )
+  _MAX_BYTES = flags.DEFINE_string("max_bytes", "8GiB", "--search: per-device budget.")
+  _K_RANGE = flags.DEFINE_list("k_range", ["8", "512"], "--search: smallest, largest K.")
+  _SEARCH_CONFIGS = flags.DEFINE_list(
+      "search_configs",
+      ["configs/default.py", "configs/diloco.py"],
+      "--search: config files (PATH or PATH:size; size defaults to cpu).",
+  )
+
 
 _UNITS = {"": 1, "B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "KB": 1e3, "MB": 1e6}
 _UNITS["GB"] = 1e9
@@ -282,4 +289,5 @@ def _measure_one() -> dict:
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)
