@@ -5,6 +5,7 @@ memory benchmark's search finds the boundary it is given."""
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -61,3 +62,18 @@ def test_dry_run_writes_a_report(tmp_path):
   assert report["training"]["steps"] == 20
   text = open(tmp_path / name.replace(".json", ".md")).read()
   assert "## Throughput rows" in text and "## Training run" in text
+
+
+def test_importing_the_memory_benchmark_defines_no_flags():
+  # The throughput report imports benchmarks.memory for its "Memory scale"
+  # section; flags defined on import clashed with the importer's --num_workers.
+  code = (
+      "from absl import flags; flags.DEFINE_integer('num_workers', 4, 'K');"
+      "from benchmarks import memory; print(memory.parse_bytes('1KiB'))"
+  )
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  done = subprocess.run(
+      [sys.executable, "-c", code], cwd=root, capture_output=True, text=True
+  )
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert done.stdout.strip() == "1024"
