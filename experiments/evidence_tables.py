@@ -57,15 +57,18 @@ def regime_section(summary: dict, regime: str, corpus: str) -> list[str]:
 
 def tune_section(summary: dict, regime: str, corpus: str, quick: bool) -> list[str]:
   stats = summary["stats"]
+  hs = evidence.frontier_hs(bool(summary.get("quick", quick)))
+  # The pairs this phase ran per H (the full grid's TOP or a pruned cell's fewer).
+  kept = max(sum(label.startswith(f"diloco_h{h}_") for label in stats) for h in hs)
   lines = [
       f"Tuned DiLoCo (tuning seeds {', '.join(map(str, summary['seeds']))}: the best "
-      f"{evidence.top(False, regime, corpus)} pairs per H of the seed-0 grid {_cmd('coarse', regime, corpus)}, "
+      f"{kept} pairs per H of the seed-0 grid {_cmd('coarse', regime, corpus)}, "
       f"then {_cmd('tune', regime, corpus)}):",
       "",
       "| H | tuned (α, β) | bits/byte (mean ± sd) | runner-up | its bits/byte |",
       "| ---: | --- | --- | --- | --- |",
   ]
-  for h in evidence.frontier_hs(bool(summary.get("quick", quick))):
+  for h in hs:
     scored = sorted(
         (s["final_eval_bpb"], label)
         for label, s in stats.items()

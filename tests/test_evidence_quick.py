@@ -121,6 +121,8 @@ def test_tables_summarise_every_phase(phases):
   text = evidence_tables.tables(root)
   section = text.split("## base regime, shakespeare")[1].split("## ")[0]
   assert "Regime check" in section and "Tuned DiLoCo" in section
+  # The pairs per H the tune phase ran (the quick grid keeps 2, the full one 4).
+  assert f"the best {evidence.top(True)} pairs per H" in section
   assert "Not run yet" not in section
   design = phases["report"][0].design
   assert f"**`{design}`**" in section
