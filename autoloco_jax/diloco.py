@@ -422,15 +422,19 @@ class AutoLoCo(DiLoCo):
   outer-step correction by the accumulated inner learning rate.
 
   Attributes:
-    correction: ``none | momentum | lr | both`` (``outer.autoloco``).
+    correction: ``none | momentum | lr | both | table`` (``outer.autoloco``).
     reference: ``schedule`` (``S_ref,t`` = the schedule summed over ``H_ref``
       steps from the round's start) or ``peak`` (``H_ref · η_peak``).
     h_ref: ``H_ref``, the interval ``(α, β)`` were tuned for.
+    tuned: for ``correction=table``: DiLoCo's outer pairs tuned at fixed
+      intervals, ``((H_i, α_i, β_i), ...)``, one of them ``(H_ref, α, β)``; the
+      round's ``(α_t, β_t)`` is interpolated between them at ``H = r_t H_ref``.
   """
 
   correction: str = "both"
   reference: str = "schedule"
   h_ref: int = 0
+  tuned: tuple = ()
 
   name = "autoloco"
 
@@ -442,11 +446,20 @@ class AutoLoCo(DiLoCo):
       )
     if self.h_ref < 1:
       raise ValueError(f"autoloco.h_ref must be >= 1, got {self.h_ref}")
+    outer.autoloco(self.alpha, self.beta, self.correction, table=self.table)
+
+  @property
+  def table(self) -> tuple:
+    """``tuned`` as the outer transform's ``(r_i, α_i/α, β_i)`` points."""
+    rows = sorted(tuple(row) for row in self.tuned)
+    if any(len(row) != 3 for row in rows):
+      raise ValueError(f"autoloco.tuned rows are (H, alpha, beta), got {self.tuned!r}")
+    return tuple((h / self.h_ref, a / self.alpha, b) for h, a, b in rows)
 
   @classmethod
   def from_config(cls, config: Any) -> "AutoLoCo":
     """DiLoCo's fields, and ``config.autoloco`` (``correction``, ``reference``,
-    ``h_ref``: 0 = ``interval.h``)."""
+    ``h_ref``: 0 = ``interval.h``; ``tuned``, absent in older configs)."""
     d = DiLoCo.from_config(config)
     a = config.autoloco
     return cls(
@@ -454,10 +467,13 @@ class AutoLoCo(DiLoCo):
         correction=a.correction,
         reference=a.reference,
         h_ref=int(a.h_ref or config.interval.h),
+        tuned=tuple(tuple(row) for row in a.get("tuned", ())),
     )
 
   def outer_tx(self, setup: Setup) -> optax.GradientTransformationExtraArgs:
-    return outer.autoloco(self.alpha, self.beta, correction=self.correction)
+    return outer.autoloco(
+        self.alpha, self.beta, correction=self.correction, table=self.table
+    )
 
   def reference_lr_sum(self, setup: Setup, start_step: jax.Array) -> jax.Array:
     if self.reference == "peak":

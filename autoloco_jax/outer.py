@@ -42,7 +42,7 @@ import numpy as np
 import optax
 from jax import lax
 
-CORRECTIONS = ('none', 'momentum', 'lr', 'both')
+CORRECTIONS = ('none', 'momentum', 'lr', 'both', 'table')
 #: How a caller computes ``reference_lr_sum``: :func:`reference_lr_sum` over the
 #: schedule, or :func:`peak_reference_lr_sum` (the transform reads only the sum).
 REFERENCES = ('schedule', 'peak')
@@ -86,6 +86,7 @@ class AutoLoCoConfig:
   momentum: Any
   correction: str
   snap_tol: Any
+  table: tuple = ()
 
 
 class AutoLoCoTransformation(optax.GradientTransformationExtraArgs):
@@ -150,6 +151,37 @@ def _check_hyperparams(
       raise ValueError(f'snap_tol must be a scalar in [0, 1), got {snap_tol!r}.')
 
 
+def _check_table(table: Any, correction: str, momentum: Any) -> tuple:
+  """The table as a tuple of float triples, or a ``ValueError``."""
+  table = tuple(tuple(float(v) for v in row) for row in (table or ()))
+  if (correction == 'table') != bool(table):
+    raise ValueError(
+        "a table is given exactly when correction='table' (the (r, alpha scale, "
+        f'beta) points); got correction={correction!r} and table={table!r}.'
+    )
+  if not table:
+    return table
+  if any(len(row) != 3 for row in table):
+    raise ValueError(f'table rows are (r, alpha_scale, beta) triples, got {table!r}.')
+  rs = [r for r, _, _ in table]
+  if not all(np.isfinite(rs)) or rs[0] <= 0 or any(b <= a for a, b in zip(rs, rs[1:])):
+    raise ValueError(f'table ratios must be finite, > 0 and increasing, got {rs}.')
+  for r, scale, beta in table:
+    if not (np.isfinite(scale) and scale > 0 and 0.0 <= beta < 1.0):
+      raise ValueError(
+          f'table row {(r, scale, beta)}: alpha scale must be > 0 and beta in [0, 1).'
+      )
+  ones = [row for row in table if row[0] == 1.0]
+  if not ones or ones[0][1] != 1.0 or (
+      _is_concrete_number(momentum) and ones[0][2] != float(momentum)
+  ):
+    raise ValueError(
+        f'the table must hold the reference point (1, 1, momentum={momentum!r}) '
+        f'(r = 1 is the plain DiLoCo step), got {table!r}.'
+    )
+  return table
+
+
 def _check_sums(inner_lr_sum: Any, reference_lr_sum: Any) -> None:
   if (inner_lr_sum is None) != (reference_lr_sum is None):
     raise ValueError(
@@ -195,7 +227,11 @@ def lr_sum_ratio(
 
 
 def corrected_hyperparams(
-    alpha: Any, beta: Any, ratio: Any, correction: str = 'both'
+    alpha: Any,
+    beta: Any,
+    ratio: Any,
+    correction: str = 'both',
+    table: tuple = (),
 ) -> tuple[jax.Array, jax.Array]:
   r"""The ``(α_t, β_t)`` that mode ``correction`` applies for ratio ``r``.
 
@@ -205,8 +241,12 @@ def corrected_hyperparams(
     α^{(r)} = α \, \frac{1 - β^{r}}{1 - β}
 
   ``'none'`` → ``(α, β)``; ``'momentum'`` → ``(α, β^{(r)})``; ``'lr'`` →
-  ``(α^{(r)}, β)``; ``'both'`` → ``(α^{(r)}, β^{(r)})``. At ``r == 1`` every
-  mode returns ``(α, β)`` exactly (not merely up to rounding). With ``β = 0``,
+  ``(α^{(r)}, β)``; ``'both'`` → ``(α^{(r)}, β^{(r)})``; ``'table'`` →
+  ``(α · a(r), b(r))`` with ``a, b`` piecewise linear through the ``table``'s
+  points ``(r_i, a_i, b_i)`` and constant beyond its ends (e.g. DiLoCo's pairs
+  tuned at fixed intervals ``H_i``: ``r_i = H_i/H_ref``, ``a_i = α_i/α``,
+  ``b_i = β_i``). At ``r == 1`` every mode returns ``(α, β)`` exactly (not merely
+  up to rounding). With ``β = 0``,
   ``(1 − 0^r)/(1 − 0) = 1`` for ``r > 0``, so ``α^{(r)} = α``: without momentum
   there is nothing to correct.
 
@@ -214,17 +254,25 @@ def corrected_hyperparams(
     alpha: outer learning rate ``α`` (scalar).
     beta: outer momentum ``β`` in ``[0, 1)`` (scalar).
     ratio: ``r = S_t / S_ref`` (scalar, > 0).
-    correction: one of ``'none' | 'momentum' | 'lr' | 'both'``.
+    correction: one of ``'none' | 'momentum' | 'lr' | 'both' | 'table'``.
+    table: ``((r_i, a_i, b_i), ...)`` for ``'table'`` (increasing ``r_i``,
+      holding ``(1, 1, β)``); empty otherwise.
 
   Returns:
     ``(alpha_t, beta_t)`` as float32 scalars.
   """
   if correction not in CORRECTIONS:
     raise ValueError(f'correction must be one of {CORRECTIONS}, got {correction!r}.')
+  table = _check_table(table, correction, beta)
   alpha = jnp.asarray(alpha, jnp.float32)
   beta = jnp.asarray(beta, jnp.float32)
   r = jnp.asarray(ratio, jnp.float32)
   exact = r == 1.0
+  if correction == 'table':
+    rs, scales, betas = (jnp.asarray(col, jnp.float32) for col in zip(*table))
+    alpha_t = jnp.where(exact, alpha, alpha * jnp.interp(r, rs, scales))
+    beta_t = jnp.where(exact, beta, jnp.interp(r, rs, betas))
+    return alpha_t, beta_t
   beta_r = jnp.where(exact, beta, jnp.power(beta, r))
   alpha_r = jnp.where(exact, alpha, alpha * ((1.0 - beta_r) / (1.0 - beta)))
   alpha_t = alpha_r if correction in ('lr', 'both') else alpha
@@ -238,6 +286,7 @@ def autoloco(
     correction: str = 'both',
     *,
     snap_tol: Union[float, jax.Array] = DEFAULT_SNAP_TOL,
+    table: tuple = (),
 ) -> AutoLoCoTransformation:
   r"""AutoLoCo's outer optimizer: Nesterov SGD corrected by accumulated inner lr.
 
@@ -264,7 +313,10 @@ def autoloco(
 
   ``correction`` selects what is corrected, for ablations: ``'none'`` applies
   ``(α, β)`` (DiLoCo), ``'momentum'`` ``(α, β_t)``, ``'lr'``
-  ``(α (1 − β^{r_t})/(1 − β), β)``, ``'both'`` ``(α_t, β_t)``.
+  ``(α (1 − β^{r_t})/(1 − β), β)``, ``'both'`` ``(α_t, β_t)``. ``'table'``
+  replaces the formulas by measured pairs: ``(α a(r_t), b(r_t))``, piecewise
+  linear through ``table``'s ``(r_i, a_i, b_i)`` (:func:`corrected_hyperparams`),
+  e.g. DiLoCo's outer pairs tuned at several fixed intervals.
 
   Whatever the mode, ``r_t = 1`` (or omitted sums) gives the DiLoCo step bit for
   bit: the same float operations, in the same order, as
@@ -282,8 +334,11 @@ def autoloco(
       outer step count.
     momentum: outer momentum ``β`` in ``[0, 1)``. With ``β = 0`` the corrected
       ``α_t`` is ``α`` for every ``r_t > 0`` (the limit of the formula).
-    correction: ``'none' | 'momentum' | 'lr' | 'both'``.
+    correction: ``'none' | 'momentum' | 'lr' | 'both' | 'table'``.
     snap_tol: ratios with ``|r_t − 1| ≤ snap_tol`` are applied as exactly 1.
+    table: for ``correction='table'`` only: ``((r_i, a_i, b_i), ...)`` with
+      increasing ``r_i > 0``, ``a_i > 0``, ``b_i`` in ``[0, 1)``, holding the
+      reference point ``(1, 1, momentum)``.
 
   Returns:
     An :class:`AutoLoCoTransformation` (an ``optax.GradientTransformationExtraArgs``)
@@ -294,7 +349,7 @@ def autoloco(
 
   Raises:
     ValueError: for a bad ``learning_rate``, ``momentum``, ``correction``,
-      or ``snap_tol``; at ``update``, for concrete sums that are
+      ``snap_tol`` or ``table``; at ``update``, for concrete sums that are
       not > 0 or for only one of the two sums.
 
   Examples:
@@ -324,6 +379,7 @@ def autoloco(
     learning <http://proceedings.mlr.press/v28/sutskever13.pdf>`_, 2013.
   """
   _check_hyperparams(learning_rate, momentum, correction, snap_tol)
+  table = _check_table(table, correction, momentum)
 
   def current_lr(count):
     if callable(learning_rate):
@@ -352,7 +408,7 @@ def autoloco(
     _check_sums(inner_lr_sum, reference_lr_sum)
     ratio = lr_sum_ratio(inner_lr_sum, reference_lr_sum, snap_tol)
     alpha_t, beta_t = corrected_hyperparams(
-        current_lr(state.count), momentum, ratio, correction
+        current_lr(state.count), momentum, ratio, correction, table
     )
     # Same operations, same order as optax.trace(nesterov=True) followed by
     # optax.scale(-lr): m = Δ + β m_prev; u = Δ + β m; update = (−α) u.
@@ -378,6 +434,7 @@ def autoloco(
       momentum=momentum,
       correction=correction,
       snap_tol=snap_tol,
+      table=table,
   )
   return tx
 

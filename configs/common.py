@@ -84,10 +84,13 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   )  # outer momentum
   c.autoloco = ml_collections.ConfigDict(
       dict(
-          correction="none",  # none | momentum | lr | both
+          correction="none",  # none | momentum | lr | both | table
           reference="schedule",  # S_ref: schedule (H_ref steps from the round's
           # start) | peak (H_ref * peak lr)
           h_ref=0,
+          # correction=table: DiLoCo's ((H, alpha, beta), ...) tuned at fixed H,
+          # interpolated at each round's H (one of them (H_ref, alpha, beta))
+          tuned=(),
       )
   )  # H_ref, the interval (alpha, beta) are tuned for; 0 = interval.h
   # NoLoCo (public-code defaults): m <- beta m + alpha mean_G(theta - phi) + gamma (mean_G phi - phi)

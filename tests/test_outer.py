@@ -29,7 +29,20 @@ TRANSFORMS = {
     'momentum': lambda lr, mu: outer.autoloco(lr, mu, correction='momentum'),
     'lr': lambda lr, mu: outer.autoloco(lr, mu, correction='lr'),
     'both': lambda lr, mu: outer.autoloco(lr, mu, correction='both'),
+    'table': lambda lr, mu: outer.autoloco(
+        lr, mu, correction='table', table=table_for(mu)
+    ),
 }
+
+
+def table_for(mu):
+  """Measured-pair points around the reference ``(1, 1, mu)``: shorter rounds a
+  smaller step and more momentum, longer ones a larger step and less."""
+  try:
+    mu = float(mu)
+  except (TypeError, ValueError):  # a bad momentum: the transform must name it
+    mu = 0.5
+  return ((0.5, 0.8, min(mu + 0.05, 0.99)), (1.0, 1.0, mu), (3.0, 1.4, 0.6 * mu))
 NAMES = sorted(TRANSFORMS)
 
 
@@ -305,7 +318,9 @@ def test_config_is_kept_for_introspection():
 def expected_hyperparams(mode, r, alpha=ALPHA, beta=BETA):
   beta_r = beta**r
   alpha_r = alpha * (1 - beta_r) / (1 - beta)
+  rs, scales, betas = zip(*table_for(beta))
   return {
+      'table': (alpha * np.interp(r, rs, scales), np.interp(r, rs, betas)),
       'none': (alpha, beta),
       'diloco': (alpha, beta),
       'momentum': (alpha, beta_r),
@@ -318,6 +333,10 @@ def expected_hyperparams(mode, r, alpha=ALPHA, beta=BETA):
 #   r = 0.5: β^r = sqrt(0.9) = 0.9486833, α(1 − β^r)/(1 − β) = 7 · 0.0513167 = 0.3592169
 #   r = 2:   β^r = 0.81,                  α(1 − β^r)/(1 − β) = 7 · 0.19      = 1.33
 HAND = {0.5: (0.9486833, 0.3592169), 2.0: (0.81, 1.33)}
+# table_for(0.9) = ((0.5, 0.8, 0.95), (1, 1, 0.9), (3, 1.4, 0.54)):
+#   r = 0.5: its first point, (0.7 · 0.8, 0.95) = (0.56, 0.95)
+#   r = 2:   halfway from r = 1 to 3, (0.7 · 1.2, (0.9 + 0.54)/2) = (0.84, 0.72)
+HAND_TABLE = {0.5: (0.56, 0.95), 2.0: (0.84, 0.72)}
 
 
 @pytest.mark.parametrize('name', NAMES)
@@ -331,6 +350,7 @@ def test_corrections_against_hand_computed_numbers(name, r):
       'momentum': (ALPHA, beta_r),
       'lr': (alpha_r, BETA),
       'both': (alpha_r, beta_r),
+      'table': HAND_TABLE[r],
   }[mode]
   np.testing.assert_allclose(
       expected_hyperparams(name, r), (want_alpha, want_beta), rtol=1e-6
@@ -537,3 +557,51 @@ def test_reference_sum_bad_arguments(call, match):
 def test_docstring_examples_run():
   result = doctest.testmod(outer, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0
+
+
+def test_table_is_constant_beyond_its_ends_and_exact_at_its_points():
+  table = table_for(BETA)
+  for r, (want_a, want_b) in {
+      0.1: (ALPHA * 0.8, 0.95),  # below the first point: the first point
+      3.0: (ALPHA * 1.4, 0.6 * BETA),
+      7.5: (ALPHA * 1.4, 0.6 * BETA),  # beyond the last: the last
+  }.items():
+    a, b = outer.corrected_hyperparams(ALPHA, BETA, r, 'table', table)
+    np.testing.assert_allclose((a, b), (want_a, want_b), rtol=1e-6)
+
+
+def test_a_one_point_table_is_the_uncorrected_step_bit_for_bit():
+  one = outer.autoloco(ALPHA, BETA, correction='table', table=((1.0, 1.0, BETA),))
+  none = outer.autoloco(ALPHA, BETA, correction='none')
+  params = random_tree(jax.random.PRNGKey(0))
+  s1, s2 = one.init(params), none.init(params)
+  for i, r in enumerate((1.0, 0.5, 2.7, 1.3)):
+    delta = random_tree(jax.random.PRNGKey(i + 1))
+    sums = dict(inner_lr_sum=0.02 * r, reference_lr_sum=0.02)
+    u1, s1 = one.update(delta, s1, params, **sums)
+    u2, s2 = none.update(delta, s2, params, **sums)
+    chex.assert_trees_all_equal(u1, u2)
+    chex.assert_trees_all_equal(s1.momentum, s2.momentum)
+
+
+@pytest.mark.parametrize(
+    'kwargs, match',
+    [
+        (dict(correction='table'), 'table'),  # no table
+        (dict(correction='momentum', table=((1.0, 1.0, BETA),)), 'table'),
+        (dict(correction='table', table=((2.0, 1.0, BETA),)), 'reference point'),
+        (dict(correction='table', table=((1.0, 1.0, 0.5),)), 'reference point'),
+        (dict(correction='table', table=((1.0, 1.2, BETA),)), 'reference point'),
+        (
+            dict(correction='table', table=((1.0, 1.0, BETA), (1.0, 1.1, 0.8))),
+            'increasing',
+        ),
+        (dict(correction='table', table=((0.0, 1.0, 0.8), (1.0, 1.0, BETA))), '> 0'),
+        (dict(correction='table', table=((1.0, 1.0, BETA), (2.0, 1.0, 1.0))), 'beta'),
+        (dict(correction='table', table=((1.0, 1.0, BETA), (2.0, 0.0, 0.8))), 'scale'),
+        (dict(correction='table', table=((1.0, 1.0),)), 'triples'),
+    ],
+)
+def test_bad_tables_raise(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    outer.autoloco(ALPHA, BETA, **kwargs)

@@ -31,9 +31,10 @@ Phases (every choice on the tuning seeds 0-2; the report on fresh seeds 100-104)
   chosen is the one furthest below the tuned frontier at its own sync count
   (mean over tuning seeds).
 * ``report``: on the fresh seeds, the tuned frontier, the chosen AutoLoCo and its
-  controls: correction without adaptation (fixed ``H``, ``beta^(H/H_ref)``),
-  adaptation without correction, and its own ``H`` sequence (tuning seed 0)
-  replayed open loop. The comparisons are paired by seed with 95% t-intervals
+  controls: correction without adaptation (fixed ``H`` with the design's
+  correction, ``beta^(H/H_ref)`` unless it names another), adaptation without
+  correction, and its own ``H`` sequence (tuning seed 0) replayed open loop (with
+  its correction). The comparisons are paired by seed with 95% t-intervals
   (``experiments/report.py``); "equal quality" means the interval of the loss
   difference lies inside ``+-TOLERANCE`` bits/byte.
 
@@ -108,6 +109,12 @@ DESIGNS = {
     "autoloco_agreement_t0p7": dict(
         interval__controller="agreement", interval__target=0.7
     ),
+    # Added after every cell's first design pass: the chosen rule with the correction
+    # taken from the cell's own tuned frontier (correction=table: each round's
+    # (alpha, beta) interpolated between DiLoCo's pairs tuned at the fixed H's, at
+    # H = r_t H_ref) instead of beta^(H/H_ref), which is the wrong direction where
+    # the tuned beta does not fall with H (the long regime).
+    "autoloco_h0x1p5_table": dict(h_mult=1.5, autoloco__correction="table"),
 }
 
 #: The search in every cell but the first (base regime, Shakespeare), pruned where
@@ -126,6 +133,7 @@ PRUNED_DESIGNS = (
     "autoloco",
     "autoloco_qsr_cap2",
     "autoloco_agreement_t0p7",
+    "autoloco_h0x1p5_table",
 )
 #: The one cell searched in full.
 FULL_CELL = ("base", "shakespeare")
@@ -250,7 +258,8 @@ def diloco_config(opts: dict, h: int, alpha: float, beta: float):
 
 
 def autoloco_config(opts: dict, pair: tuple[float, float], **overrides: Any):
-  """AutoLoCo with the reference pair ``pair`` tuned at H_ref."""
+  """AutoLoCo with the reference pair ``pair`` tuned at H_ref (``correction=table``:
+  the cell's tuned pairs at every frontier H as well)."""
   quick = opts["quick"]
   c = base.run_config(
       "autoloco", quick, **regime_overrides(opts["regime"], opts["corpus"], quick)
@@ -265,6 +274,8 @@ def autoloco_config(opts: dict, pair: tuple[float, float], **overrides: Any):
     c.interval.h_max = int(overrides.pop("h_max_mult") * h_ref(quick))
   for name, value in overrides.items():
     base.common.set_field(c, name.replace("__", "."), value)
+  if c.autoloco.correction == "table":
+    c.autoloco.tuned = tuple((h, a, b) for h, (a, b) in tuned_pairs(opts).items())
   return c
 
 
@@ -386,18 +397,26 @@ def get_config(arg: str = "report,base,shakespeare"):
   add_frontier(s)
   design, why = chosen_design(opts)
   overrides = DESIGNS.get(design, {})
+  # The design's own correction, kept by the controls that keep the correction.
+  correction = {k: v for k, v in overrides.items() if k.startswith("autoloco__")}
   base.add_run(s, "autoloco", autoloco_config(opts, ref_pair, **overrides))
   total = base.run_config("diloco", quick, **regime_overrides(regime, corpus, quick))
   h_fixed = min(hs[1:], key=lambda h: abs(total.total_steps / h - why["syncs"]))
   base.add_run(
       s,
       "ctrl_correction_only",
-      autoloco_config(opts, ref_pair, interval__controller="fixed", interval__h=h_fixed),
+      autoloco_config(
+          opts,
+          ref_pair,
+          interval__controller="fixed",
+          interval__h=h_fixed,
+          **correction,
+      ),
   )
   base.add_run(
       s,
       "ctrl_adaptation_only",
-      autoloco_config(opts, ref_pair, autoloco__correction="none", **overrides),
+      autoloco_config(opts, ref_pair, **{**overrides, "autoloco__correction": "none"}),
   )
   schedule = tuple(int(h) for h in why["h_seq"])
   base.add_run(
@@ -411,6 +430,7 @@ def get_config(arg: str = "report,base,shakespeare"):
           interval__h=schedule[0],
           interval__h_min=min(schedule),
           interval__h_max=max(schedule),
+          **correction,
       ),
   )
   s.design = design
