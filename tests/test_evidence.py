@@ -222,3 +222,22 @@ def test_other_cells_search_the_pruned_grid_and_designs(dirs, regime, corpus):
   full = evidence.designs(False)
   assert set(evidence.designs(False, regime, corpus)) < set(full)
   assert evidence.top(False) == evidence.TOP
+  # The table design carries the cell's tuned pair at every frontier H.
+  table = design.runs["autoloco_h0x1p5_table"].autoloco
+  assert table.correction == "table"
+  tuned = evidence.tuned_pairs(dict(regime=regime, corpus=corpus, quick=False))
+  assert tuple(tuple(row) for row in table.tuned) == tuple(
+      (h, a, b) for h, (a, b) in tuned.items()
+  )
+  assert tuned[evidence.h_ref(False)] == (
+      design.runs["autoloco_h0x1p5_table"].diloco.alpha,
+      design.runs["autoloco_h0x1p5_table"].diloco.beta,
+  )
+  # design_added: the frontier beside the added designs only, on the tuning seeds.
+  added = evidence.get_config(f"design_added,{regime},{corpus}")
+  sweep.check_study(added)
+  assert added.seeds == evidence.TUNING_SEEDS
+  assert added.labels == added.frontier + evidence.ADDED_DESIGNS
+  assert added.report_dir.endswith(os.path.join(f"{regime}_{corpus}", "design_added"))
+  for label in evidence.ADDED_DESIGNS:
+    assert added.runs[label] == design.runs[label]

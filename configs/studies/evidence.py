@@ -137,6 +137,10 @@ PRUNED_DESIGNS = (
 )
 #: The one cell searched in full.
 FULL_CELL = ("base", "shakespeare")
+#: ``design_added``: designs added after a cell's design phase had run elsewhere (its
+#: runs are not on this machine), run beside the tuned frontier and the design chosen
+#: there, on the tuning seeds, so their gaps are measured against a frontier run here.
+ADDED_DESIGNS = ("autoloco_h0x1p5", "autoloco_h0x1p5_table")
 
 QUICK_DIR = "runs/studies/evidence-quick"
 DOCS_DIR = "docs/studies/evidence"
@@ -148,7 +152,7 @@ def parse(arg: str) -> dict:
   for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
     if token in ("quick", "full"):
       out["quick"] = token == "quick"
-    elif token in PHASES:
+    elif token in PHASES or token == "design_added":
       out["phase"] = token
     elif token in REGIMES:
       out["regime"] = token
@@ -390,6 +394,13 @@ def get_config(arg: str = "report,base,shakespeare"):
     add_frontier(s)
     for label, overrides in designs(quick, regime, corpus).items():
       base.add_run(s, label, autoloco_config(opts, ref_pair, **overrides))
+    return s
+
+  if phase == "design_added":
+    s.seeds = tuning
+    add_frontier(s)
+    for label in ADDED_DESIGNS:
+      base.add_run(s, label, autoloco_config(opts, ref_pair, **DESIGNS[label]))
     return s
 
   # phase == "report": fresh seeds, the chosen design and its controls.
