@@ -23,7 +23,8 @@ Phases (every choice on the tuning seeds 0-2; the report on fresh seeds 100-104)
   tuning seeds, with the paired interval of their difference.
 * ``coarse``: DiLoCo's outer ``(alpha, beta)`` on the grid ``ALPHAS x BETAS`` at each
   frontier interval ``H in H_MULTS x H_ref``, tuning seed 0 only (the other cells
-  search the pruned ``PRUNED_ALPHAS x PRUNED_BETAS``, see :func:`grid`).
+  search the pruned ``PRUNED_ALPHAS x PRUNED_BETAS``, plus ``EXTRA_BETAS`` of the
+  corpus, see :func:`grid`).
 * ``tune``: the ``TOP`` (pruned cells: ``TOP_PRUNED``) best pairs of the coarse pass at each ``H``, on the three
   tuning seeds; the tuned pair at ``H`` is the one with the lowest mean final eval
   bits/byte. The pair tuned at ``H_ref`` is AutoLoCo's reference ``(alpha, beta)``.
@@ -127,6 +128,10 @@ DESIGNS = {
 #: controller families).
 PRUNED_ALPHAS = (0.7, 1.0)
 PRUNED_BETAS = (0.5, 0.7, 0.9)
+#: Betas added to one corpus's pruned grid: on the Python corpus the first base-regime
+#: tune put the best beta at the grid's lower edge (0.5) at every H, so the search
+#: extends one step past it.
+EXTRA_BETAS = {"python": (0.3,)}
 TOP_PRUNED = 2
 PRUNED_DESIGNS = (
     "autoloco_h0x1p5",
@@ -201,7 +206,8 @@ def grid(
     return ((0.7, 0.8), (0.7, 0.9), (1.0, 0.8), (1.0, 0.9))
   if (regime, corpus) == FULL_CELL:
     return tuple((a, b) for a in ALPHAS for b in BETAS)
-  return tuple((a, b) for a in PRUNED_ALPHAS for b in PRUNED_BETAS)
+  betas = tuple(sorted(PRUNED_BETAS + EXTRA_BETAS.get(corpus, ())))
+  return tuple((a, b) for a in PRUNED_ALPHAS for b in betas)
 
 
 def top(quick: bool, regime: str = "base", corpus: str = "shakespeare") -> int:
