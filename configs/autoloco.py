@@ -28,7 +28,14 @@ DiLoCo at 3 H_ref ends +0.076 [+0.042, +0.111] bits/byte worse than at H_ref, th
 same design (chosen again there on the tuning seeds) does not beat the tuned
 frontier: 10% fewer syncs than DiLoCo at H_ref at +0.017 [-0.002, +0.036] bits/byte,
 and +0.006 [-0.015, +0.028] against the frontier at equal syncs (both
-inconclusive). The Python-corpus cells have not run; docs/results.md §1.
+inconclusive). On the Python standard library (base regime), the one cell where the
+tuned frontier is steep by the 3-half-width test (H60 - H20 = +0.122 [+0.101,
++0.143]), the design chosen there again syncs 11% less than DiLoCo at H_ref but ends
++0.018 [+0.004, +0.031] bits/byte worse, and -0.003 [-0.016, +0.010] against the
+frontier (inconclusive). Taking the correction from the tuned pairs instead
+(``autoloco.correction=table``) was worse on the tuning seeds in all three cells
+(+0.007 to +0.053 bits/byte against this design). The long regime on Python is still running;
+docs/results.md §1.
 """
 
 from configs import common
