@@ -34,8 +34,8 @@ tuned frontier is steep by the 3-half-width test (H60 - H20 = +0.122 [+0.101,
 +0.018 [+0.004, +0.031] bits/byte worse, and -0.003 [-0.016, +0.010] against the
 frontier (inconclusive). Taking the correction from the tuned pairs instead
 (``autoloco.correction=table``) was worse on the tuning seeds in all three cells
-(+0.007 to +0.053 bits/byte against this design). The long regime on Python is still running;
-docs/results.md §1.
+(+0.007 to +0.053 bits/byte against this design). The long regime on Python is
+still running; docs/results.md §1.
 """
 
 from configs import common
