@@ -395,18 +395,15 @@ def get_config(arg: str = "report,base,shakespeare"):
       base.add_run(study, f"diloco_h{h}", diloco_config(opts, h, *pairs[h]))
     study.frontier = tuple(f"diloco_h{h}" for h in hs)
 
-  if phase == "design":
+  if phase in ("design", "design_added"):
     s.seeds = tuning
     add_frontier(s)
-    for label, overrides in designs(quick, regime, corpus).items():
+    if phase == "design":
+      variants = designs(quick, regime, corpus)
+    else:
+      variants = {label: DESIGNS[label] for label in ADDED_DESIGNS}
+    for label, overrides in variants.items():
       base.add_run(s, label, autoloco_config(opts, ref_pair, **overrides))
-    return s
-
-  if phase == "design_added":
-    s.seeds = tuning
-    add_frontier(s)
-    for label in ADDED_DESIGNS:
-      base.add_run(s, label, autoloco_config(opts, ref_pair, **DESIGNS[label]))
     return s
 
   # phase == "report": fresh seeds, the chosen design and its controls.
