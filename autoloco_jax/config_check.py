@@ -80,6 +80,7 @@ ADDED_DEFAULTS = {
     "compress.density": 1 / 64,
     "compress.value_bits": 32,
     "compress.ef_beta": None,
+    "autoloco.on_change": "keep",
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.

@@ -429,12 +429,15 @@ class AutoLoCo(DiLoCo):
     tuned: for ``correction=table``: DiLoCo's outer pairs tuned at fixed
       intervals, ``((H_i, α_i, β_i), ...)``, one of them ``(H_ref, α, β)``; the
       round's ``(α_t, β_t)`` is interpolated between them at ``H = r_t H_ref``.
+    on_change: ``keep | restart | rescale``: the outer momentum buffer when a
+      round's ratio differs from the last round's (``outer.autoloco``).
   """
 
   correction: str = "both"
   reference: str = "schedule"
   h_ref: int = 0
   tuned: tuple = ()
+  on_change: str = "keep"
 
   name = "autoloco"
 
@@ -446,7 +449,13 @@ class AutoLoCo(DiLoCo):
       )
     if self.h_ref < 1:
       raise ValueError(f"autoloco.h_ref must be >= 1, got {self.h_ref}")
-    outer.autoloco(self.alpha, self.beta, self.correction, table=self.table)
+    outer.autoloco(  # validates correction, table and on_change
+        self.alpha,
+        self.beta,
+        self.correction,
+        table=self.table,
+        on_change=self.on_change,
+    )
 
   @property
   def table(self) -> tuple:
@@ -459,7 +468,8 @@ class AutoLoCo(DiLoCo):
   @classmethod
   def from_config(cls, config: Any) -> "AutoLoCo":
     """DiLoCo's fields, and ``config.autoloco`` (``correction``, ``reference``,
-    ``h_ref``: 0 = ``interval.h``; ``tuned``, absent in older configs)."""
+    ``h_ref``: 0 = ``interval.h``; ``tuned`` and ``on_change``, absent in older
+    configs)."""
     d = DiLoCo.from_config(config)
     a = config.autoloco
     return cls(
@@ -468,11 +478,16 @@ class AutoLoCo(DiLoCo):
         reference=a.reference,
         h_ref=int(a.h_ref or config.interval.h),
         tuned=tuple(tuple(row) for row in a.get("tuned", ())),
+        on_change=a.get("on_change", "keep"),
     )
 
   def outer_tx(self, setup: Setup) -> optax.GradientTransformationExtraArgs:
     return outer.autoloco(
-        self.alpha, self.beta, correction=self.correction, table=self.table
+        self.alpha,
+        self.beta,
+        correction=self.correction,
+        table=self.table,
+        on_change=self.on_change,
     )
 
   def reference_lr_sum(self, setup: Setup, start_step: jax.Array) -> jax.Array:

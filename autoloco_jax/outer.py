@@ -19,6 +19,8 @@ so other projects can take it as it is:
   ``optax.sgd(α, momentum=β, nesterov=True)``.
 * :func:`reference_lr_sum`, :func:`peak_reference_lr_sum` — the two ways of
   computing ``S_ref,t``.
+* :func:`buffer_scale` — what ``on_change`` does to the momentum buffer when the
+  round's length changes (restart or rescale).
 
 References:
   Douillard et al., `DiLoCo: Distributed Low-Communication Training of Language
@@ -46,6 +48,9 @@ CORRECTIONS = ('none', 'momentum', 'lr', 'both', 'table')
 #: How a caller computes ``reference_lr_sum``: :func:`reference_lr_sum` over the
 #: schedule, or :func:`peak_reference_lr_sum` (the transform reads only the sum).
 REFERENCES = ('schedule', 'peak')
+#: What happens to the momentum buffer when a round's ratio differs from the last
+#: round's (see :func:`autoloco`).
+ON_CHANGE = ('keep', 'restart', 'rescale')
 
 # Ratios this close to 1 are applied as exactly 1. ``S_t`` (summed step by step in
 # the inner loop) and ``S_ref`` (summed here, or ``H_ref·η_peak``) can differ in
@@ -87,6 +92,7 @@ class AutoLoCoConfig:
   correction: str
   snap_tol: Any
   table: tuple = ()
+  on_change: str = 'keep'
 
 
 class AutoLoCoTransformation(optax.GradientTransformationExtraArgs):
@@ -280,6 +286,41 @@ def corrected_hyperparams(
   return alpha_t, beta_t
 
 
+def buffer_scale(
+    prev_ratio: Any,
+    ratio: Any,
+    on_change: str = 'keep',
+    snap_tol: Any = DEFAULT_SNAP_TOL,
+) -> jax.Array:
+  r"""The factor :func:`autoloco` applies to the momentum buffer ``m_{t−1}``.
+
+  .. math::
+
+    \text{keep: } 1, \qquad
+    \text{restart: } \begin{cases} 0 & |r_t − r_{t−1}| > \text{tol} \, r_{t−1} \\
+      1 & \text{otherwise} \end{cases}, \qquad
+    \text{rescale: } r_t / r_{t−1}.
+
+  Args:
+    prev_ratio: ``r_{t−1}``, the previous round's ratio (1 before the first round).
+    ratio: ``r_t``, this round's.
+    on_change: ``'keep' | 'restart' | 'rescale'``.
+    snap_tol: relative change below which ``'restart'`` keeps the buffer.
+
+  Returns:
+    The factor as a float32 scalar; exactly 1 when ``r_t == r_{t−1}``.
+  """
+  if on_change not in ON_CHANGE:
+    raise ValueError(f'on_change must be one of {ON_CHANGE}, got {on_change!r}.')
+  prev = jnp.asarray(prev_ratio, jnp.float32)
+  r = jnp.asarray(ratio, jnp.float32)
+  if on_change == 'keep':
+    return jnp.ones((), jnp.float32)
+  if on_change == 'restart':
+    return jnp.where(jnp.abs(r - prev) > snap_tol * prev, 0.0, 1.0).astype(jnp.float32)
+  return jnp.where(r == prev, 1.0, r / prev).astype(jnp.float32)
+
+
 def autoloco(
     learning_rate: Union[float, jax.Array, optax.Schedule],
     momentum: Union[float, jax.Array],
@@ -287,6 +328,7 @@ def autoloco(
     *,
     snap_tol: Union[float, jax.Array] = DEFAULT_SNAP_TOL,
     table: tuple = (),
+    on_change: str = 'keep',
 ) -> AutoLoCoTransformation:
   r"""AutoLoCo's outer optimizer: Nesterov SGD corrected by accumulated inner lr.
 
@@ -318,8 +360,17 @@ def autoloco(
   linear through ``table``'s ``(r_i, a_i, b_i)`` (:func:`corrected_hyperparams`),
   e.g. DiLoCo's outer pairs tuned at several fixed intervals.
 
-  Whatever the mode, ``r_t = 1`` (or omitted sums) gives the DiLoCo step bit for
-  bit: the same float operations, in the same order, as
+  ``on_change`` treats the buffer ``m_{t−1}`` when the round's length changed,
+  ``r_t ≠ r_{t−1}`` (``r_0 = 1``), before the update: ``'keep'`` leaves it (the
+  formulas above); ``'restart'`` zeroes it when ``|r_t − r_{t−1}| > snap_tol ·
+  r_{t−1}`` (a momentum restart); ``'rescale'`` multiplies it by
+  ``r_t / r_{t−1}``. A pseudo-gradient grows with its round's inner progress,
+  ``Δ_t ≈ S_t g``, so the rescaled buffer holds the past rounds' directions at the
+  scale of the current round, ``m_{t−1} ≈ S_t Σ_k β^k g_{t−1−k}``: old momentum
+  decays when rounds get shorter and weighs more when they get longer.
+
+  Whatever the mode, ``r_t = 1`` on every round (or omitted sums) gives the
+  DiLoCo step bit for bit: the same float operations, in the same order, as
   ``optax.sgd(learning_rate, momentum, nesterov=True)``. Ratios within
   ``snap_tol`` of 1 count as 1, so a round of exactly ``H_ref`` steps is the
   DiLoCo step even if ``S_t`` and ``S_ref,t`` were summed in different orders.
@@ -339,6 +390,8 @@ def autoloco(
     table: for ``correction='table'`` only: ``((r_i, a_i, b_i), ...)`` with
       increasing ``r_i > 0``, ``a_i > 0``, ``b_i`` in ``[0, 1)``, holding the
       reference point ``(1, 1, momentum)``.
+    on_change: ``'keep' | 'restart' | 'rescale'``: the momentum buffer when
+      ``r_t`` differs from the previous round's ratio.
 
   Returns:
     An :class:`AutoLoCoTransformation` (an ``optax.GradientTransformationExtraArgs``)
@@ -349,8 +402,8 @@ def autoloco(
 
   Raises:
     ValueError: for a bad ``learning_rate``, ``momentum``, ``correction``,
-      ``snap_tol`` or ``table``; at ``update``, for concrete sums that are
-      not > 0 or for only one of the two sums.
+      ``snap_tol``, ``table`` or ``on_change``; at ``update``, for concrete
+      sums that are not > 0 or for only one of the two sums.
 
   Examples:
     >>> import jax.numpy as jnp
@@ -380,6 +433,8 @@ def autoloco(
   """
   _check_hyperparams(learning_rate, momentum, correction, snap_tol)
   table = _check_table(table, correction, momentum)
+  if on_change not in ON_CHANGE:
+    raise ValueError(f'on_change must be one of {ON_CHANGE}, got {on_change!r}.')
 
   def current_lr(count):
     if callable(learning_rate):
@@ -410,10 +465,14 @@ def autoloco(
     alpha_t, beta_t = corrected_hyperparams(
         current_lr(state.count), momentum, ratio, correction, table
     )
+    m_prev = state.momentum
+    if on_change != 'keep':
+      scale = buffer_scale(state.ratio, ratio, on_change, snap_tol)
+      m_prev = jax.tree.map(lambda m: scale.astype(m.dtype) * m, m_prev)
     # Same operations, same order as optax.trace(nesterov=True) followed by
     # optax.scale(-lr): m = Δ + β m_prev; u = Δ + β m; update = (−α) u.
     new_m = jax.tree.map(
-        lambda d, m: d + beta_t.astype(m.dtype) * m, updates, state.momentum
+        lambda d, m: d + beta_t.astype(m.dtype) * m, updates, m_prev
     )
     new_updates = jax.tree.map(
         lambda d, m: (-alpha_t).astype(d.dtype) * (d + beta_t.astype(m.dtype) * m),
@@ -435,6 +494,7 @@ def autoloco(
       correction=correction,
       snap_tol=snap_tol,
       table=table,
+      on_change=on_change,
   )
   return tx
 

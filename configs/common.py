@@ -91,6 +91,9 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
           # correction=table: DiLoCo's ((H, alpha, beta), ...) tuned at fixed H,
           # interpolated at each round's H (one of them (H_ref, alpha, beta))
           tuned=(),
+          # the outer momentum buffer when a round's H differs from the last
+          # round's: keep | restart (zero it) | rescale (by r_t / r_{t-1})
+          on_change="keep",
       )
   )  # H_ref, the interval (alpha, beta) are tuned for; 0 = interval.h
   # NoLoCo (public-code defaults): m <- beta m + alpha mean_G(theta - phi) + gamma (mean_G phi - phi)

@@ -32,6 +32,13 @@ TRANSFORMS = {
     'table': lambda lr, mu: outer.autoloco(
         lr, mu, correction='table', table=table_for(mu)
     ),
+    # The momentum buffer treated when r_t changes (test_momentum_on_change.py).
+    'restart': lambda lr, mu: outer.autoloco(
+        lr, mu, correction='momentum', on_change='restart'
+    ),
+    'rescale': lambda lr, mu: outer.autoloco(
+        lr, mu, correction='momentum', on_change='rescale'
+    ),
 }
 
 
@@ -293,6 +300,8 @@ def test_bad_mode_names_raise():
     outer.autoloco(ALPHA, BETA, correction='everything')
   with pytest.raises(ValueError, match='snap_tol'):
     outer.autoloco(ALPHA, BETA, snap_tol=-1.0)
+  with pytest.raises(ValueError, match='on_change'):
+    outer.autoloco(ALPHA, BETA, on_change='reset')
 
 
 def test_peak_reference_is_the_same_transform():
@@ -324,6 +333,8 @@ def expected_hyperparams(mode, r, alpha=ALPHA, beta=BETA):
       'none': (alpha, beta),
       'diloco': (alpha, beta),
       'momentum': (alpha, beta_r),
+      'restart': (alpha, beta_r),
+      'rescale': (alpha, beta_r),
       'lr': (alpha_r, beta),
       'both': (alpha_r, beta_r),
   }[mode]
@@ -348,6 +359,8 @@ def test_corrections_against_hand_computed_numbers(name, r):
       'diloco': (ALPHA, BETA),
       'none': (ALPHA, BETA),
       'momentum': (ALPHA, beta_r),
+      'restart': (ALPHA, beta_r),
+      'rescale': (ALPHA, beta_r),
       'lr': (alpha_r, BETA),
       'both': (alpha_r, beta_r),
       'table': HAND_TABLE[r],
@@ -369,6 +382,7 @@ def test_corrections_against_hand_computed_numbers(name, r):
   # m_1 = Δ; u_1 = −α_t (Δ + β_t Δ)
   np.testing.assert_allclose(u1, -want_alpha * (1 + want_beta) * delta, rtol=1e-6)
   u2, state = tx.update(delta, state, params, **sums)
+  # (The same r twice: restart and rescale keep the buffer.)
   # m_2 = β_t Δ + Δ; u_2 = −α_t (Δ + β_t m_2)
   m2 = (1 + want_beta) * delta
   np.testing.assert_allclose(u2, -want_alpha * (delta + want_beta * m2), rtol=1e-6)

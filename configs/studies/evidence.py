@@ -116,6 +116,11 @@ DESIGNS = {
     # H = r_t H_ref) instead of beta^(H/H_ref), which is the wrong direction where
     # the tuned beta does not fall with H (the long regime).
     "autoloco_h0x1p5_table": dict(h_mult=1.5, autoloco__correction="table"),
+    # Added after the table: the chosen rule with the outer momentum buffer treated
+    # when H changes (outer.autoloco's on_change): zeroed (a restart) or rescaled
+    # by r_t / r_{t-1} (old momentum at the current round's scale).
+    "autoloco_h0x1p5_restart": dict(h_mult=1.5, autoloco__on_change="restart"),
+    "autoloco_h0x1p5_rescale": dict(h_mult=1.5, autoloco__on_change="rescale"),
 }
 
 #: The search in every cell but the first (base regime, Shakespeare), pruned where
@@ -139,13 +144,23 @@ PRUNED_DESIGNS = (
     "autoloco_qsr_cap2",
     "autoloco_agreement_t0p7",
     "autoloco_h0x1p5_table",
+    "autoloco_h0x1p5_restart",
+    "autoloco_h0x1p5_rescale",
 )
+#: The quick pipeline check's designs: one of every controller family and of every
+#: correction (the momentum-buffer variants are covered by their unit tests).
+QUICK_DESIGNS = PRUNED_DESIGNS[:5]
 #: The one cell searched in full.
 FULL_CELL = ("base", "shakespeare")
 #: ``design_added``: designs added after a cell's design phase had run elsewhere (its
 #: runs are not on this machine), run beside the tuned frontier and the design chosen
 #: there, on the tuning seeds, so their gaps are measured against a frontier run here.
-ADDED_DESIGNS = ("autoloco_h0x1p5", "autoloco_h0x1p5_table")
+ADDED_DESIGNS = (
+    "autoloco_h0x1p5",
+    "autoloco_h0x1p5_table",
+    "autoloco_h0x1p5_restart",
+    "autoloco_h0x1p5_rescale",
+)
 
 QUICK_DIR = "runs/studies/evidence-quick"
 DOCS_DIR = "docs/studies/evidence"
@@ -219,8 +234,10 @@ def top(quick: bool, regime: str = "base", corpus: str = "shakespeare") -> int:
 
 def designs(quick: bool, regime: str = "base", corpus: str = "shakespeare") -> dict:
   """The AutoLoCo variants of one cell's design phase (label -> overrides); the quick
-  pipeline check runs the pruned ones (every controller family, in less time)."""
-  if not quick and (regime, corpus) == FULL_CELL:
+  pipeline check runs ``QUICK_DESIGNS`` (every controller family, in less time)."""
+  if quick:
+    return {label: DESIGNS[label] for label in QUICK_DESIGNS}
+  if (regime, corpus) == FULL_CELL:
     return dict(DESIGNS)
   return {label: DESIGNS[label] for label in PRUNED_DESIGNS}
 
