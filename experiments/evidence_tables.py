@@ -86,29 +86,45 @@ def tune_section(summary: dict, regime: str, corpus: str, quick: bool) -> list[s
   return lines + [""]
 
 
-def design_section(summary: dict, regime: str, corpus: str) -> list[str]:
+def design_section(
+    summary: dict, regime: str, corpus: str, phase: str = "design"
+) -> list[str]:
+  """The design phase's variants: each one's gap to the tuned frontier (means) and
+  its paired difference from the best variant, seed by seed (95% t-interval over
+  the tuning seeds: with 3 seeds, t = 4.3, so only large differences show)."""
   stats = summary["stats"]
   gaps = evidence.design_gaps(stats)
   eligible = {l: g for l, g in gaps.items() if g is not None}
   best = min(eligible, key=eligible.get) if eligible else None
+  intro = (
+      "AutoLoCo's variants on the tuning seeds against the tuned frontier "
+      if phase == "design"
+      else "Designs added after this cell's design phase, beside its tuned frontier "
+      "and chosen design re-run on this machine "
+  )
   lines = [
-      f"AutoLoCo's variants on the tuning seeds against the tuned frontier "
-      f"({_cmd('design', regime, corpus)}); the chosen one is in bold (only variants "
-      "whose syncs fall inside the frontier's range are eligible):",
+      intro + f"({_cmd(phase, regime, corpus)}); the best one is in bold (only "
+      "variants whose syncs fall inside the frontier's range are eligible):",
       "",
-      "| variant | bits/byte (mean ± sd) | syncs | minus the frontier at its syncs |",
-      "| --- | --- | ---: | ---: |",
+      "| variant | bits/byte (mean ± sd) | syncs | minus the frontier at its syncs "
+      "| minus the best, paired 95% CI |",
+      "| --- | --- | ---: | ---: | --- |",
   ]
   for label in summary["labels"]:
     if label not in gaps:
       continue
     s, gap = stats[label], gaps[label]
     name = f"**`{label}`**" if label == best else f"`{label}`"
+    vs_best = ""
+    if best and label != best:
+      diffs = np.subtract(s["loss_by_seed"], stats[best]["loss_by_seed"])
+      ci = report.paired_interval(diffs)
+      vs_best = f"{ci['mean']:+.4f} [{ci['low']:+.4f}, {ci['high']:+.4f}]"
     lines.append(
         f"| {name} | {s['final_eval_bpb'][0]:.4f} ± {s['final_eval_bpb'][1]:.4f} | "
         f"{s['syncs'][0]:.1f} | "
         + ("outside the frontier's syncs" if gap is None else f"{gap:+.4f}")
-        + " |"
+        + f" | {vs_best} |"
     )
   return lines + [""]
 
@@ -262,6 +278,9 @@ def tables(root: str) -> str:
         out += tune_section(got["tune"], regime, corpus, quick)
       if got["design"]:
         out += design_section(got["design"], regime, corpus)
+      added = _load(os.path.join(here, "design_added", "summary.json"))
+      if added:
+        out += design_section(added, regime, corpus, "design_added")
       if got["report"]:
         out += report_section(got["report"], regime, corpus)
       missing = [p for p in evidence.PHASES if not got[p]]

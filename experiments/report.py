@@ -437,6 +437,9 @@ def _describe(config: Any) -> str:
         f"{i.controller} H0={i.h} [{i.h_min}..{i.h_max}]",
         f"correction {config.autoloco.correction}",
     ]
+    on_change = config.autoloco.get("on_change", "keep")
+    if on_change != "keep":
+      parts.append(f"momentum buffer {on_change}")
   elif a != "ddp":
     parts.append(f"H={config.interval.h}")
   if config.data.partition != "iid":
