@@ -129,6 +129,55 @@ def design_section(
   return lines + [""]
 
 
+def _comparison_row(c: dict) -> str:
+  """``| candidate | reference | Δ, 95% CI | verdict | syncs saved |`` of a
+  ``report.compare`` result."""
+  sv = c.get("syncs_saved")
+  if sv:
+    sv = {k: float(sv[k]) for k in ("mean", "low", "high")}
+  saved = "" if not sv else f"{sv['mean']:+.0%} [{sv['low']:+.0%}, {sv['high']:+.0%}]"
+  if sv and c["frontier_reaches"] < c["loss"]["n"]:
+    saved += f" ({c['frontier_reaches']} of {c['loss']['n']} seeds)"
+  ref = "tuned frontier" if c["reference"] == "frontier" else f"`{c['reference']}`"
+  return f"| `{c['candidate']}` | {ref} | {_ci(c)} | {c['verdict']} | {saved} |"
+
+
+def report_added_section(
+    added: dict, committed: dict, regime: str, corpus: str
+) -> list[str]:
+  """Designs run after the cell's report on its fresh seeds, paired seed by seed
+  with the committed report's runs (``report.compare`` over their union). The
+  DiLoCo run at H_ref that both hold must match: it checks this machine trains
+  the committed runs' trajectories."""
+  check = next(l for l in added["labels"] if l.startswith("diloco_"))
+  drift = max(
+      abs(a - b)
+      for a, b in zip(
+          added["stats"][check]["loss_by_seed"], committed["stats"][check]["loss_by_seed"]
+      )
+  )
+  # The comparisons use the committed runs; the re-run only checks them.
+  runs = {**added["runs"], **committed["runs"]}
+  lines = [
+      f"Designs added after the report, on its fresh seeds "
+      f"({_cmd('report_added', regime, corpus)}), paired with the committed report's "
+      f"runs. `{check}` re-run here differs from the committed one by at most "
+      f"{drift:.1e} bits/byte on a seed"
+      + (" (the same trajectories)." if drift < 1e-3 else ": **not reproduced**.")
+      + " `autoloco` is the report's chosen design.",
+      "",
+      "| candidate | reference | Δ bits/byte, 95% CI | verdict | syncs saved, 95% CI |",
+      "| --- | --- | --- | --- | --- |",
+  ]
+  for label in added["labels"]:
+    if label == check:
+      continue
+    for ref in ("autoloco", check, "frontier"):
+      c = report.compare(runs, label, ref, committed["frontier"], evidence.TOLERANCE)
+      lines.append(_comparison_row(c))
+  return lines + [""]
+
+
 def report_section(summary: dict, regime: str, corpus: str) -> list[str]:
   stats = summary["stats"]
   lines = [
@@ -149,15 +198,7 @@ def report_section(summary: dict, regime: str, corpus: str) -> list[str]:
       "| candidate | reference | Δ bits/byte, 95% CI | verdict | syncs saved, 95% CI |",
       "| --- | --- | --- | --- | --- |",
   ]
-  for c in summary["comparisons"]:
-    sv = c.get("syncs_saved")
-    if sv:
-      sv = {k: float(sv[k]) for k in ("mean", "low", "high")}
-    saved = "" if not sv else f"{sv['mean']:+.0%} [{sv['low']:+.0%}, {sv['high']:+.0%}]"
-    if sv and c["frontier_reaches"] < c["loss"]["n"]:
-      saved += f" ({c['frontier_reaches']} of {c['loss']['n']} seeds)"
-    ref = "tuned frontier" if c["reference"] == "frontier" else f"`{c['reference']}`"
-    lines.append(f"| `{c['candidate']}` | {ref} | {_ci(c)} | {c['verdict']} | {saved} |")
+  lines += [_comparison_row(c) for c in summary["comparisons"]]
   frontier = summary["frontier"]
   first, last = frontier[0], frontier[-1]
   for c in summary["comparisons"]:
@@ -283,6 +324,9 @@ def tables(root: str) -> str:
         out += design_section(added, regime, corpus, "design_added")
       if got["report"]:
         out += report_section(got["report"], regime, corpus)
+        added = _load(os.path.join(here, "report_added", "summary.json"))
+        if added:
+          out += report_added_section(added, got["report"], regime, corpus)
       missing = [p for p in evidence.PHASES if not got[p]]
       if missing:
         out += [f"Not run yet: {', '.join(missing)}.", ""]

@@ -243,3 +243,75 @@ def test_other_cells_search_the_pruned_grid_and_designs(dirs, regime, corpus):
   assert added.report_dir.endswith(os.path.join(f"{regime}_{corpus}", "design_added"))
   for label in evidence.ADDED_DESIGNS:
     assert added.runs[label] == design.runs[label]
+
+
+# --- designs added after a cell's report -------------------------------------------
+
+
+def test_report_added_runs_the_added_design_beside_the_reports_reference(dirs):
+  losses = {}
+  for h in evidence.frontier_hs(False):
+    for i, (a, b) in enumerate(evidence.grid(False)):
+      losses[evidence.diloco_label(h, a, b)] = 3.0 - 0.01 * i
+  path = evidence.report_dir("tune", "base", "shakespeare", False)
+  os.makedirs(path)
+  stats = {label: {"final_eval_bpb": [loss, 0.0]} for label, loss in losses.items()}
+  with open(os.path.join(path, "summary.json"), "w") as f:
+    json.dump({"stats": stats}, f)
+  added = evidence.get_config("report_added,base,shakespeare")
+  sweep.check_study(added)
+  href = evidence.h_ref(False)
+  want = evidence.REPORT_ADDED[("base", "shakespeare")]
+  assert added.labels == (f"diloco_h{href}",) + want
+  assert added.seeds == evidence.REPORT_SEEDS
+  assert added.runs["autoloco_h0x1p5_rescale"].autoloco.on_change == "rescale"
+  # The DiLoCo run is the report's own (the same run directory: the same trajectory).
+  design = evidence.get_config("design,base,shakespeare")
+  ref = added.runs[f"diloco_h{href}"]
+  assert sweep.run_dir("r", ref) == sweep.run_dir("r", design.runs[f"diloco_h{href}"])
+  assert not evidence.REPORT_ADDED.get(("long", "python"))
+
+
+def fake_run(seed, loss, syncs):
+  return {"seed": seed, "summary": {"final_eval_bpb": loss, "syncs": syncs}}
+
+
+def fake_summary(losses, syncs, labels, frontier=()):
+  """``losses[label]``: per-seed final losses on seeds 100, 101, 102."""
+  runs = {
+      l: [fake_run(100 + i, x, syncs[l]) for i, x in enumerate(losses[l])] for l in labels
+  }
+  stats = {l: {"loss_by_seed": list(losses[l])} for l in labels}
+  return dict(labels=list(labels), runs=runs, stats=stats, frontier=list(frontier))
+
+
+@pytest.mark.parametrize("drift, said", [(0.0, "the same trajectories"), (0.01, "not reproduced")])
+def test_report_added_tables_pair_with_the_committed_report(drift, said):
+  from experiments import evidence_tables
+
+  syncs = {"diloco_h20": 30, "diloco_h30": 20, "autoloco": 26, "autoloco_x": 26}
+  committed = fake_summary(
+      {
+          "diloco_h20": [2.90, 2.92, 2.94],
+          "diloco_h30": [3.00, 3.02, 3.04],
+          "autoloco": [2.95, 2.96, 2.97],
+      },
+      syncs,
+      ("diloco_h20", "diloco_h30", "autoloco"),
+      frontier=("diloco_h20", "diloco_h30"),
+  )
+  added = fake_summary(
+      {"diloco_h20": [2.90 + drift, 2.92, 2.94], "autoloco_x": [2.93, 2.95, 2.95]},
+      syncs,
+      ("diloco_h20", "autoloco_x"),
+  )
+  text = "\n".join(evidence_tables.report_added_section(added, committed, "base", "x"))
+  assert said in text
+  # autoloco_x − autoloco = (−0.02, −0.01, −0.02): mean −0.0167, paired by seed.
+  assert "| `autoloco_x` | `autoloco` | -0.0167 [" in text
+  # Against diloco_h20: +0.03, +0.03, +0.01 → +0.0233.
+  assert "| `autoloco_x` | `diloco_h20` | +0.0233 [" in text
+  # The frontier at 26 syncs, seed by seed: H30's loss + 0.6 (H20's − H30's) =
+  # 2.94, 2.96, 2.98; Δ = −0.01, −0.01, −0.03 → −0.0167. (The committed DiLoCo
+  # runs, not the re-run: the drift changes nothing here.)
+  assert "| `autoloco_x` | tuned frontier | -0.0167 [" in text

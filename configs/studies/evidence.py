@@ -39,6 +39,11 @@ Phases (every choice on the tuning seeds 0-2; the report on fresh seeds 100-104)
   (``experiments/report.py``); "equal quality" means the interval of the loss
   difference lies inside ``+-TOLERANCE`` bits/byte.
 
+Two phases add to a finished cell (``ADDED_PHASES``, run by hand): ``design_added``
+(designs added after the cell's design phase ran elsewhere, beside its frontier
+re-run here) and ``report_added`` (a design the rule picks once those are counted,
+on the fresh seeds, paired with the committed report's runs).
+
 Regimes: ``base`` is the ``study`` size (K = 4, 600 inner steps, H_ref = 20, about
 25 s per run on one CPU core pair); ``long`` has K = 8 workers with half the
 per-worker batch, non-iid shards and 2x the steps (2x the compute of ``base``:
@@ -161,6 +166,16 @@ ADDED_DESIGNS = (
     "autoloco_h0x1p5_restart",
     "autoloco_h0x1p5_rescale",
 )
+#: ``report_added``: designs that a cell's design rule picks only once the designs
+#: added later are counted (base/Shakespeare: ``design_added`` put the rescaled
+#: momentum buffer 0.0006 bits/byte below the chosen ``h0x1p5``), run on the report's
+#: fresh seeds beside tuned DiLoCo at H_ref. That run checks this machine reproduces
+#: the committed report; the added design is then paired seed by seed with the
+#: committed report's runs (``experiments/evidence_tables.py``), whose own runs were
+#: made elsewhere.
+REPORT_ADDED = {("base", "shakespeare"): ("autoloco_h0x1p5_rescale",)}
+#: The phases that add to a finished cell (not part of ``experiments/evidence.sh``).
+ADDED_PHASES = ("design_added", "report_added")
 
 QUICK_DIR = "runs/studies/evidence-quick"
 DOCS_DIR = "docs/studies/evidence"
@@ -172,7 +187,7 @@ def parse(arg: str) -> dict:
   for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
     if token in ("quick", "full"):
       out["quick"] = token == "quick"
-    elif token in PHASES or token == "design_added":
+    elif token in PHASES or token in ADDED_PHASES:
       out["phase"] = token
     elif token in REGIMES:
       out["regime"] = token
@@ -423,8 +438,14 @@ def get_config(arg: str = "report,base,shakespeare"):
       base.add_run(s, label, autoloco_config(opts, ref_pair, **overrides))
     return s
 
-  # phase == "report": fresh seeds, the chosen design and its controls.
   s.seeds = (100, 101) if quick else REPORT_SEEDS
+  if phase == "report_added":
+    base.add_run(s, f"diloco_h{href}", diloco_config(opts, href, *ref_pair))
+    for label in REPORT_ADDED.get((regime, corpus), ()):
+      base.add_run(s, label, autoloco_config(opts, ref_pair, **DESIGNS[label]))
+    return s
+
+  # phase == "report": fresh seeds, the chosen design and its controls.
   add_frontier(s)
   design, why = chosen_design(opts)
   overrides = DESIGNS.get(design, {})
