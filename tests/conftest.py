@@ -16,3 +16,19 @@ os.environ.setdefault(
 )
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
+# The files whose module fixtures run whole studies (minutes each) go first, so that
+# with ``pytest -n 2 --dist loadfile`` (the README's command) each worker starts
+# on one of them and the short files fill in around them; in collection order they
+# would start last and leave one worker running alone at the end.
+SLOW_FIRST = (
+    "test_evidence_quick.py",
+    "test_sweep.py",
+    "test_benchmarks.py",
+    "test_multihost.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+  rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+  items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))
