@@ -161,7 +161,8 @@ def report_added_section(
   lines = [
       f"Designs added after the report, on its fresh seeds "
       f"({_cmd('report_added', regime, corpus)}), paired with the committed report's "
-      f"runs. `{check}` re-run here differs from the committed one by at most "
+      f"runs. `{check}` of this phase (a re-run, or the report's own run where the "
+      f"report ran on the same machine) differs from the committed one by at most "
       f"{drift:.1e} bits/byte on a seed"
       + (" (the same trajectories)." if drift < 1e-3 else ": **not reproduced**.")
       + " `autoloco` is the report's chosen design.",
