@@ -363,8 +363,9 @@ def autoloco(
   ``on_change`` treats the buffer ``m_{t−1}`` when the round's length changed,
   ``r_t ≠ r_{t−1}`` (``r_0 = 1``), before the update: ``'keep'`` leaves it (the
   formulas above); ``'restart'`` zeroes it when ``|r_t − r_{t−1}| > snap_tol ·
-  r_{t−1}`` (a momentum restart); ``'rescale'`` multiplies it by
-  ``r_t / r_{t−1}``. A pseudo-gradient grows with its round's inner progress,
+  r_{t−1}`` (a momentum restart; a schedule-summed ``S_ref,t`` makes ``r_t``
+  drift a little every round, so with such sums it fires on nearly every round);
+  ``'rescale'`` multiplies it by ``r_t / r_{t−1}``. A pseudo-gradient grows with its round's inner progress,
   ``Δ_t ≈ S_t g``, so the rescaled buffer holds the past rounds' directions at the
   scale of the current round, ``m_{t−1} ≈ S_t Σ_k β^k g_{t−1−k}``: old momentum
   decays when rounds get shorter and weighs more when they get longer.
