@@ -28,14 +28,23 @@ DiLoCo at 3 H_ref ends +0.076 [+0.042, +0.111] bits/byte worse than at H_ref, th
 same design (chosen again there on the tuning seeds) does not beat the tuned
 frontier: 10% fewer syncs than DiLoCo at H_ref at +0.017 [-0.002, +0.036] bits/byte,
 and +0.006 [-0.015, +0.028] against the frontier at equal syncs (both
-inconclusive). On the Python standard library (base regime), the one cell where the
-tuned frontier is steep by the 3-half-width test (H60 - H20 = +0.122 [+0.101,
+inconclusive). On the Python standard library (base regime), one of the two cells
+where the tuned frontier is steep by the 3-half-width test (H60 - H20 = +0.122 [+0.101,
 +0.143]), the design chosen there again syncs 11% less than DiLoCo at H_ref but ends
 +0.018 [+0.004, +0.031] bits/byte worse, and -0.003 [-0.016, +0.010] against the
 frontier (inconclusive). Taking the correction from the tuned pairs instead
-(``autoloco.correction=table``) was worse on the tuning seeds in all three cells
-(+0.007 to +0.053 bits/byte against this design). The long regime on Python is
-still running; docs/results.md §1.
+(``autoloco.correction=table``) was worse on the tuning seeds in all four cells
+(+0.007 to +0.080 bits/byte against this design). Restarting the outer momentum
+whenever r_t changes (``autoloco.on_change=restart``; with the schedule reference
+that is nearly every round) was worse in all four (+0.05 to +0.08). Rescaling it by
+r_t / r_{t-1} (``on_change=rescale``) tied with this design: 0.0006-0.0028 either
+way on the tuning seeds; on fresh seeds -0.0002 [-0.016, +0.016] (Shakespeare,
+base) and -0.008 [-0.018, +0.003] (long). The simpler ``keep`` stays, a stated
+tie-break. In the long regime on Python, the steepest frontier (H60 - H20 = +0.266
+[+0.192, +0.339]), the rule chose the rescale variant (by 0.0008): 8% fewer syncs
+than DiLoCo at H_ref at -0.019 [-0.050, +0.012] bits/byte, and -0.040 [-0.072,
+-0.008] against the tuned frontier at equal syncs (better); its H sequence replayed
+open loop does as well. docs/results.md §1.
 """
 
 from configs import common
