@@ -312,10 +312,10 @@ def buffer_scale(
   """
   if on_change not in ON_CHANGE:
     raise ValueError(f'on_change must be one of {ON_CHANGE}, got {on_change!r}.')
-  prev = jnp.asarray(prev_ratio, jnp.float32)
-  r = jnp.asarray(ratio, jnp.float32)
   if on_change == 'keep':
     return jnp.ones((), jnp.float32)
+  prev = jnp.asarray(prev_ratio, jnp.float32)
+  r = jnp.asarray(ratio, jnp.float32)
   if on_change == 'restart':
     return jnp.where(jnp.abs(r - prev) > snap_tol * prev, 0.0, 1.0).astype(jnp.float32)
   return jnp.where(r == prev, 1.0, r / prev).astype(jnp.float32)
@@ -365,10 +365,11 @@ def autoloco(
   formulas above); ``'restart'`` zeroes it when ``|r_t − r_{t−1}| > snap_tol ·
   r_{t−1}`` (a momentum restart; a schedule-summed ``S_ref,t`` makes ``r_t``
   drift a little every round, so with such sums it fires on nearly every round);
-  ``'rescale'`` multiplies it by ``r_t / r_{t−1}``. A pseudo-gradient grows with its round's inner progress,
-  ``Δ_t ≈ S_t g``, so the rescaled buffer holds the past rounds' directions at the
-  scale of the current round, ``m_{t−1} ≈ S_t Σ_k β^k g_{t−1−k}``: old momentum
-  decays when rounds get shorter and weighs more when they get longer.
+  ``'rescale'`` multiplies it by ``r_t / r_{t−1}``. A pseudo-gradient grows with
+  its round's inner progress, ``Δ_t ≈ S_t g``, so the rescaled buffer holds the
+  past rounds' directions at the scale of the current round,
+  ``m_{t−1} ≈ S_t Σ_k β^k g_{t−1−k}``: old momentum decays when rounds get
+  shorter and weighs more when they get longer.
 
   Whatever the mode, ``r_t = 1`` on every round (or omitted sums) gives the
   DiLoCo step bit for bit: the same float operations, in the same order, as
