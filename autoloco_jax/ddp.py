@@ -68,6 +68,6 @@ class DDP:
         sync=jit_sync(sync_block, setup.mesh),
         comm_pattern=comm_pattern,
         h_max=self.h,
-        host_next_h=lambda round_index: self.h,
+        planned_h=lambda round_index: self.h,
         supports_faults=False,
     )

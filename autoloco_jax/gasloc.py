@@ -53,7 +53,7 @@ from jax import lax
 
 from autoloco_jax import comm, exchange, gossip, inner, replicas, topology
 from autoloco_jax import state as state_lib
-from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
+from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync
 
 
 def worker_steps(h: int, speed_K: np.ndarray) -> np.ndarray:
@@ -145,11 +145,11 @@ class GASLoC:
     k = setup.num_workers
     steps_K = np.asarray(self.steps_K, np.int32)
     heterogeneous = bool(np.any(steps_K != self.h))
-    layout: dict = {}  # the parameters' shapes, for the clock's payload
+    shapes = ParamShapes()  # for the clock's payload
 
     def init_state(params) -> state_lib.TrainState:
       params_K, inner_opt_K = setup.init_workers(params)
-      layout["shapes"] = jax.eval_shape(lambda: params)
+      shapes.record(params)
       own = GASLoCState(
           start_K=params_K,
           y_prev_K=params_K,  # y_{-1} = θ_0
@@ -217,10 +217,10 @@ class GASLoC:
         ),
         sync=jit_sync(sync_block, setup.mesh),
         comm_pattern=gossip.comm_pattern(
-            topo, lambda h: np.minimum(steps_K, h), compression, layout
+            topo, lambda h: np.minimum(steps_K, h), compression, shapes
         ),
         h_max=self.h,
-        host_next_h=lambda round_index: self.h,
+        planned_h=lambda round_index: self.h,
         supports_faults=False,
         eval_params=gossip.make_eval_params(setup.mesh),
     )

@@ -78,7 +78,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
-from autoloco_jax import codecs, comm, exchange, inner, intervals, replicas, topology
+from autoloco_jax import codecs, comm, exchange, inner, replicas, signals, topology
 
 
 def move_stats(start_K: Any, end_K: Any) -> dict:
@@ -91,7 +91,7 @@ def move_stats(start_K: Any, end_K: Any) -> dict:
   return dict(
       delta_norm=jnp.sqrt(delta_sq),
       worker_sq_norm=worker_sq,
-      agreement=intervals.agreement_ratio(delta_sq, worker_sq),
+      agreement=signals.agreement_ratio(delta_sq, worker_sq),
   )
 
 
@@ -162,24 +162,19 @@ def comm_pattern(
     topo: topology.Topology,
     steps_K: Callable[[int], np.ndarray],
     compression: exchange.Compression = exchange.Compression(),
-    layout: dict | None = None,
+    shapes: Any = None,
 ) -> Callable[[int, int], comm.RoundComm]:
   """``(round_index, h) -> RoundComm`` of a gossip round on ``topo``: each
   worker exchanges its message with the round's neighbours (the complete
   graph is an all-reduce). A compressed message is its encoded bytes, from the
-  parameters' shapes that ``init_state`` records in ``layout["shapes"]``."""
+  parameters' shapes that ``init_state`` records (``algorithms.ParamShapes``)."""
 
   def pattern(round_index: int, h: int) -> comm.RoundComm:
     steps = steps_K(h)
     message = {}
     if not compression.plain:
-      if layout is None or "shapes" not in layout:
-        raise ValueError(
-            "the payload of a compressed gossip exchange is known once "
-            "init_state has seen the parameters; call it before comm_pattern"
-        )
       message = dict(
-          payload_bytes=codecs.tree_encoded_bytes(compression.codec, layout["shapes"]),
+          payload_bytes=codecs.tree_encoded_bytes(compression.codec, shapes.get()),
           dense=compression.codec.dense,
       )
     if topo.complete:

@@ -1,7 +1,7 @@
 r"""Interval controllers: how many inner steps the next round runs.
 
 At each sync the trainer gathers scalar statistics of the round that just ended
-into a :class:`SyncStats` (cheap: scalars only, no communication beyond them)
+into a ``signals.SyncStats`` (cheap: scalars only, no communication beyond them)
 and asks a controller for the next interval ``H_{t+1} ∈ [h_min, h_max]``.
 
 Every controller is an :class:`IntervalController`, a ``NamedTuple`` of two pure
@@ -38,132 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-
-class SyncStats(NamedTuple):
-  """Scalar statistics of one round, read by a controller at its sync.
-
-  Build it with :func:`sync_stats`, which fills the derived fields and dtypes.
-
-  Attributes:
-    round: index ``t`` of the round that just ended (int32, from 0).
-    step: global inner step ``s`` at the end of the round (int32).
-    h: ``H_t``, inner steps the round ran (int32).
-    lr_sum: ``S_t = Σ_{s in round} η(s)`` (float32).
-    lr: the current inner learning rate ``η(s)`` (float32).
-    loss_mean: training loss averaged over the round's steps and workers.
-    loss_start: loss of the round's first step (mean over workers).
-    loss_end: loss of the round's last step (mean over workers).
-    delta_norm: ``‖Δ_t‖`` of the averaged pseudo-gradient.
-    worker_sq_norm: ``mean_k ‖Δ_{t,k}‖²``.
-    agreement: ``ρ_t = ‖Δ_t‖² / mean_k ‖Δ_{t,k}‖²`` in ``[0, 1]``: 1 when the
-      workers moved identically, about ``1/K`` when their moves are unrelated.
-    num_workers: ``K`` (int32).
-  """
-
-  round: jax.Array
-  step: jax.Array
-  h: jax.Array
-  lr_sum: jax.Array
-  lr: jax.Array
-  loss_mean: jax.Array
-  loss_start: jax.Array
-  loss_end: jax.Array
-  delta_norm: jax.Array
-  worker_sq_norm: jax.Array
-  agreement: jax.Array
-  num_workers: jax.Array
-
-
-def agreement_ratio(delta_sq_norm: Any, worker_sq_norm: Any) -> jax.Array:
-  r"""Agreement of the workers' moves, ``ρ = ‖Δ‖² / mean_k ‖Δ_k‖²``.
-
-  .. math::
-
-    ρ_t = \frac{\lVert \tfrac1K \sum_k Δ_{t,k} \rVert^2}
-               {\tfrac1K \sum_k \lVert Δ_{t,k} \rVert^2} \in [0, 1]
-
-  By Jensen's inequality ``ρ ≤ 1``, with equality when every worker moved the
-  same way; for unrelated moves of equal size ``ρ ≈ 1/K``. When no worker
-  moved (``worker_sq_norm == 0``) the moves are identical: ``ρ = 1``.
-
-  Args:
-    delta_sq_norm: ``‖Δ_t‖²`` of the averaged pseudo-gradient.
-    worker_sq_norm: ``mean_k ‖Δ_{t,k}‖²``.
-
-  Returns:
-    ``ρ_t`` as a float32 scalar.
-  """
-  d = jnp.asarray(delta_sq_norm, jnp.float32)
-  w = jnp.asarray(worker_sq_norm, jnp.float32)
-  moved = w > 0
-  return jnp.where(moved, d / jnp.where(moved, w, 1.0), 1.0)
-
-
-def normalized_agreement(rho: Any, num_workers: Any) -> jax.Array:
-  r"""Rescale ``ρ`` so unrelated moves read 0 and identical moves read 1.
-
-  .. math::
-
-    a_t = \frac{ρ_t - 1/K}{1 - 1/K}
-
-  If each worker's move is a shared part ``d`` plus independent noise of mean
-  squared size ``σ²``, then in expectation ``a = ‖d‖² / (‖d‖² + σ²)``, the
-  fraction of a worker's move that is shared, whatever ``K``. It can be
-  negative when the workers' moves cancel. With ``K = 1`` there is nothing to
-  disagree with: ``a = 1``.
-
-  Args:
-    rho: ``ρ_t`` (see :func:`agreement_ratio`).
-    num_workers: ``K`` (int or int array).
-
-  Returns:
-    ``a_t`` as a float32 scalar.
-  """
-  rho = jnp.asarray(rho, jnp.float32)
-  k = jnp.asarray(num_workers, jnp.float32)
-  many = k > 1
-  inv_k = 1.0 / jnp.where(many, k, 2.0)
-  return jnp.where(many, (rho - inv_k) / (1.0 - inv_k), 1.0)
-
-
-def sync_stats(
-    *,
-    round: Any,
-    step: Any,
-    h: Any,
-    lr_sum: Any,
-    lr: Any,
-    loss_mean: Any,
-    loss_start: Any,
-    loss_end: Any,
-    delta_sq_norm: Any,
-    worker_sq_norm: Any,
-    num_workers: Any,
-) -> SyncStats:
-  """Builds :class:`SyncStats` with the right dtypes and the derived fields.
-
-  ``delta_norm = sqrt(delta_sq_norm)`` and ``agreement = ρ_t`` are computed
-  here from the two squared norms, so callers reduce only those. Jittable.
-
-  Returns:
-    A :class:`SyncStats` of scalars.
-  """
-  i32 = lambda x: jnp.asarray(x, jnp.int32)
-  f32 = lambda x: jnp.asarray(x, jnp.float32)
-  return SyncStats(
-      round=i32(round),
-      step=i32(step),
-      h=i32(h),
-      lr_sum=f32(lr_sum),
-      lr=f32(lr),
-      loss_mean=f32(loss_mean),
-      loss_start=f32(loss_start),
-      loss_end=f32(loss_end),
-      delta_norm=jnp.sqrt(f32(delta_sq_norm)),
-      worker_sq_norm=f32(worker_sq_norm),
-      agreement=agreement_ratio(delta_sq_norm, worker_sq_norm),
-      num_workers=i32(num_workers),
-  )
+from autoloco_jax.signals import SyncStats, normalized_agreement
 
 
 class IntervalController(NamedTuple):
@@ -176,18 +51,19 @@ class IntervalController(NamedTuple):
     h_min: smallest interval the controller returns (Python int).
     h_max: largest interval the controller returns (Python int); a trainer
       can size its buffers by it.
-    host_h: ``host_h(t) -> H``, the interval the ``t``-th call of ``next_h``
-      returns (``t = 1, 2, ...``; ``host_h(0)`` is ``init().h``) when it does
-      not depend on the rounds' statistics (``fixed``, ``schedule``), so the
-      host knows it without reading the device; ``None`` for adaptive
-      controllers.
+    plan: ``plan(t) -> H``, the interval the ``t``-th call of ``next_h``
+      returns (``t = 1, 2, ...``; ``plan(0)`` is ``init().h``), for open-loop
+      controllers (``fixed``, ``schedule``), whose ``next_h`` is this same
+      function of its round count: the host calls it with a Python int to know
+      the next ``H`` without reading the device (``int(plan(t))``). ``None``
+      for adaptive controllers, whose ``H`` only the sync knows.
   """
 
   init: Callable[..., Any]
   next_h: Callable[[Any, SyncStats], tuple[jax.Array, Any]]
   h_min: int
   h_max: int
-  host_h: Callable[[int], int] | None = None
+  plan: Callable[[Any], jax.Array] | None = None
 
 
 # --- validation -------------------------------------------------------------
@@ -315,12 +191,16 @@ def fixed(h: int) -> IntervalController:
   def init_fn(h0=None):
     return FixedState(h=_initial_interval(h0, h, h, h))
 
+  def plan(t):
+    del t
+    return jnp.full((), h, jnp.int32)
+
   def next_fn(state, stats):
-    del stats
-    h_next = jnp.full((), h, jnp.int32)
+    del state, stats
+    h_next = plan(None)
     return h_next, FixedState(h=h_next)
 
-  return IntervalController(init_fn, next_fn, h, h, host_h=lambda t: h)
+  return IntervalController(init_fn, next_fn, h, h, plan=plan)
 
 
 class LrQuadraticState(NamedTuple):
@@ -360,10 +240,10 @@ def lr_quadratic(c: float, h_min: int, h_max: int) -> IntervalController:
     An :class:`IntervalController`; ``init(h0=None)`` defaults to ``h_min``.
 
   Examples:
-    >>> from autoloco_jax import intervals
+    >>> from autoloco_jax import intervals, signals
     >>> ctrl = intervals.lr_quadratic(c=0.01, h_min=4, h_max=512)
     >>> state = ctrl.init()
-    >>> stats = intervals.sync_stats(
+    >>> stats = signals.sync_stats(
     ...     round=0, step=4, h=4, lr_sum=4e-3, lr=1e-3, loss_mean=3.0,
     ...     loss_start=3.1, loss_end=2.9, delta_sq_norm=1.0,
     ...     worker_sq_norm=2.0, num_workers=4)
@@ -435,10 +315,10 @@ def loss_ratio(h0: int, h_min: int, h_max: int) -> IntervalController:
     An :class:`IntervalController`; ``init(h0=None)`` defaults to ``h0``.
 
   Examples:
-    >>> from autoloco_jax import intervals
+    >>> from autoloco_jax import intervals, signals
     >>> ctrl = intervals.loss_ratio(h0=64, h_min=4, h_max=64)
     >>> state = ctrl.init()
-    >>> mk = lambda loss: intervals.sync_stats(
+    >>> mk = lambda loss: signals.sync_stats(
     ...     round=0, step=0, h=64, lr_sum=1.0, lr=1e-3, loss_mean=loss,
     ...     loss_start=loss, loss_end=loss, delta_sq_norm=1.0,
     ...     worker_sq_norm=1.0, num_workers=4)
@@ -559,10 +439,10 @@ def agreement(
     An :class:`IntervalController`; ``init(h0=None)`` defaults to ``h0``.
 
   Examples:
-    >>> from autoloco_jax import intervals
+    >>> from autoloco_jax import intervals, signals
     >>> ctrl = intervals.agreement(h0=16, h_min=4, h_max=256)
     >>> state = ctrl.init()
-    >>> stats = intervals.sync_stats(
+    >>> stats = signals.sync_stats(
     ...     round=0, step=16, h=16, lr_sum=0.01, lr=1e-3,
     ...     loss_mean=3.0, loss_start=3.1, loss_end=2.9,
     ...     delta_sq_norm=0.95, worker_sq_norm=1.0, num_workers=4)
@@ -664,15 +544,16 @@ def schedule(hs: Sequence[int]) -> IntervalController:
         h=_initial_interval(h0, values[0], h_min, h_max), count=jnp.zeros((), jnp.int32)
     )
 
+  def plan(t):
+    return jnp.asarray(values, jnp.int32)[jnp.minimum(t, len(values) - 1)]
+
   def next_fn(state, stats):
     del stats
-    table = jnp.asarray(values, jnp.int32)
     count = state.count + 1
-    h_next = table[jnp.minimum(count, len(values) - 1)]
+    h_next = plan(count)
     return h_next, ScheduleState(h=h_next, count=count)
 
-  host_h = lambda t: values[min(t, len(values) - 1)]
-  return IntervalController(init_fn, next_fn, h_min, h_max, host_h=host_h)
+  return IntervalController(init_fn, next_fn, h_min, h_max, plan=plan)
 
 
 CONTROLLERS: dict[str, Callable[..., IntervalController]] = {

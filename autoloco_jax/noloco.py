@@ -49,7 +49,7 @@ import numpy as np
 
 from autoloco_jax import exchange, gossip, inner, replicas, topology
 from autoloco_jax import state as state_lib
-from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
+from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync
 
 
 class NoLoCoState(NamedTuple):
@@ -126,11 +126,11 @@ class NoLoCo:
     alpha, beta, gamma, topo = self.alpha, self.beta, self.gamma, self.topology
     compression = self.compression
     k = setup.num_workers
-    layout: dict = {}  # the parameters' shapes, for the clock's payload
+    shapes = ParamShapes()  # for the clock's payload
 
     def init_state(params) -> state_lib.TrainState:
       params_K, inner_opt_K = setup.init_workers(params)
-      layout["shapes"] = jax.eval_shape(lambda: params)
+      shapes.record(params)
       own = NoLoCoState(
           params_K=params_K,
           momentum_K=jax.tree.map(jnp.zeros_like, params_K),
@@ -169,10 +169,10 @@ class NoLoCo:
         inner=jit_inner(setup.inner_loop(), setup.mesh),
         sync=jit_sync(sync_block, setup.mesh),
         comm_pattern=gossip.comm_pattern(
-            topo, lambda h: np.full(k, h, np.int64), compression, layout
+            topo, lambda h: np.full(k, h, np.int64), compression, shapes
         ),
         h_max=self.h,
-        host_next_h=lambda round_index: self.h,
+        planned_h=lambda round_index: self.h,
         supports_faults=False,
         eval_params=gossip.make_eval_params(setup.mesh),
     )
