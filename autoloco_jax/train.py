@@ -45,7 +45,7 @@ import numpy as np
 from absl import logging
 
 from autoloco_jax import algorithms, checkpoint, comm, config_check, distributed
-from autoloco_jax import data as data_lib, faults, metrics as metrics_lib
+from autoloco_jax import data as data_lib, evaluation, faults, metrics as metrics_lib
 from autoloco_jax import model as model_lib, pipeline as pipeline_lib, replicas, rounds
 from autoloco_jax import state as state_lib
 
@@ -148,35 +148,6 @@ def load_run(config: Any, workdir: str) -> tuple[Run, state_lib.TrainState, Host
   run = setup(config)
   _, state, host = checkpoint.load_state(workdir, run.state)
   return run, state, HostState.from_json(host)
-
-
-def make_evaluate(loss_fn, mesh, algo):
-  """``state -> {name: mean loss}`` over fixed validation batches: worker 0's
-  parameters (the global model after a sync) under the name ``''`` or, for
-  decentralized algorithms, each model of ``algo.eval_params`` (``mean``, the
-  replicas' mean, and ``replica``, replica 0). Losses are replicated so every
-  process can read them, and returned on device, not read: the caller may
-  dispatch the next round (donating ``state``) before it reads them with
-  ``float``."""
-  replicated = jax.sharding.NamedSharding(mesh, replicas.REPLICATED)
-
-  @functools.partial(jax.jit, out_shardings=replicated)
-  def loss(params, tokens_NxBxL1):
-    return jnp.mean(jax.lax.map(functools.partial(loss_fn, params), tokens_NxBxL1))
-
-  worker0 = jax.jit(
-      lambda params_K: jax.tree.map(lambda x: x[0], params_K), out_shardings=replicated
-  )
-
-  def evaluate(state, tokens_NxBxL1):
-    models = (
-        {"": worker0(state.params_K)}
-        if algo.eval_params is None
-        else algo.eval_params(state)
-    )
-    return {name: loss(p, tokens_NxBxL1) for name, p in models.items()}
-
-  return evaluate
 
 
 @jax.jit
@@ -301,7 +272,7 @@ class _Round(NamedTuple):
     host_record: the record's host-side fields (clocks, counters, data wait), in
       the order they are logged.
     metrics: the sync's metrics, on device.
-    losses: the evaluation's losses on device (``make_evaluate``), or None
+    losses: the evaluation's losses on device (``evaluation.make_evaluate``), or None
       when the round ends without an evaluation.
     next_h: the next round's ``H`` once the host knows it (``algo.planned_h``,
       or the sync's ``next_h`` read early for adaptive controllers), or None.
@@ -444,7 +415,7 @@ def _start(
       ckpt,
       clock,
       also,
-      make_evaluate(run.loss_fn, run.mesh, run.algo),
+      evaluation.make_evaluate(run.loss_fn, run.mesh, run.algo),
       eval_tokens,
       writer,
       t_start,
