@@ -15,8 +15,8 @@ AutoLoCo corrects the outer step by the round's accumulated inner learning rate
 interval controller (``intervals``) choose ``H_{t+1}`` from scalar statistics of
 the round. Both are this one round with different components: this module holds
 their hyperparameters and composes the round from the sync's pieces
-(``sync.py``; ``streaming.StreamedSync`` for fragments, overlap and compressed
-messages).
+(``sync.WholeModelSync``; ``streaming.StreamedSync`` for fragments, overlap and
+compressed messages).
 
 The global parameters ``θ_t`` and the outer optimizer state exist once per
 device (replicated over the mesh), as in MaxText's DiLoCo trainer: only the fast
@@ -37,10 +37,9 @@ import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
-import numpy as np
 import optax
 
-from autoloco_jax import comm, exchange as exchange_lib, intervals, outer, replicas
+from autoloco_jax import exchange as exchange_lib, intervals, outer, replicas
 from autoloco_jax import state as state_lib, streaming, sync as sync_lib
 from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync
 
@@ -120,19 +119,22 @@ class DiLoCo:
     """``S_ref,t``: DiLoCo applies no correction; the value is only logged."""
     return outer.reference_lr_sum(setup.lr_schedule, start_step, self.h0)
 
+  def sync_piece(self, outer: sync_lib.Outer) -> Any:
+    """The round's sync: DiLoCo's of the whole model (``sync.WholeModelSync``),
+    or ``streaming.StreamedSync`` for fragments, overlap or compressed
+    messages. A variant of the sync overrides this (``docs/algorithms.md`` §7)."""
+    if self.stream.plain and self.compression.plain:
+      return sync_lib.WholeModelSync(outer)
+    return streaming.StreamedSync(self.stream, self.compression, outer)
+
   def build(self, setup: Setup) -> Algorithm:
-    """DiLoCo's round on the replica axis: the plain sync of the whole model
-    (``sync.diloco_sync``), or ``streaming.StreamedSync`` for fragments,
-    overlap or compressed messages."""
     outer = sync_lib.Outer(
         tx=self.outer_tx(setup),
         controller=self.controller,
         lr_schedule=setup.lr_schedule,
         reference_lr_sum=functools.partial(self.reference_lr_sum, setup),
     )
-    stream, k = self.stream, setup.num_workers
-    plain = stream.plain and self.compression.plain
-    streamed = None if plain else streaming.StreamedSync(stream, self.compression, outer)
+    piece, stream, k = self.sync_piece(outer), self.stream, setup.num_workers
     if not stream.plain:
       stream.check_intervals(min(self.h0, self.controller.h_min))
     shapes = ParamShapes()
@@ -144,30 +146,22 @@ class DiLoCo:
           params=params,
           opt=outer.tx.init(params),
           controller=self.controller.init(self.h0),
-          exchange=None if plain else streamed.init(params_K),
+          exchange=piece.init(params_K),
       )
       return state_lib.init(params_K, inner_opt_K, own, k)
-
-    def comm_pattern(round_index: int, h: int) -> comm.RoundComm:
-      if plain:
-        return comm.RoundComm("allreduce", np.full(k, h, np.int64))
-      return streamed.comm_pattern(shapes.get(), k)(round_index, h)
 
     h_longest = max(self.h0, self.controller.h_max)
     return Algorithm(
         name=self.name,
         init_state=init_state,
         inner=jit_inner(setup.inner_loop(), setup.mesh),
-        sync=jit_sync(sync_lib.diloco_sync(outer) if plain else streamed, setup.mesh),
-        comm_pattern=comm_pattern,
+        sync=jit_sync(piece, setup.mesh),
+        comm_pattern=piece.comm_pattern(shapes, k),
         h_max=h_longest if stream.plain else stream.slot_length(h_longest),
         supports_faults=stream.tau == 0,
         eval_params=None if stream.plain else _global_params(setup.mesh),
         first_h=None if stream.plain else stream.slot_length(self.h0),
-        planned_h=sync_lib.planned_h(
-            self.controller,
-            *(() if plain else (streamed.round_length, stream.events_per_slot)),
-        ),
+        planned_h=sync_lib.planned_h(self.controller, piece),
     )
 
 

@@ -45,7 +45,7 @@ arrives within the same fragment slot; the paper's own proxy,
 ``(1/K) Δ_k + ((K − 1)/K)`` times the previous round's average of the other
 workers, is built for a delay of a whole outer step and is not implemented.
 
-The plain sync of the whole model is ``sync.diloco_sync``; :class:`StreamedSync`
+The plain sync of the whole model is ``sync.WholeModelSync``; :class:`StreamedSync`
 is the general one, built from the same pieces (``sync.py``): fragments,
 overlap (a *send* and an *arrive* event per fragment slot), eager updates, and
 compressed messages with error feedback behind the one codec interface
@@ -61,7 +61,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -209,10 +209,17 @@ class StreamedSync:
   compression: exchange_lib.Compression
   outer: sync_lib.Outer
 
+  @property
+  def events_per_interval(self) -> int:
+    """Driver syncs per controller call: a send, and an arrival with ``τ >= 1``."""
+    return self.stream.events_per_slot
+
   def init(self, params_K: Any) -> ExchangeState:
     """The exchange state before the first round."""
     P = self.stream.fragments
-    zeros_K = lambda: jax.tree.map(lambda x: jnp.zeros(jnp.shape(x), jnp.float32), params_K)
+    zeros_K = lambda: jax.tree.map(
+        lambda x: jnp.zeros(jnp.shape(x), jnp.float32), params_K
+    )
     return ExchangeState(
         residual_K=zeros_K() if self.compression.ef_beta is not None else None,
         lr_sum_P=jnp.zeros((P,), jnp.float32) if P > 1 else None,
@@ -302,8 +309,12 @@ class StreamedSync:
         lambda d: outer.tx.update(
             d, own.opt, own.params, inner_lr_sum=lr_sum, reference_lr_sum=ref_sum
         )[0]
-    )(delta_K)  # eager: the worker's own outer step with its own Δ_k
-    params_K, pending_K = self._workers_after_send(state, params, pick, provisional_step_K)
+    )(
+        delta_K
+    )  # eager: the worker's own outer step with its own Δ_k
+    params_K, pending_K = self._workers_after_send(
+        state, params, pick, provisional_step_K
+    )
     extra = dict(fragment=jnp.asarray(fragment, jnp.int32), interval=next_h)
     extra.update(sent=jnp.ones((), jnp.int32))
     if self.compression.ef_beta is not None:
@@ -375,17 +386,20 @@ class StreamedSync:
     return new_state, metrics
 
   def comm_pattern(self, shapes: Any, num_workers: int) -> Callable:
-    """``(round_index, h) -> comm.RoundComm`` for the simulated clock, from the
-    parameters' shapes (``jax.eval_shape``)."""
+    """``(round_index, h) -> comm.RoundComm`` for the simulated clock: the
+    encoded payload of the round's fragment, from the parameters' shapes
+    (``shapes``, an ``algorithms.ParamShapes``)."""
     stream, codec = self.stream, self.compression.codec
-    ids = fragments.leaf_fragments(shapes, stream.fragments, stream.mode)
-    leaves = jax.tree.leaves(shapes)
 
     def pattern(round_index: int, h: int) -> comm.RoundComm:
       steps_K = np.full(num_workers, h, np.int64)
       fragment = stream.fragment_of_round(round_index)
-      mine = [x for f, x in zip(ids, leaves) if f == fragment]
-      message = dict(payload_bytes=codecs.tree_encoded_bytes(codec, mine), dense=codec.dense)
+      tree = shapes.get()
+      ids = fragments.leaf_fragments(tree, stream.fragments, stream.mode)
+      mine = [x for f, x in zip(ids, jax.tree.leaves(tree)) if f == fragment]
+      message = dict(
+          payload_bytes=codecs.tree_encoded_bytes(codec, mine), dense=codec.dense
+      )
       if stream.tau == 0:
         return comm.RoundComm("allreduce", steps_K, **message)
       if round_index % 2 == 0:

@@ -10,9 +10,9 @@ moved from the global parameters ``θ_t`` to ``θ_{t,k}``, and
   \quad\text{(one all-reduce)}, \qquad θ_{t+1} = θ_t + \mathrm{outer}(Δ_t),
 
 after which the controller reads the round's scalar statistics and returns
-``H_{t+1}``. :func:`diloco_sync` is that sync for the whole model; streaming,
+``H_{t+1}``. :class:`WholeModelSync` is that sync for the whole model; streaming,
 overlapped and compressed syncs (``streaming.StreamedSync``) are built from the
-same pieces: :func:`pseudo_gradients_K`, :func:`outer_step`,
+same functions: :func:`pseudo_gradients_K`, :func:`outer_step`,
 :func:`statistics` and :func:`round_metrics`.
 
 Every function here runs per device inside ``replicas.map_workers``: a tree
@@ -26,9 +26,10 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
-from autoloco_jax import inner, intervals, replicas, signals
+from autoloco_jax import comm, inner, intervals, replicas, signals
 from autoloco_jax import state as state_lib
 
 
@@ -125,13 +126,47 @@ def round_metrics(
   return metrics
 
 
-def diloco_sync(outer: Outer) -> Callable:
+@dataclasses.dataclass(frozen=True)
+class WholeModelSync:
   """DiLoCo's sync of the whole model, ``(state, present_K) -> (state,
   metrics)``: average (over the workers present), outer step, next ``H``, and
-  every worker restarts from the new global parameters."""
+  every worker restarts from the new global parameters.
 
-  def sync(state: state_lib.TrainState, present_K: jax.Array):
-    own, acc = state.outer, state.acc
+  A sync piece also says what it keeps between rounds (:meth:`init`), how long
+  the next driver round is (:meth:`round_length`, on the device and the host),
+  and what it sends (:meth:`comm_pattern`); ``streaming.StreamedSync`` is the
+  other piece of the DiLoCo family. A variant is a new piece: a subclass or a
+  class with these methods, returned by the algorithm's ``sync_piece``.
+
+  Attributes:
+    outer: the outer transform, controller, schedule and ``S_ref``.
+  """
+
+  outer: Outer
+
+  #: Driver syncs per call of the controller (1: every sync is a round's end).
+  events_per_interval = 1
+
+  def init(self, params_K: Any) -> Any:
+    """The exchange state the piece carries between rounds: none."""
+    del params_K
+    return None
+
+  def round_length(self, round_index: Any, interval: Any) -> Any:
+    """Inner steps of the next driver round: the controller's interval."""
+    del round_index
+    return interval
+
+  def comm_pattern(self, shapes: Any, num_workers: int) -> Callable:
+    """``(round_index, h) -> comm.RoundComm``: one all-reduce of the model
+    (``shapes``, an ``algorithms.ParamShapes``, is not needed for it)."""
+    del shapes
+    return lambda round_index, h: comm.RoundComm(
+        "allreduce", np.full(num_workers, h, np.int64)
+    )
+
+  def __call__(self, state: state_lib.TrainState, present_K: jax.Array):
+    outer, own, acc = self.outer, state.outer, state.acc
     mean = lambda tree_K: replicas.worker_weighted_mean(tree_K, present_K)
     delta_K = pseudo_gradients_K(own.params, state.params_K)
     delta = mean(delta_K)  # the all-reduce
@@ -153,25 +188,18 @@ def diloco_sync(outer: Outer) -> Callable:
         stats, grad_norm, params, present, ref_sum, opt, next_h
     )
 
-  return sync
 
-
-def planned_h(
-    controller: intervals.IntervalController,
-    round_length: Callable[[Any, Any], Any] = lambda round_index, h: h,
-    events_per_interval: int = 1,
-) -> Callable[[int], int] | None:
+def planned_h(controller: intervals.IntervalController, piece: Any) -> Callable | None:
   """``round_index -> H``: the ``next_h`` the sync ending driver round
   ``round_index`` returns, computed on the host by the functions the sync runs
-  (the controller's ``plan`` and the sync's ``round_length(round_index, H)``),
-  or None when the controller is adaptive. ``events_per_interval``: driver
-  syncs per controller call (2 with an overlapped send and arrival)."""
+  (the controller's ``plan`` and the piece's ``round_length``), or None when
+  the controller is adaptive."""
   if controller.plan is None:
     return None
-  plan = controller.plan
+  plan, events = controller.plan, piece.events_per_interval
 
   def planned(round_index: int) -> int:
-    interval = plan(round_index // events_per_interval + 1)
-    return int(round_length(round_index, interval))
+    interval = plan(round_index // events + 1)
+    return int(piece.round_length(round_index, interval))
 
   return planned
