@@ -32,9 +32,9 @@ from absl import app, flags
 from flax import traverse_util
 from ml_collections import config_flags
 
-from autoloco_jax import data as data_lib, inner, model as model_lib, replicas, rounds
-from autoloco_jax.projects import plora
-from autoloco_jax.projects.plora import lora
+from autoloco_jax import data as data_lib, inner, model as model_lib, replicas, rounds, sources
+from projects import plora
+from projects.plora import lora
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to configs/plora.py (with an optional :size).", lock_config=True
@@ -476,7 +476,7 @@ def main(argv):
   data = data_lib.build(
       dict(cfg.data.to_dict(), batch_size=cfg.pretrain.batch_size), 1, cfg.seed
   )
-  docs = data_lib.load_documents(cfg.data)
+  docs = sources.load_documents(cfg.data)
   ft_train, ft_eval = finetune_rows(docs.validation, lc.train_fraction, seq_len)
   model_cfg = dict(cfg.model.to_dict(), vocab_size=data.vocab_size, seq_len=seq_len)
   init, apply = model_lib.make(model_cfg)

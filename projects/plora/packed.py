@@ -33,8 +33,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from autoloco_jax import inner, model as model_lib, replicas, rounds
-from autoloco_jax.projects.plora import lora
-from autoloco_jax.projects.plora.jobs import (
+from projects.plora import lora
+from projects.plora.jobs import (
     LoraConfig,
     _check_configs,
     _opt_key,
@@ -43,7 +43,7 @@ from autoloco_jax.projects.plora.jobs import (
 )
 
 if TYPE_CHECKING:
-  from autoloco_jax.projects.plora.planner import Plan
+  from projects.plora.planner import Plan
 
 # ----------------------------------------------------------------------------
 # A group: N adapters as one jitted program on the mesh.
