@@ -2,17 +2,16 @@
 
 Run (2 CPU cores, about 4 minutes, plus about 1.5 minutes the first time to
 pretrain the base, which is then cached in the workdir):
-  python -m experiments.plora_sweep --config configs/plora.py --workdir runs/plora
-It writes ``docs/plora.md`` (tables) and ``docs/plora.json`` (raw numbers);
-``--render_only`` rewrites the tables from the JSON without rerunning.
-Sizes: ``configs/plora.py:tiny`` (a smoke run, about 2 minutes), ``:cpu``
-(default), ``:gpu`` (a 12-layer d=768 base; not run here).
-Expected (cpu): the base ends pretraining at about 2.05 nats/byte (train) and
-scores about 2.14 on the held-out play tails; every adapter improves on it
-(about 2.11-2.13 after 40 steps); packed and one-after-another runs give each
-adapter the same losses (differences ~1e-7) and parameters (~1e-5); makespan
-about 2-3.7x shorter packed, training throughput about 1x (0.9-1.3x seen on a
-shared 2-core CPU); see ``docs/plora.md``.
+  python -m projects.plora.sweep --config projects/plora/config.py --workdir runs/plora
+It writes ``docs/plora.json`` (the numbers) and ``docs/plora.md`` (tables of them);
+  python -m projects.plora.sweep --render_only
+rewrites the tables from the JSON without rerunning.
+Sizes: ``projects/plora/config.py:tiny`` (a smoke run, a couple of minutes),
+``:cpu`` (default), ``:gpu`` (a 12-layer d=768 base; not run here).
+Expected (cpu): every adapter improves on the base's held-out loss (about 2.14
+to 2.11-2.13 nats/byte after 40 steps), packed and one after another give each
+adapter the same losses (differences ~1e-7), and the packed sweep's makespan is
+about 2-3.7x shorter; see ``docs/plora.md``.
 """
 
 import ml_collections
@@ -47,34 +46,48 @@ def get_config(size: str = "cpu"):
   c.num_workers = 1
   c.data.seq_len = seq
   c.model.seq_len = seq
-  c.pretrain = ml_collections.ConfigDict(
-      dict(
-          steps=pre_steps,  # AdamW steps of the base on the training plays
-          batch_size=pre_batch,
-          chunk_steps=50,
-      )
-  )  # batches staged per jitted call
   c.inner.warmup_steps = max(pre_steps // 20, 1)
-  c.lora = ml_collections.ConfigDict(
-      dict(
-          sweep=SWEEP,  # (name, rank, alpha, lr, targets, seed) per job
-          steps=steps,  # fine-tuning steps of every job
-          batch_size=batch,  # sequences per job per step
-          chunk_steps=20,
-          train_fraction=0.8,  # head of each validation play: fine-tune train
-          warmup_steps=max(steps // 10, 1),
-          min_lr_ratio=0.1,
-          weight_decay=0.01,
-          b1=0.9,
-          b2=0.999,
-          eps=1e-8,
-          clip_norm=1.0,
-          budget_mib=512.0,  # per-device memory budget of the planner
-          demo_budget_mib=100.0,  # a tighter budget, planned and printed only
-          num_devices=1,  # devices a group's adapter axis is split over
-          calibrate_steps=5,  # steps per timed call of a cost-model measurement
-          calibrate_rounds=5,  # round-robin rounds; each program keeps its fastest
-          eval_batches=8,
-      )
-  )  # eval batches of lora.batch_size
+
+  # Pretraining of the base, which is frozen afterwards.
+  c.pretrain = ml_collections.ConfigDict()
+  # AdamW steps of the base on the training plays.
+  c.pretrain.steps = pre_steps
+  # Sequences per step.
+  c.pretrain.batch_size = pre_batch
+  # Batches staged per jitted call.
+  c.pretrain.chunk_steps = 50
+
+  # The LoRA sweep and the planner.
+  c.lora = ml_collections.ConfigDict()
+  # (name, rank, alpha, lr, targets, seed) per job.
+  c.lora.sweep = SWEEP
+  # Fine-tuning steps of every job.
+  c.lora.steps = steps
+  # Sequences per job per step.
+  c.lora.batch_size = batch
+  # Batches staged per jitted call.
+  c.lora.chunk_steps = 20
+  # Share of each validation play (its head) used to fine-tune; the tail is the eval set.
+  c.lora.train_fraction = 0.8
+  # AdamW of every adapter: warmup, then cosine down to min_lr_ratio of its peak lr.
+  c.lora.warmup_steps = max(steps // 10, 1)
+  c.lora.min_lr_ratio = 0.1
+  c.lora.weight_decay = 0.01
+  c.lora.b1 = 0.9
+  c.lora.b2 = 0.999
+  c.lora.eps = 1e-8
+  # Global-norm clip of each adapter's gradient.
+  c.lora.clip_norm = 1.0
+  # Per-device memory budget of the planner, in MiB.
+  c.lora.budget_mib = 512.0
+  # A tighter budget, planned and printed only.
+  c.lora.demo_budget_mib = 100.0
+  # Devices a group's adapter axis is split over.
+  c.lora.num_devices = 1
+  # Steps per timed call of a cost-model measurement.
+  c.lora.calibrate_steps = 5
+  # Round-robin rounds of the cost model; each program keeps its fastest.
+  c.lora.calibrate_rounds = 5
+  # Eval batches of lora.batch_size sequences.
+  c.lora.eval_batches = 8
   return c

@@ -1,6 +1,7 @@
 """PLoRA experiment: a LoRA sweep packed by the planner vs run one job after another.
 
-  python -m experiments.plora_sweep --config configs/plora.py --workdir runs/plora
+  python -m projects.plora.sweep --config projects/plora/config.py --workdir runs/plora
+  python -m projects.plora.sweep --render_only
 
 1. Pretrains a small base transformer (this codebase's model and inner AdamW)
    on the Shakespeare training plays, or loads it from the workdir.
@@ -10,8 +11,9 @@
    group padded to the largest rank, (d) in groups of equal rank.
 3. Measures the cost model the planner uses, the factored vs merged LoRA
    forward, and XLA's memory analysis against the planner's memory model.
-4. Writes ``docs/plora.md`` and ``docs/plora.json``; every number in them comes
-   from this run.
+4. Writes every number to ``docs_dir/plora.json`` and renders its tables to
+   ``docs_dir/plora.md`` (:mod:`projects.plora.report`); ``--render_only``
+   renders the tables again from the JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import platform
 import sys
 import time
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -34,18 +37,23 @@ from ml_collections import config_flags
 
 from autoloco_jax import data as data_lib, inner, model as model_lib, replicas, rounds, sources
 from projects import plora
-from projects.plora import lora
+from projects.plora import lora, report
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Path to configs/plora.py (with an optional :size).", lock_config=True
+    "config",
+    None,
+    "Path to projects/plora/config.py (with an optional :size).",
+    lock_config=True,
 )
 _WORKDIR = flags.DEFINE_string(
     "workdir", "runs/plora", "Where the pretrained base is cached."
 )
-_DOCS = flags.DEFINE_string("docs_dir", "docs", "Where plora.md and plora.json go.")
+_DOCS = flags.DEFINE_string("docs_dir", "docs", "Where plora.json and plora.md go.")
 _RENDER_ONLY = flags.DEFINE_bool(
-    "render_only", False, "Only rewrite plora.md from the numbers in docs_dir/plora.json."
+    "render_only", False, "Only render plora.md again from docs_dir/plora.json."
 )
+
+COMMAND = "python -m projects.plora.sweep"
 
 
 def log(msg: str) -> None:
@@ -204,275 +212,25 @@ def max_param_diff(a: dict, b: dict) -> dict:
 
 
 # ----------------------------------------------------------------------------
-# Report.
+# The experiment, step by step.
 
 
-def _fmt_plan_groups(run):
-  return "; ".join(f"[{', '.join(g['configs'])}] R={g['rank']}" for g in run["groups"])
+class Setup(NamedTuple):
+  """What every measurement shares: the frozen base, the jobs and their data."""
+
+  apply: Callable
+  base: Any
+  base_info: dict
+  model_cfg: dict
+  configs: list
+  streams: dict
+  eval_tokens: Any
+  ft_sizes: tuple[int, int]
 
 
-def _cores(run) -> float:
-  return run["train_cpu_s"] / run["train_s"]
-
-
-def _versus(ratio: float, slower: str, faster: str) -> str:
-  """Words for a measured ratio: within 10% of 1 is 'about the same'."""
-  if abs(ratio - 1) < 0.1:
-    return "about the same"
-  return slower if ratio > 1 else faster
-
-
-def discussion_text(out: dict) -> str:
-  cm, r = out["cost_model"], out["ratios"]
-  seq, packed = out["runs"]["sequential"], out["runs"]["packed"]
-  per_slot = [t / n for n, t in zip(cm["slots"], cm["step_s"])]
-  best = min(range(len(per_slot)), key=per_slot.__getitem__)
-  estimates = ", ".join(
-      f"{key} {x['est_makespan_s']:.0f} s estimated vs {x['wall_s']:.0f} s measured"
-      for key, x in out["runs"].items()
-      if not x.get("same_as")
-  )
-  return (
-      "These numbers are from one run on a shared machine, where wall-clock time moves "
-      "with other users' load (the load average is in the table): repeated runs differ "
-      "by tens of percent in the wall-clock ratios. "
-      f"Training throughput, packed vs alone: {_versus(r['throughput'], 'higher', 'lower')} "
-      f"({r['throughput']:.2f}x); while training, one job alone kept "
-      f"{_cores(seq):.1f} of the cores busy on average, the packed run {_cores(packed):.1f}. "
-      "In the cost model's round-robin measurement (the fairest comparison here, as all "
-      f"programs share the same load), a training step cost {per_slot[0] * 1e3:.0f} ms per "
-      "job alone and "
-      + ", ".join(
-          f"{t * 1e3:.0f} ms per job in a group of {n}"
-          for n, t in zip(cm["slots"][1:], per_slot[1:])
-      )
-      + f" (best: {per_slot[0] / per_slot[best]:.2f}x at {cm['slots'][best]} per group). "
-      f"Why this is far below PLoRA's 12.8x: on {out['meta']['machine']} one job of "
-      f"this size ({out['batch_size']} x {out['seq_len']} tokens per step through a "
-      f"{out['base']['params'] / 1e6:.1f}M-parameter base) already uses most of the "
-      "compute there is, so packing can only recover idle cores and per-step overheads "
-      "(loop, optimizer, small-op dispatch); the arithmetic per job stays the same. On a "
-      "GPU a small LoRA job leaves most of the chip idle and a frozen 7B-70B base is "
-      "read from memory once per step for all packed jobs; that is where PLoRA's gains "
-      "come from. Here the makespan gain comes mostly from compiling one program per "
-      f"group instead of one per job (XLA compilation took about {cm['compile_s']:.0f} s "
-      f"per program on this machine). The planner's cost model predicted the runs' "
-      f"makespans: {estimates}."
-  )
-
-
-def padding_text(out: dict) -> str:
-  one, grp = out["runs"]["one_group"], out["runs"]["by_rank"]
-  lo, hi = out["calibration"][-2], out["calibration"][-1]
-  ranks = sorted({c["rank"] for c in out["configs"]})
-  return (
-      f"The same {len(out['configs'])} jobs, two packings. One group padded to rank "
-      f"{max(ranks)} with every layer any job targets (masks hide the rest): train "
-      f"{one['train_s']:.1f} s, compile {one['compile_s']:.1f} s, wall {one['wall_s']:.1f} s. "
-      f"Groups of equal rank ({len(grp['groups'])} groups, no rank padding): train "
-      f"{grp['train_s']:.1f} s, compile {grp['compile_s']:.1f} s, wall {grp['wall_s']:.1f} s. "
-      f"Padding costs compute: {lo['slots']} slots at rank {lo['rank']} took "
-      f"{lo['step_s'] * 1e3:.0f} ms per step, at rank {hi['rank']} {hi['step_s'] * 1e3:.0f} ms "
-      "(all layers adapted); grouping costs a compilation per group and smaller groups. "
-      + (
-          "Overall the padded group was faster here. "
-          if one["wall_s"] <= grp["wall_s"]
-          else "Overall the equal-rank groups were faster here. "
-      )
-      + "The planner therefore fixes neither rule: with `mixed_ranks='pad'` (the default) "
-      "its search may put any ranks and targets together and pays for padding, for "
-      "group size and for each group's compilation through the measured cost model, so "
-      "it picks equal-rank groups when they are cheaper; `mixed_ranks='group'` forbids "
-      "mixing ranks."
-  )
-
-
-def forward_text(out: dict) -> str:
-  one, many = out["forward"][0], out["forward"][-1]
-  r1 = one["merged_ms"] / one["factored_ms"]
-  rn = many["merged_ms"] / many["factored_ms"]
-  return (
-      f"Merged / factored step time: {r1:.2f}x for one adapter, "
-      f"{rn:.2f}x with {many['slots']} packed. The "
-      "merged form (materialise `W + s A B` per adapter, then differentiate through it) "
-      "builds the full `d_in x d_out` weight gradient of every adapted layer and, packed, "
-      "one merged copy of every adapted kernel per adapter, so the base matmul is no "
-      "longer one GEMM shared by all adapters. The factored form instead runs thin "
-      "rank-r matmuls, which are memory-bound on a CPU"
-      + f". Measured here, alone the merged form cost {_versus(r1, 'more', 'less')}, and "
-      f"packed {_versus(rn, 'more', 'less')}, than the factored one. The trainer uses the "
-      "factored form (it is what lets packed adapters share the base weights, and what "
-      "scales to large bases where the weight gradient dominates); `merge` is for "
-      "evaluation and export."
-  )
-
-
-def write_docs(out: dict, docs_dir: str, write_json: bool = True) -> None:
-  """``plora.json`` (the raw numbers) and ``plora.md`` (tables and text, all from them)."""
-  os.makedirs(docs_dir, exist_ok=True)
-  if write_json:
-    with open(os.path.join(docs_dir, "plora.json"), "w") as f:
-      json.dump(out, f, indent=1, sort_keys=True)
-  r, seq, packed = out["ratios"], out["runs"]["sequential"], out["runs"]["packed"]
-  m = out["meta"]
-  L = []
-  L.append("# PLoRA on this codebase: a packed LoRA sweep vs one job after another\n")
-  L.append(
-      f"Generated by `{m['command']}` on {m['date']}; "
-      "every number below comes from that run (raw: `docs/plora.json`; "
-      "`python -m experiments.plora_sweep --render_only` rewrites this page from it).\n"
-  )
-  L.append(
-      f"Machine: {m['machine']}, JAX {m['jax']} on {m['backend']} "
-      f"({m['devices']} device(s)); load average at start {m['load_start'][0]:.1f}, "
-      f"at end {m['load_end'][0]:.1f} (the machine is shared, so timings are noisy). "
-      f"Whole experiment: {m['wall_s']:.0f} s.\n"
-  )
-  b = out["base"]
-  L.append("## Setup\n")
-  L.append(
-      f"- Base: {b['params']:,} parameters ({b['model']}), pretrained "
-      f"{b['steps']} AdamW steps x {b['batch_size']} sequences of {out['seq_len']} bytes "
-      f"on the 34 Shakespeare training plays"
-      f"{' (loaded from the cache)' if b['cached'] else ''}; frozen afterwards."
-  )
-  L.append(
-      f"- Fine-tuning data: the 4 held-out validation plays, each cut at "
-      f"{out['train_fraction']:.0%}: heads for training ({out['ft_train_sequences']} "
-      f"sequences), tails for evaluation ({out['ft_eval_sequences']}). The base has "
-      f"never seen this text; its eval loss there is {b['ft_eval_loss']:.4f} nats/byte."
-  )
-  L.append(
-      f"- Sweep: {len(out['configs'])} LoRA jobs, {out['steps']} steps x "
-      f"{out['batch_size']} sequences each, AdamW (warmup + cosine, weight decay "
-      f"{out['weight_decay']}), each job with its own data stream (own permutation) "
-      "and its own optimizer state and learning rate.\n"
-  )
-  L.append(
-      "| job | rank | alpha | lr | targets | eval loss packed | eval loss alone "
-      "| abs diff | max param diff |"
-  )
-  L.append("|---|---|---|---|---|---|---|---|---|")
-  eq = out["equality"]
-  for c in out["configs"]:
-    n = c["name"]
-    L.append(
-        f"| {n} | {c['rank']} | {c['alpha']:g} | {c['lr']:g} | {'+'.join(c['targets'])} "
-        f"| {packed['eval_loss'][n]:.5f} | {seq['eval_loss'][n]:.5f} "
-        f"| {abs(packed['eval_loss'][n] - seq['eval_loss'][n]):.1e} "
-        f"| {eq['max_param_diff'][n]:.1e} |"
-    )
-  L.append(
-      f"\nLargest difference between packed and alone: final training loss "
-      f"{eq['max_final_loss_diff']:.1e}, eval loss {eq['max_eval_loss_diff']:.1e}, "
-      f"parameters {max(eq['max_param_diff'].values()):.1e} (float32 summation order; "
-      "the same trajectories).\n"
-  )
-  L.append("## Packed vs one after another\n")
-  L.append(
-      "| run | groups | compile s | train s | train CPU s | wall s | tokens/s "
-      "| tokens/CPU s | planner estimate s | load avg |"
-  )
-  L.append("|---|---|---|---|---|---|---|---|---|---|")
-  for key, label in (
-      ("sequential", "one after another"),
-      ("packed", "packed (planner)"),
-      ("one_group", "one group, padded"),
-      ("by_rank", "groups of equal rank"),
-  ):
-    if key in out["runs"]:
-      x = out["runs"][key]
-      if x.get("same_as"):
-        label += f" (the {x['same_as']} run)"
-      L.append(
-          f"| {label} | {len(x['groups'])} | {x['compile_s']:.1f} | {x['train_s']:.1f} "
-          f"| {x['train_cpu_s']:.1f} | {x['wall_s']:.1f} | {x['tokens_per_s']:.0f} "
-          f"| {x['tokens_per_cpu_s']:.0f} | {x['est_makespan_s']:.1f} "
-          f"| {x['load_before'][0]:.1f} |"
-      )
-  L.append("")
-  L.append(
-      f"- **Training throughput ratio** (tokens/s while training, compilation "
-      f"excluded): **{r['throughput']:.2f}x** (per CPU second of this process: "
-      f"{r['throughput_cpu']:.2f}x)."
-  )
-  L.append(
-      f"- **Makespan ratio** (wall time of the whole sweep, compilation included): "
-      f"**{r['makespan']:.2f}x** (the planner estimated {r['estimated_makespan']:.2f}x)."
-  )
-  L.append(f"- Planner's plan: {_fmt_plan_groups(packed)}.")
-  L.append(
-      f"- PLoRA's reference (Yan et al. 2025, GPUs, 7B-70B bases): up to 12.8x "
-      "throughput and 7.52x makespan.\n"
-  )
-  L.append(discussion_text(out) + "\n")
-  L.append("## Padding vs grouping equal ranks\n")
-  L.append(padding_text(out) + "\n")
-  L.append("## Factored vs merged LoRA forward\n")
-  L.append(
-      "| slots | rank | factored ms/step | merged ms/step | merged / factored "
-      "| same, CPU time |"
-  )
-  L.append("|---|---|---|---|---|---|")
-  for row in out["forward"]:
-    L.append(
-        f"| {row['slots']} | {row['rank']} | {row['factored_ms']:.1f} "
-        f"| {row['merged_ms']:.1f} | {row['merged_ms'] / row['factored_ms']:.2f}x "
-        f"| {row['merged_cpu_ms'] / row['factored_cpu_ms']:.2f}x |"
-    )
-  L.append("\n" + forward_text(out) + "\n")
-  L.append("## Cost and memory models\n")
-  cm = out["cost_model"]
-  table = ", ".join(f"{n}: {t * 1e3:.0f} ms" for n, t in zip(cm["slots"], cm["step_s"]))
-  L.append(
-      f"Measured step times by slots per device (rank {out['calibration'][0]['rank']}, "
-      f"all layers; fastest of round-robin rounds): {table}; i.e. "
-      + ", ".join(f"{t * 1e3 / n:.0f}" for n, t in zip(cm["slots"], cm["step_s"]))
-      + f" ms per slot. Padded-parameter slope {cm['per_param_s']:.2e} s per parameter "
-      f"per slot; compile {cm['compile_s']:.1f} s per group.\n"
-  )
-  L.append(
-      "Memory per device: the analytic count of the planner's memory model; the "
-      f"same with its activation term scaled by {out['act_scale']:.2f} and "
-      f"{out.get('extra_bytes', 0) / 2**20:.1f} MiB added, both fitted to XLA's memory "
-      f"analysis of the rank-{out['calibration'][0]['rank']} programs with the fewest "
-      "and the most slots (what the planner uses); and XLA's own figure (arguments + "
-      "temporaries of the compiled program).\n"
-  )
-  L.append("| slots | rank | step ms | analytic MiB | planner MiB | XLA MiB |")
-  L.append("|---|---|---|---|---|---|")
-  for row in out["calibration"]:
-    xla = (row.get("xla_argument_bytes", 0) + row.get("xla_temp_bytes", 0)) / 2**20
-    L.append(
-        f"| {row['slots']} | {row['rank']} | {row['step_s'] * 1e3:.1f} "
-        f"| {row['analytic_bytes'] / 2**20:.1f} | {row['model_bytes'] / 2**20:.1f} "
-        f"| {xla:.1f} |"
-    )
-  L.append("\nThe plan under the configured budget, as the planner prints it:\n")
-  L.append("```\n" + out["plans"]["pad"] + "\n```\n")
-  L.append("And under a tighter budget (planned only):\n")
-  L.append("```\n" + out["plans"]["demo"] + "\n```\n")
-  with open(os.path.join(docs_dir, "plora.md"), "w") as f:
-    f.write("\n".join(L))
-
-
-# ----------------------------------------------------------------------------
-
-
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  if _RENDER_ONLY.value:
-    with open(os.path.join(_DOCS.value, "plora.json")) as f:
-      write_docs(json.load(f), _DOCS.value, write_json=False)
-    return
-  if _CONFIG.value is None:
-    raise app.UsageError("--config is required")
-  cfg = _CONFIG.value
-  t_start, load_start = time.time(), os.getloadavg()
-  lc = cfg.lora
-  seq_len, batch = cfg.data.seq_len, lc.batch_size
-
+def prepare(cfg, workdir: str) -> Setup:
+  """The base (pretrained or cached), the sweep's jobs and one data stream per job."""
+  lc, seq_len = cfg.lora, cfg.data.seq_len
   data = data_lib.build(
       dict(cfg.data.to_dict(), batch_size=cfg.pretrain.batch_size), 1, cfg.seed
   )
@@ -480,9 +238,8 @@ def main(argv):
   ft_train, ft_eval = finetune_rows(docs.validation, lc.train_fraction, seq_len)
   model_cfg = dict(cfg.model.to_dict(), vocab_size=data.vocab_size, seq_len=seq_len)
   init, apply = model_lib.make(model_cfg)
-  base, base_info = load_or_pretrain(cfg, init, apply, data, _WORKDIR.value)
+  base, base_info = load_or_pretrain(cfg, init, apply, data, workdir)
   base = jax.tree.map(jnp.asarray, base)
-
   configs = [plora.LoraConfig(n, r, a, lr, t, s) for n, r, a, lr, t, s in lc.sweep]
   streams = {
       c.name: data_lib.WorkerData(
@@ -490,53 +247,65 @@ def main(argv):
       )
       for c in configs
   }
-  eval_tokens = next(iter(streams.values())).eval_batches(batch, lc.eval_batches)
-  base_eval = float(
-      jax.jit(
-          lambda p, t: jnp.mean(
-              jax.lax.map(functools.partial(model_lib.loss_fn, apply, p), t)
-          )
-      )(base, eval_tokens)
-  )
-  log(f"base eval loss on the held-out tails: {base_eval:.4f}")
+  eval_tokens = next(iter(streams.values())).eval_batches(lc.batch_size, lc.eval_batches)
+  sizes = (len(ft_train), len(ft_eval))
+  return Setup(apply, base, base_info, model_cfg, configs, streams, eval_tokens, sizes)
 
-  # Cost model and memory model (one device).
-  memory = plora.MemoryModel.for_model(base, model_cfg, batch, seq_len)
-  ranks = sorted({c.rank for c in configs})
-  all_targets = plora.union_targets(configs)
+
+def base_eval_loss(s: Setup) -> float:
+  """The frozen base's mean loss on the held-out tails."""
+  loss = lambda p, t: jnp.mean(
+      jax.lax.map(functools.partial(model_lib.loss_fn, s.apply, p), t)
+  )
+  value = float(jax.jit(loss)(s.base, s.eval_tokens))
+  log(f"base eval loss on the held-out tails: {value:.4f}")
+  return value
+
+
+def calibrate(s: Setup, lc, seq_len: int):
+  """The planner's cost model and memory model, measured on one device.
+
+  Returns ``(memory, cost, calibration)``: the memory model fitted to XLA's
+  memory analysis, the cost model, and one row per measured program.
+  """
+  memory = plora.MemoryModel.for_model(s.base, s.model_cfg, lc.batch_size, seq_len)
+  ranks = sorted({c.rank for c in s.configs})
   log("calibrating the cost model")
   cost, calibration = plora.measure_cost_model(
-      apply,
-      base,
+      s.apply,
+      s.base,
       memory,
       opt_cfg=lc,
       ranks=(ranks[0], ranks[-1]),
-      slots=len(configs),
-      targets=all_targets,
+      slots=len(s.configs),
+      targets=plora.union_targets(s.configs),
       steps=lc.calibrate_steps,
       rounds=lc.calibrate_rounds,
   )
-  analytic = memory
-  memory = memory.fit_activations(calibration[:-1])
+  analytic, memory = memory, memory.fit_activations(calibration[:-1])
   for row in calibration:
-    row["analytic_bytes"] = analytic.group_bytes(
-        row["slots"], row["rank"], row["targets"]
-    )
-    row["model_bytes"] = memory.group_bytes(row["slots"], row["rank"], row["targets"])
+    n, r, t = row["slots"], row["rank"], row["targets"]
+    row["analytic_bytes"] = analytic.group_bytes(n, r, t)
+    row["model_bytes"] = memory.group_bytes(n, r, t)
   log(f"cost model {cost}; activation scale fitted to XLA: {memory.act_scale:.2f}")
+  return memory, cost, calibration
 
-  # Factored vs merged forward, timed round-robin (the factored programs are
-  # the calibration's, already compiled).
+
+def time_forward(s: Setup, lc, seq_len: int) -> list[dict]:
+  """Factored vs merged forward, timed round-robin, for one adapter and for all.
+
+  The factored programs are the calibration's, already compiled.
+  """
+  rank, targets = min(c.rank for c in s.configs), plora.union_targets(s.configs)
   mk = lambda n: [
-      plora.LoraConfig(f"cal{i}", ranks[0], float(ranks[0]), 1e-3, all_targets, i)
-      for i in range(n)
+      plora.LoraConfig(f"cal{i}", rank, float(rank), 1e-3, targets, i) for i in range(n)
   ]
   timed = plora.time_groups(
-      apply,
-      base,
-      [(mk(n), mode) for n in (1, len(configs)) for mode in lora.MODES],
+      s.apply,
+      s.base,
+      [(mk(n), mode) for n in (1, len(s.configs)) for mode in lora.MODES],
       opt_cfg=lc,
-      batch_size=batch,
+      batch_size=lc.batch_size,
       seq_len=seq_len,
       steps=lc.calibrate_steps,
       rounds=lc.calibrate_rounds,
@@ -553,22 +322,15 @@ def main(argv):
       for f, m in zip(timed[::2], timed[1::2])
   ]
   log(f"forward {forward}")
+  return forward
 
-  # Plans.
-  budget = lc.budget_mib * 2**20
-  kw = dict(budget_bytes=budget, steps=lc.steps, num_devices=lc.num_devices)
-  plan_pad = plora.plan(configs, memory, cost, mixed_ranks="pad", **kw)
-  plan_group = plora.plan(configs, memory, cost, mixed_ranks="group", **kw)
-  plan_demo = plora.plan(
-      configs,
-      memory,
-      cost,
-      mixed_ranks="pad",
-      **dict(kw, budget_bytes=lc.demo_budget_mib * 2**20),
+
+def make_plans(configs, memory, cost, lc) -> dict:
+  """The planner's plans (``pad``, ``group``, ``demo``) and the fixed baselines."""
+  kw = dict(
+      budget_bytes=lc.budget_mib * 2**20, steps=lc.steps, num_devices=lc.num_devices
   )
-  print(plan_pad.describe(), flush=True)
-  print(plan_demo.describe(), flush=True)
-  seq_plan = plora.sequential_plan(configs, memory, cost, steps=lc.steps)
+  demo_kw = dict(kw, budget_bytes=lc.demo_budget_mib * 2**20)
   fixed = functools.partial(
       plora.fixed_plan,
       memory=memory,
@@ -576,32 +338,46 @@ def main(argv):
       steps=lc.steps,
       num_devices=lc.num_devices,
   )
-  one_group = fixed([configs])
-  by_rank = fixed([[c for c in configs if c.rank == r] for r in ranks])
+  ranks = sorted({c.rank for c in configs})
+  plans = dict(
+      pad=plora.plan(configs, memory, cost, mixed_ranks="pad", **kw),
+      group=plora.plan(configs, memory, cost, mixed_ranks="group", **kw),
+      demo=plora.plan(configs, memory, cost, mixed_ranks="pad", **demo_kw),
+      sequential=plora.sequential_plan(configs, memory, cost, steps=lc.steps),
+      one_group=fixed([configs]),
+      by_rank=fixed([[c for c in configs if c.rank == r] for r in ranks]),
+  )
+  print(plans["pad"].describe(), flush=True)
+  print(plans["demo"].describe(), flush=True)
+  return plans
 
-  # Runs.
+
+def run_all(s: Setup, plans: dict, cfg) -> tuple[dict, dict]:
+  """Trains the sweep one after another, packed, as one padded group, by rank.
+
+  A fixed packing the planner also chose is not run twice: its entry is the
+  packed run's, marked ``same_as="packed"``.
+  """
+  run = lambda name, p: timed_run(name, p, s.apply, s.base, s.streams, cfg, s.eval_tokens)
   runs, adapters = {}, {}
-  runs["sequential"], adapters["sequential"] = timed_run(
-      "one after another", seq_plan, apply, base, streams, cfg, eval_tokens
+  runs["sequential"], adapters["sequential"] = run(
+      "one after another", plans["sequential"]
   )
-  runs["packed"], adapters["packed"] = timed_run(
-      "packed (planner)", plan_pad, apply, base, streams, cfg, eval_tokens
-  )
+  runs["packed"], adapters["packed"] = run("packed (planner)", plans["pad"])
   partition = lambda p: sorted(sorted(c.name for c in g.configs) for g in p.groups)
-  for key, p in (("one_group", one_group), ("by_rank", by_rank)):
-    same = [k for k in ("packed",) if partition(p) == partition(plan_pad)]
-    if same:
+  for key in ("one_group", "by_rank"):
+    if partition(plans[key]) == partition(plans["pad"]):
       runs[key] = dict(runs["packed"], same_as="packed")
     else:
-      runs[key], adapters[key] = timed_run(key, p, apply, base, streams, cfg, eval_tokens)
+      runs[key], adapters[key] = run(key, plans[key])
+  return runs, adapters
 
+
+def compare(runs: dict, adapters: dict) -> tuple[dict, dict]:
+  """Packed vs one after another: ``(equality, ratios)``."""
   seq, packed = runs["sequential"], runs["packed"]
-  final_diff = {
-      n: abs(packed["final_loss"][n] - seq["final_loss"][n]) for n in seq["final_loss"]
-  }
-  eval_diff = {
-      n: abs(packed["eval_loss"][n] - seq["eval_loss"][n]) for n in seq["eval_loss"]
-  }
+  diff = lambda key: {n: abs(packed[key][n] - seq[key][n]) for n in seq[key]}
+  final_diff, eval_diff = diff("final_loss"), diff("eval_loss")
   equality = dict(
       final_loss_diff=final_diff,
       eval_loss_diff=eval_diff,
@@ -615,33 +391,42 @@ def main(argv):
       makespan=seq["wall_s"] / packed["wall_s"],
       estimated_makespan=seq["est_makespan_s"] / packed["est_makespan_s"],
   )
+  return equality, ratios
 
-  out = dict(
-      meta=dict(
-          command=" ".join(["python -m experiments.plora_sweep"] + sys.argv[1:]),
-          date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-          machine=f"{os.cpu_count()} CPU cores ({platform.machine()})",
-          jax=jax.__version__,
-          backend=jax.default_backend(),
-          devices=jax.device_count(),
-          load_start=list(load_start),
-          load_end=list(os.getloadavg()),
-          wall_s=time.time() - t_start,
-      ),
+
+def run_meta(t_start: float, load_start) -> dict:
+  """The command, the date and the machine of this run."""
+  return dict(
+      command=" ".join([COMMAND] + sys.argv[1:]),
+      date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+      machine=f"{os.cpu_count()} CPU cores ({platform.machine()})",
+      jax=jax.__version__,
+      backend=jax.default_backend(),
+      devices=jax.device_count(),
+      load_start=list(load_start),
+      load_end=list(os.getloadavg()),
+      wall_s=time.time() - t_start,
+  )
+
+
+def setup_record(s: Setup, cfg, base_eval: float) -> dict:
+  """The base, the data and the jobs, as ``plora.json`` records them."""
+  m, lc = s.model_cfg, cfg.lora
+  return dict(
       base=dict(
-          base_info,
-          params=model_lib.param_count(base),
+          s.base_info,
+          params=model_lib.param_count(s.base),
           ft_eval_loss=base_eval,
-          model=f"d_model {model_cfg['d_model']}, {model_cfg['num_layers']} layers, "
-          f"{model_cfg['num_heads']} heads, mlp {model_cfg['mlp_dim']}",
+          model=f"d_model {m['d_model']}, {m['num_layers']} layers, "
+          f"{m['num_heads']} heads, mlp {m['mlp_dim']}",
       ),
-      seq_len=seq_len,
+      seq_len=cfg.data.seq_len,
       steps=lc.steps,
-      batch_size=batch,
+      batch_size=lc.batch_size,
       weight_decay=lc.weight_decay,
       train_fraction=lc.train_fraction,
-      ft_train_sequences=len(ft_train),
-      ft_eval_sequences=len(ft_eval),
+      ft_train_sequences=s.ft_sizes[0],
+      ft_eval_sequences=s.ft_sizes[1],
       configs=[
           dict(
               name=c.name,
@@ -651,28 +436,58 @@ def main(argv):
               targets=list(c.targets),
               seed=c.seed,
           )
-          for c in configs
+          for c in s.configs
       ],
+  )
+
+
+def sweep(cfg, workdir: str) -> dict:
+  """Runs the whole experiment; returns what ``plora.json`` holds."""
+  t_start, load_start = time.time(), os.getloadavg()
+  lc, seq_len = cfg.lora, cfg.data.seq_len
+  s = prepare(cfg, workdir)
+  base_eval = base_eval_loss(s)
+  memory, cost, calibration = calibrate(s, lc, seq_len)
+  forward = time_forward(s, lc, seq_len)
+  plans = make_plans(s.configs, memory, cost, lc)
+  runs, adapters = run_all(s, plans, cfg)
+  equality, ratios = compare(runs, adapters)
+  return dict(
+      setup_record(s, cfg, base_eval),
+      meta=run_meta(t_start, load_start),
       cost_model=cost._asdict(),
       act_scale=memory.act_scale,
       extra_bytes=memory.extra_bytes,
       calibration=calibration,
       forward=forward,
       plans=dict(
-          pad=plan_pad.describe(),
-          group=plan_group.describe(),
-          demo=plan_demo.describe(),
-          sequential_estimate_s=seq_plan.makespan_s,
+          pad=plans["pad"].describe(),
+          group=plans["group"].describe(),
+          demo=plans["demo"].describe(),
+          sequential_estimate_s=plans["sequential"].makespan_s,
       ),
       runs=runs,
       equality=equality,
       ratios=ratios,
   )
-  write_docs(out, _DOCS.value)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  if _RENDER_ONLY.value:
+    with open(os.path.join(_DOCS.value, "plora.json")) as f:
+      report.write(json.load(f), _DOCS.value, write_json=False)
+    return
+  if _CONFIG.value is None:
+    raise app.UsageError("--config is required")
+  out = sweep(_CONFIG.value, _WORKDIR.value)
+  report.write(out, _DOCS.value)
+  r, eq = out["ratios"], out["equality"]
   log(
-      f"throughput ratio {ratios['throughput']:.2f}x, makespan ratio "
-      f"{ratios['makespan']:.2f}x, max eval-loss difference "
-      f"{equality['max_eval_loss_diff']:.1e}; wrote {_DOCS.value}/plora.md"
+      f"throughput ratio {r['throughput']:.2f}x, makespan ratio {r['makespan']:.2f}x, "
+      f"max eval-loss difference {eq['max_eval_loss_diff']:.1e}; "
+      f"wrote {_DOCS.value}/plora.json and plora.md"
   )
 
 
