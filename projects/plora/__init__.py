@@ -20,7 +20,9 @@ Modules, each with its own part of the story:
   (:func:`plan`; :func:`fixed_plan`, :func:`sequential_plan` for baselines).
 
 Use as ``from projects import plora`` and ``plora.plan(...)``,
-``plora.run_plan(...)``; the adapters are ``plora.lora``.
+``plora.run_plan(...)``; the adapters are ``plora.lora``. The experiment that
+compares a packed sweep with one job after another is :mod:`projects.plora.sweep`
+(its config ``projects/plora/config.py``, its tables :mod:`projects.plora.report`).
 
 References:
   Yan et al., PLoRA: Efficient LoRA Hyperparameter Tuning for Large Models,

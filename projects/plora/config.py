@@ -6,8 +6,9 @@ pretrain the base, which is then cached in the workdir):
 It writes ``docs/plora.json`` (the numbers) and ``docs/plora.md`` (tables of them);
   python -m projects.plora.sweep --render_only
 rewrites the tables from the JSON without rerunning.
-Sizes: ``projects/plora/config.py:tiny`` (a smoke run, a couple of minutes),
-``:cpu`` (default), ``:gpu`` (a 12-layer d=768 base; not run here).
+Sizes: ``projects/plora/config.py:tiny`` (a smoke run of 4 of the jobs, one per
+rank, a couple of minutes), ``:cpu`` (default), ``:gpu`` (a 12-layer d=768 base;
+not run here).
 Expected (cpu): every adapter improves on the base's held-out loss (about 2.14
 to 2.11-2.13 nats/byte after 40 steps), packed and one after another give each
 adapter the same losses (differences ~1e-7), and the packed sweep's makespan is
@@ -59,8 +60,8 @@ def get_config(size: str = "cpu"):
 
   # The LoRA sweep and the planner.
   c.lora = ml_collections.ConfigDict()
-  # (name, rank, alpha, lr, targets, seed) per job.
-  c.lora.sweep = SWEEP
+  # (name, rank, alpha, lr, targets, seed) per job; tiny keeps one job per rank.
+  c.lora.sweep = SWEEP[1::2] if size == "tiny" else SWEEP
   # Fine-tuning steps of every job.
   c.lora.steps = steps
   # Sequences per job per step.
