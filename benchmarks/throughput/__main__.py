@@ -1,7 +1,7 @@
 """``python -m benchmarks.throughput``: the command-line flags and the run.
 
 The flags are defined here only (not on import of the package), so another
-program that imports the benchmark (``experiments/plora_sweep.py`` has its own
+program that imports the benchmark (``projects/plora/sweep.py`` has its own
 ``--render_only``) defines no clashing flag.
 """
 
