@@ -13,7 +13,8 @@ by the check at start (``config_check.validate``) and by the constructors.
 import ml_collections
 
 SIZES = {
-    # name: (d_model, layers, heads, mlp, seq_len, batch/worker, total steps, H, eval every)
+    # name: (d_model, layers, heads, mlp, seq_len, batch/worker, total steps, H,
+    # eval every)
     "tiny": (64, 2, 2, 256, 64, 4, 40, 10, 20),
     "cpu": (128, 4, 4, 512, 128, 8, 600, 25, 100),
     # studies (configs/studies): 60-odd runs of about a minute each on 2 cores

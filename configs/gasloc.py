@@ -5,8 +5,9 @@ Run (2 CPU cores, about 3 minutes):
   python -m experiments.run --config configs/gasloc.py --workdir runs/gasloc
 Heterogeneous network: add --config.network.name=hetero; slow workers taking
 fewer local steps: --config.network.speed_factors="(1.,1.,2.,2.)"; compressed
-messages: --config.compress.codec=int8 (autoloco_jax/gossip.py). Sizes:
-``:tiny``, ``:cpu`` (default), ``:gpu`` (TPU/GPU VM, not run here).
+messages: --config.compress.codec=int8, and --config.compress.ef_beta=0.9 for error
+feedback (autoloco_jax/gossip.py). Sizes: ``:tiny``, ``:cpu`` (default), ``:gpu``
+(TPU/GPU VM, not run here).
 
 On the complete graph with gasloc.mix_momentum=True it is DiLoCo exactly, with
 gasloc.eta = DiLoCo's alpha (0.7), gasloc.gamma = DiLoCo's beta and gasloc.alpha
