@@ -260,9 +260,7 @@ class SimClock:
     self.comm_K += stall_K
     self.in_flight_until = None
 
-  def gossip(
-      self, neighbors_DxK: np.ndarray, payload_bytes: float | None = None
-  ) -> None:
+  def gossip(self, neighbors_DxK: np.ndarray, payload_bytes: float | None = None) -> None:
     """Each worker swaps its message with the peers of its column: one
     ``payload_bytes`` message per peer (default: the model)."""
     nbr = np.asarray(neighbors_DxK, np.int64).reshape(-1, self.num_workers)
@@ -421,18 +419,13 @@ class SimClock:
 
 def clock_from_config(config: Any, num_params: int, step_time: float) -> SimClock:
   """The clock of ``config.network`` for a model of ``num_params`` parameters."""
-  net_cfg = config.get("network", None)
   k = config.num_workers
-  if net_cfg is None:
-    network, speeds = NETWORKS["homogeneous"](k), np.ones(k)
-  else:
-    network, speeds = network_from_config(net_cfg, k), speed_factors(net_cfg, k)
   return SimClock(
-      network,
+      network_from_config(config.network, k),
       num_params,
       config.comm.bytes_per_param,
       step_time=step_time,
-      speed_K=speeds,
+      speed_K=speed_factors(config.network, k),
   )
 
 
@@ -445,10 +438,9 @@ def also_clocks(config: Any, num_params: int, step_time: float) -> dict[str, Sim
   Raises:
     ValueError: an unknown name.
   """
-  net_cfg = config.get("network", None)
-  names = tuple(net_cfg.get("also", ())) if net_cfg is not None else ()
+  names = tuple(config.network.also)
   k = config.num_workers
-  speeds = speed_factors(net_cfg, k) if net_cfg is not None else np.ones(k)
+  speeds = speed_factors(config.network, k)
   clocks = {}
   for name in names:
     if name not in NETWORKS:

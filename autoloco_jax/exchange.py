@@ -59,12 +59,10 @@ class Compression:
 
   @classmethod
   def from_config(cls, config: Any) -> "Compression":
-    """From ``config.compress`` (absent: float32, no error feedback).
-    ``ef_beta`` None or negative means no error feedback."""
-    cfg = config.get("compress", None) if hasattr(config, "get") else None
-    if cfg is None:
-      return cls()
-    beta = cfg.get("ef_beta", None)
+    """From ``config.compress``; ``ef_beta`` None or negative means no error
+    feedback."""
+    cfg = config.compress
+    beta = cfg.ef_beta
     if beta is not None and float(beta) < 0:
       beta = None
     return cls(

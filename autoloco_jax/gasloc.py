@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from autoloco_jax import comm, exchange, gossip, inner, replicas, topology
+from autoloco_jax import comm, exchange, gossip, inner, ranges, replicas, topology
 from autoloco_jax import state as state_lib
 from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync
 
@@ -84,12 +84,13 @@ class GASLoCState(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class GASLoC:
-  """GASLoC's hyperparameters (the paper's symbols).
+  """GASLoC's hyperparameters (the paper's symbols; their ranges are those of
+  ``config.gasloc`` in ``ranges.FIELDS``).
 
   Attributes:
-    eta: ``η``, scale of each worker's drift (> 0).
-    gamma: ``γ``, momentum on ``y_t − y_{t−1}``, in ``[0, 1)``.
-    alpha: ``α``, gossip step on the Laplacian (> 0).
+    eta: ``η``, scale of each worker's drift.
+    gamma: ``γ``, momentum on ``y_t − y_{t−1}``.
+    alpha: ``α``, gossip step on the Laplacian.
     mix_momentum: gossip the momentum term too (DiLoCo on the complete graph).
     h: inner steps per round of the fastest worker.
     steps_K: ``H_k`` per worker (:func:`worker_steps`).
@@ -110,11 +111,8 @@ class GASLoC:
   name = "gasloc"
 
   def __post_init__(self):
-    if self.eta <= 0 or not 0 <= self.gamma < 1 or self.alpha < 0:
-      raise ValueError(
-          f"GASLoC needs eta > 0, gamma in [0, 1), alpha >= 0; got "
-          f"eta={self.eta}, gamma={self.gamma}, alpha={self.alpha}"
-      )
+    for name in ("eta", "gamma", "alpha"):
+      ranges.check(f"gasloc.{name}", getattr(self, name))
 
   @classmethod
   def from_config(cls, config: Any) -> "GASLoC":
@@ -181,9 +179,7 @@ class GASLoC:
       if ex is None:
         lm_K = topology.laplacian(topo, message_K, state.round)  # the exchange
       else:  # the exchange, of the encoded message less θ_0
-        lm_K, ex = gossip.encoded_laplacian(
-            topo, compression, message_K, ex, state.round
-        )
+        lm_K, ex = gossip.encoded_laplacian(topo, compression, message_K, ex, state.round)
       if self.mix_momentum:
         new_K = jax.tree.map(lambda z, lz: z - alpha * lz, message_K, lm_K)
       else:

@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from autoloco_jax import exchange, gossip, inner, replicas, topology
+from autoloco_jax import exchange, gossip, inner, ranges, replicas, topology
 from autoloco_jax import state as state_lib
 from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync
 
@@ -73,12 +73,13 @@ class NoLoCoState(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class NoLoCo:
-  """NoLoCo's hyperparameters (the paper's symbols).
+  """NoLoCo's hyperparameters (the paper's symbols; their ranges are those of
+  ``config.noloco`` in ``ranges.FIELDS``).
 
   Attributes:
-    alpha: ``α``, weight of the group's mean pseudo-gradient (> 0).
-    beta: ``β``, outer momentum in ``[0, 1)``.
-    gamma: ``γ``, pull towards the group's mean outer weights (>= 0).
+    alpha: ``α``, weight of the group's mean pseudo-gradient.
+    beta: ``β``, outer momentum.
+    gamma: ``γ``, pull towards the group's mean outer weights.
     h: inner steps per round (fixed).
     topology: who averages with whom each round.
     compression: the codec of every message and error feedback
@@ -95,14 +96,8 @@ class NoLoCo:
   name = "noloco"
 
   def __post_init__(self):
-    if not 0 <= self.beta < 1:
-      raise ValueError(
-          f"NoLoCo's momentum beta (noloco.beta) must be in [0, 1), got {self.beta}"
-      )
-    if self.alpha <= 0 or self.gamma < 0:
-      raise ValueError(
-          f"NoLoCo needs alpha > 0 and gamma >= 0, got " f"{self.alpha}, {self.gamma}"
-      )
+    for name in ("alpha", "beta", "gamma"):
+      ranges.check(f"noloco.{name}", getattr(self, name))
 
   @classmethod
   def from_config(cls, config: Any) -> "NoLoCo":

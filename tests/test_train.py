@@ -106,7 +106,7 @@ def test_sharded_run_on_two_devices(tmp_path):
         ({"num_devices": 3}, "not divisible by the device count"),
         ({"interval.h": 0}, r"config.interval.h must be >= 1, got 0"),
         ({"total_steps": -5}, r"config.total_steps must be >= 1"),
-        ({"inner.lr": 0.0}, r"config.inner.lr must be in \(0.0, inf\)"),
+        ({"inner.lr": 0.0}, r"config.inner.lr must be > 0.0, got 0.0"),
         ({"data.source": "files", "data.path": "/nonexistent/*.txt"}, "matches no files"),
         (
             {"data.source": "tfds", "data.name": "no_such_dataset_xyz"},
