@@ -190,11 +190,13 @@ class AutoLoCo(DiLoCo):
       round's ratio differs from the last round's (``outer.autoloco``).
   """
 
-  correction: str = "both"
-  reference: str = "schedule"
-  h_ref: int = 0
-  tuned: tuple = ()
-  on_change: str = "keep"
+  # No defaults: config.autoloco (configs/common.py) is the one place for them.
+  _: dataclasses.KW_ONLY
+  correction: str
+  reference: str
+  h_ref: int
+  tuned: tuple
+  on_change: str
 
   name = "autoloco"
 
@@ -225,8 +227,7 @@ class AutoLoCo(DiLoCo):
   @classmethod
   def from_config(cls, config: Any) -> "AutoLoCo":
     """DiLoCo's fields, and ``config.autoloco`` (``correction``, ``reference``,
-    ``h_ref``: 0 = ``interval.h``; ``tuned`` and ``on_change``, absent in older
-    configs)."""
+    ``h_ref``: 0 = ``interval.h``, ``tuned``, ``on_change``)."""
     d = DiLoCo.from_config(config)
     a = config.autoloco
     return cls(
@@ -234,8 +235,8 @@ class AutoLoCo(DiLoCo):
         correction=a.correction,
         reference=a.reference,
         h_ref=int(a.h_ref or config.interval.h),
-        tuned=tuple(tuple(row) for row in a.get("tuned", ())),
-        on_change=a.get("on_change", "keep"),
+        tuned=tuple(tuple(row) for row in a.tuned),
+        on_change=a.on_change,
     )
 
   def outer_tx(self, setup: Setup) -> optax.GradientTransformationExtraArgs:

@@ -5,16 +5,11 @@ into a ``signals.SyncStats`` (cheap: scalars only, no communication beyond them)
 and asks a controller for the next interval ``H_{t+1} ∈ [h_min, h_max]``.
 
 Every controller is an :class:`IntervalController`, a ``NamedTuple`` of two pure
-functions in the optax style, plus its bounds:
-
-* ``init(h0=None) -> state``: the state before the first round;
-  ``state.h`` is the first round's ``H`` (``h0``, or the controller's
-  own default when ``h0`` is None).
-* ``next_h(state, stats) -> (H, state)``: ``H`` is an int32 scalar.
-
-Both are deterministic and jittable: ``stats`` may be traced, the controller's
-configuration is static Python, so the trainer can run the controller inside
-its jitted sync and feed ``H`` to a ``lax.while_loop`` without recompiling.
+functions in the optax style (``init(h0=None) -> state``, ``state.h`` the first
+``H``; ``next_h(state, stats) -> (H, state)``, ``H`` an int32 scalar) and its
+bounds. Both are jittable with static configuration, so the trainer runs the
+controller inside its jitted sync and feeds ``H`` to a ``lax.while_loop``
+without recompiling. Open-loop controllers also carry ``plan``.
 
 Controllers (see ``docs/algorithms.md``, section 3b):
 
@@ -38,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from autoloco_jax import ranges
 from autoloco_jax.signals import SyncStats, normalized_agreement
 
 
@@ -102,25 +98,12 @@ def _check_h0(h0: Any, h_min: int, h_max: int, name: str = 'h0') -> int:
   return h0
 
 
-def _check_float(
-    name: str,
-    value: Any,
-    *,
-    low: float,
-    high: float = np.inf,
-    low_open: bool = True,
-    high_open: bool = True,
-) -> float:
-  if not _is_concrete_number(value) or np.ndim(value) != 0:
-    raise ValueError(f'{name} must be a number, got {value!r}.')
-  v = float(value)
-  ok_low = v > low if low_open else v >= low
-  ok_high = v < high if high_open else v <= high
-  if not (np.isfinite(v) and ok_low and ok_high):
-    lb = '(' if low_open else '['
-    rb = ')' if high_open else ']'
-    raise ValueError(f'{name} must lie in {lb}{low}, {high}{rb}, got {value!r}.')
-  return v
+def _check_float(name: str, value: Any, valid: ranges.Range) -> float:
+  """``value`` as a float, if it is a number in ``valid`` (``ranges.py``)."""
+  if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
+    value = value.item()
+  valid.check(name, value)
+  return float(value)
 
 
 def _initial_interval(h0: Any, default: int, h_min: int, h_max: int) -> jax.Array:
@@ -255,7 +238,7 @@ def lr_quadratic(c: float, h_min: int, h_max: int) -> IntervalController:
     Gu, Lyu, Arora, Zhang, Huang, `A Quadratic Synchronization Rule for
     Distributed Deep Learning <https://arxiv.org/abs/2310.14423>`_, ICLR 2024.
   """
-  c = _check_float('c', c, low=0.0)
+  c = _check_float('c', c, ranges.POSITIVE)
   h_min, h_max = _check_bounds(h_min, h_max)
 
   def init_fn(h0=None):
@@ -295,16 +278,10 @@ def loss_ratio(h0: int, h_min: int, h_max: int) -> IntervalController:
                                 H_\min, H_\max\Big)
 
   ``L_t`` is ``stats.loss_mean``, the loss averaged over the round's steps and
-  workers: a single step's loss (``loss_end``) is far noisier, and the
-  rule's square root does not average that noise away. ``L_0`` is the same
-  statistic for the first round the controller sees, stored in the state on
-  that call, so the round after it runs ``H_0``. (AdaComm's ``L_0`` is the
-  loss at initialisation; the first round's mean is slightly lower, which
-  only shifts the curve.) Wang & Joshi derive the rule by minimising an
-  error-runtime bound: the best interval is large while the loss is far from
-  its floor and communication dominates, and must shrink as training nears
-  convergence so local drift stops dominating the error. Rounds with a
-  non-finite or non-positive loss keep the current ``H``.
+  workers; ``L_0`` is the same statistic for the first round the controller
+  sees, stored in the state on that call, so the round after it runs ``H_0``.
+  Rounds with a non-finite or non-positive loss keep the current ``H``. The
+  derivation, and why these choices: ``docs/algorithms.md`` §3b.
 
   Args:
     h0: ``H_0``, the interval at loss ratio 1 (``h_min <= h0 <= h_max``).
@@ -411,18 +388,9 @@ def agreement(
   EMA keep ``H`` from flipping up and down on a noisy or constant signal;
   ``h`` is clipped to the bounds, so it never winds up beyond them.
 
-  Defaults and why: ``target = 0.5`` (shared and worker-specific parts of a
-  move carry equal energy); ``grow = 1.25`` and ``shrink = 0.7`` (back off
-  faster than you advance, as in additive-increase/multiplicative-decrease
-  congestion control: a round that is too long costs progress, one that is
-  too short only costs a sync); ``ema = 0.5`` (memory of about two rounds:
-  rounds are few and expensive, so a long memory would make the controller
-  lag behind the training); ``hysteresis = 0.15`` (a band wide enough for
-  ``H`` to come to rest in it: on the closed-loop drift model of
-  ``tests/test_intervals.py`` it spans a factor 3.4 in ``H``, against 1.25 for
-  a grow step and 1.43 for a shrink step). With ``K = 1``
-  ``a_t = 1``, so ``H`` grows to ``h_max``. A round with a non-finite ``ρ``
-  leaves the state unchanged.
+  The defaults and why they were chosen: ``docs/algorithms.md`` §3b. With
+  ``K = 1`` ``a_t = 1``, so ``H`` grows to ``h_max``. A round with a
+  non-finite ``ρ`` leaves the state unchanged.
 
   Args:
     h0: the first interval (``h_min <= h0 <= h_max``).
@@ -452,11 +420,14 @@ def agreement(
   """
   h_min, h_max = _check_bounds(h_min, h_max)
   h_first = _check_h0(h0, h_min, h_max)
-  target = _check_float('target', target, low=0.0, high=1.0)
-  grow = _check_float('grow', grow, low=1.0)
-  shrink = _check_float('shrink', shrink, low=0.0, high=1.0)
-  ema = _check_float('ema', ema, low=0.0, high=1.0, low_open=False)
-  hysteresis = _check_float('hysteresis', hysteresis, low=0.0, low_open=False)
+  # The ranges of config.interval's fields (ranges.FIELDS), checked once.
+  valid = lambda name, value: _check_float(name, value, ranges.FIELDS[f'interval.{name}'])
+  target, grow, shrink = (
+      valid('target', target),
+      valid('grow', grow),
+      valid('shrink', shrink),
+  )
+  ema, hysteresis = valid('ema', ema), valid('hysteresis', hysteresis)
   if hysteresis >= min(target, 1.0 - target):
     raise ValueError(
         f'hysteresis must be < min(target, 1 - target) = '
@@ -603,14 +574,14 @@ def from_config(cfg: Any, peak_lr: float) -> IntervalController:
   (``schedule``: the rounds' intervals, replayed open loop).
   """
   name, h = cfg.controller, int(cfg.h)
-  h_min = int(cfg.get('h_min', 1) or 1)
-  h_max = int(cfg.get('h_max', 0) or h)
+  h_min = int(cfg.h_min or 1)
+  h_max = int(cfg.h_max or h)
   if name == 'fixed':
     return make(name, h=h)
   if name == 'schedule':
-    return make(name, hs=tuple(int(x) for x in cfg.get('schedule', ()) or ()))
+    return make(name, hs=tuple(int(x) for x in cfg.schedule or ()))
   if name == 'lr_quadratic':
-    c = cfg.get('c', 0.0) or (h**0.5) * peak_lr
+    c = cfg.c or (h**0.5) * peak_lr
     return make(name, c=c, h_min=h_min, h_max=h_max)
   if name == 'loss_ratio':
     return make(name, h0=h, h_min=h_min, h_max=h_max)

@@ -67,7 +67,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from autoloco_jax import codecs, comm, exchange as exchange_lib, fragments, inner
+from autoloco_jax import codecs, comm, exchange as exchange_lib, fragments, inner, ranges
 from autoloco_jax import replicas, sync as sync_lib
 
 #: ``stream.mix`` default: the paper's mixing factor as we read it (equal
@@ -96,16 +96,10 @@ class Stream:
   eager: bool = False
 
   def __post_init__(self):
-    if isinstance(self.fragments, bool) or int(self.fragments) != self.fragments:
-      raise ValueError(f"stream.fragments must be an integer, got {self.fragments!r}")
-    if self.fragments < 1:
-      raise ValueError(f"stream.fragments must be >= 1, got {self.fragments}")
+    for name in ("fragments", "tau", "mix"):
+      ranges.check(f"stream.{name}", getattr(self, name))
     if self.mode not in fragments.MODES:
       raise ValueError(f"stream.mode must be one of {fragments.MODES}, got {self.mode!r}")
-    if isinstance(self.tau, bool) or int(self.tau) != self.tau or self.tau < 0:
-      raise ValueError(f"stream.tau must be an integer >= 0, got {self.tau!r}")
-    if not 0.0 <= self.mix <= 1.0:
-      raise ValueError(f"stream.mix must be in [0, 1], got {self.mix}")
     if self.eager and self.tau < 1:
       raise ValueError(
           "stream.eager needs an exchange in flight (stream.tau >= 1); with "
@@ -114,16 +108,14 @@ class Stream:
 
   @classmethod
   def from_config(cls, config: Any) -> "Stream":
-    """From ``config.stream`` (absent: the default, DiLoCo)."""
-    cfg = config.get("stream", None) if hasattr(config, "get") else None
-    if cfg is None:
-      return cls()
+    """From ``config.stream``."""
+    cfg = config.stream
     return cls(
-        fragments=int(cfg.get("fragments", 1)),
-        mode=str(cfg.get("mode", "strided")),
-        tau=int(cfg.get("tau", 0)),
-        mix=float(cfg.get("mix", DEFAULT_MIX)),
-        eager=bool(cfg.get("eager", False)),
+        fragments=int(cfg.fragments),
+        mode=str(cfg.mode),
+        tau=int(cfg.tau),
+        mix=float(cfg.mix),
+        eager=bool(cfg.eager),
     )
 
   @property

@@ -322,9 +322,6 @@ def _log() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.tensorboard = True
   c.progress = True
-  # Dispatch the next round before reading this one's metrics (train.py); False:
-  # read them at once (the old path, for comparisons).
-  c.overlap = True
   return c
 
 
