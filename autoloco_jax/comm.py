@@ -65,7 +65,7 @@ def ring_allgather(num_bytes: float, num_workers: int) -> Traffic:
   """Per-worker traffic of one ring all-gather of a ``num_bytes`` payload per
   worker: every worker forwards the ``K − 1`` others' payloads once,
   ``(K − 1) · num_bytes`` bytes in ``K − 1`` messages (the collective of codecs
-  whose payloads cannot be summed without decoding, ``codecs.allreduce_traffic``).
+  whose payloads cannot be summed without decoding, ``codecs.Codec.dense`` False).
   """
   if num_workers < 1 or not num_bytes >= 0:
     raise ValueError(
@@ -260,9 +260,7 @@ class SimClock:
     self.comm_K += stall_K
     self.in_flight_until = None
 
-  def gossip(
-      self, neighbors_DxK: np.ndarray, payload_bytes: float | None = None
-  ) -> None:
+  def gossip(self, neighbors_DxK: np.ndarray, payload_bytes: float | None = None) -> None:
     """Each worker swaps its message with the peers of its column: one
     ``payload_bytes`` message per peer (default: the model)."""
     nbr = np.asarray(neighbors_DxK, np.int64).reshape(-1, self.num_workers)

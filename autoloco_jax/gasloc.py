@@ -70,7 +70,7 @@ class GASLoCState(NamedTuple):
     start_K: ``θ_{t,k}^{start}``, where each worker's round starts.
     y_prev_K: ``y_{t−1,k}`` (``θ_0`` before the first round).
     exchange: a compressed exchange's reference and residuals
-      (``gossip.ExchangeState``); None for the uncompressed one.
+      (``gossip.GossipExchangeState``); None for the uncompressed one.
   """
 
   start_K: Any
@@ -181,9 +181,7 @@ class GASLoC:
       if ex is None:
         lm_K = topology.laplacian(topo, message_K, state.round)  # the exchange
       else:  # the exchange, of the encoded message less θ_0
-        lm_K, ex = gossip.encoded_laplacian(
-            topo, compression, message_K, ex, state.round
-        )
+        lm_K, ex = gossip.encoded_laplacian(topo, compression, message_K, ex, state.round)
       if self.mix_momentum:
         new_K = jax.tree.map(lambda z, lz: z - alpha * lz, message_K, lm_K)
       else:
