@@ -159,12 +159,6 @@ class Codec:
   dense: bool
   params: tuple[tuple[str, Any], ...] = ()
 
-  def bytes_per_value(self, num_values: int) -> float:
-    """Average bytes per value of a payload of ``num_values`` values."""
-    if num_values <= 0:
-      raise ValueError(f"num_values must be > 0, got {num_values}")
-    return self.encoded_bytes(num_values) / num_values
-
 
 def roundtrip(codec: Codec, x: jax.Array) -> jax.Array:
   """``decode(encode(x))``: what the receiver gets for ``x`` (float32)."""
@@ -174,16 +168,6 @@ def roundtrip(codec: Codec, x: jax.Array) -> jax.Array:
 def tree_roundtrip(codec: Codec, tree: Any) -> Any:
   """:func:`roundtrip` of every leaf of ``tree`` (each leaf its own blocks)."""
   return jax.tree.map(lambda x: roundtrip(codec, x), tree)
-
-
-def tree_encode(codec: Codec, tree: Any) -> Any:
-  """``encode`` of every leaf: a pytree of :class:`Payload` s shaped like ``tree``."""
-  return jax.tree.map(codec.encode, tree)
-
-
-def tree_decode(codec: Codec, payloads: Any) -> Any:
-  """``decode`` of every :class:`Payload` in a pytree made by :func:`tree_encode`."""
-  return jax.tree.map(codec.decode, payloads, is_leaf=lambda p: isinstance(p, Payload))
 
 
 def tree_encoded_bytes(codec: Codec, tree: Any) -> float:

@@ -75,16 +75,6 @@ def ring_allgather(num_bytes: float, num_workers: int) -> Traffic:
   return Traffic(float((k - 1) * num_bytes), k - 1)
 
 
-def pairwise_exchange(num_params: int, bytes_per_param: float = 4) -> Traffic:
-  """Per-worker traffic of one exchange with one peer: its parameters, once."""
-  if num_params < 0 or not bytes_per_param > 0:
-    raise ValueError(
-        f"bad exchange size: num_params={num_params}, "
-        f"bytes_per_param={bytes_per_param}"
-    )
-  return Traffic(float(num_params * bytes_per_param), 1)
-
-
 # ----------------------------------------------------------------------------
 # What a round does, and the simulated clock.
 

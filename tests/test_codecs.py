@@ -151,17 +151,13 @@ def test_quantizers_preserve_shape_and_dtype_and_jit():
   assert y.dtype == jnp.float32
 
 
-def test_tree_roundtrip_and_tree_encode_decode():
+def test_tree_roundtrip():
   codec = codecs.make("int4", block_size=16)
   tree = {"w": normal((4, 9), seed=1), "b": [normal((3,), seed=2)]}
   out = codecs.tree_roundtrip(codec, tree)
   assert jax.tree.structure(out) == jax.tree.structure(tree)
   for leaf, x in zip(jax.tree.leaves(out), jax.tree.leaves(tree)):
     np.testing.assert_array_equal(leaf, codecs.roundtrip(codec, x))
-  decoded = jax.jit(lambda t: codecs.tree_decode(codec, codecs.tree_encode(codec, t)))(
-      tree
-  )
-  jax.tree.map(np.testing.assert_array_equal, decoded, out)
   assert codecs.tree_encoded_bytes(codec, tree) == (36 / 2 + 3 * 4) + (3 / 2 + 4)
 
 
@@ -195,7 +191,6 @@ def test_encoded_bytes_hand_values():
   assert c.encoded_bytes(1003) == 13 * 12 / 8 + 8
   for name in codecs.CODECS:
     assert codecs.make(name).encoded_bytes(0) == 0
-  assert codecs.make("int8", block_size=128).bytes_per_value(1024) == 1 + 4 / 128
 
 
 def test_traffic_dense_allreduce_and_sparse_allgather():
@@ -209,8 +204,6 @@ def test_traffic_dense_allreduce_and_sparse_allgather():
       3 * (1000 + 8 * 4), 3
   )
   assert comm.ring_allgather(int8.encoded_bytes(n), 1) == comm.Traffic(0.0, 0)
-  assert comm.pairwise_exchange(1, ident.encoded_bytes(n)) == comm.pairwise_exchange(n, 4)
-  assert comm.pairwise_exchange(1, int8.encoded_bytes(n)) == comm.Traffic(1032.0, 1)
   assert ident.dense and bf16.dense
   assert not any(codecs.make(c).dense for c in ("fp8", "fp4", "int8", "int4", "topk"))
 
