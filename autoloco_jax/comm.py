@@ -65,7 +65,7 @@ def ring_allgather(num_bytes: float, num_workers: int) -> Traffic:
   """Per-worker traffic of one ring all-gather of a ``num_bytes`` payload per
   worker: every worker forwards the ``K − 1`` others' payloads once,
   ``(K − 1) · num_bytes`` bytes in ``K − 1`` messages (the collective of codecs
-  whose payloads cannot be summed without decoding, ``codecs.allreduce_traffic``).
+  whose payloads cannot be summed without decoding, ``codecs.Codec.dense`` False).
   """
   if num_workers < 1 or not num_bytes >= 0:
     raise ValueError(
@@ -73,16 +73,6 @@ def ring_allgather(num_bytes: float, num_workers: int) -> Traffic:
     )
   k = num_workers
   return Traffic(float((k - 1) * num_bytes), k - 1)
-
-
-def pairwise_exchange(num_params: int, bytes_per_param: float = 4) -> Traffic:
-  """Per-worker traffic of one exchange with one peer: its parameters, once."""
-  if num_params < 0 or not bytes_per_param > 0:
-    raise ValueError(
-        f"bad exchange size: num_params={num_params}, "
-        f"bytes_per_param={bytes_per_param}"
-    )
-  return Traffic(float(num_params * bytes_per_param), 1)
 
 
 # ----------------------------------------------------------------------------

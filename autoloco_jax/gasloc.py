@@ -70,7 +70,7 @@ class GASLoCState(NamedTuple):
     start_K: ``θ_{t,k}^{start}``, where each worker's round starts.
     y_prev_K: ``y_{t−1,k}`` (``θ_0`` before the first round).
     exchange: a compressed exchange's reference and residuals
-      (``gossip.ExchangeState``); None for the uncompressed one.
+      (``gossip.GossipExchangeState``); None for the uncompressed one.
   """
 
   start_K: Any

@@ -214,7 +214,7 @@ def allgather_time(
 
   ``K − 1`` lock-step stages; in each every worker forwards one whole payload
   to its ring successor (payloads that cannot be summed on the way: encoded
-  with per-block scales or indices, ``codecs.allreduce_traffic``), so
+  with per-block scales or indices, ``codecs.Codec.dense`` False), so
 
   .. math:: T = (K − 1) \\max_{(i, j) \\in \\text{ring}}
       \\left(ℓ_{ij} + \\frac{\\text{bytes}}{b_{ij}}\\right).

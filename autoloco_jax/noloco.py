@@ -59,7 +59,7 @@ class NoLoCoState(NamedTuple):
     params_K: each worker's outer weights ``φ_k``.
     momentum_K: each worker's outer momentum ``m_k``.
     exchange: a compressed exchange's reference and residuals
-      (``gossip.ExchangeState``); None for the uncompressed one.
+      (``gossip.GossipExchangeState``); None for the uncompressed one.
   """
 
   params_K: Any
