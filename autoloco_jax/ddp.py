@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from autoloco_jax import comm, exchange, inner, replicas
-from autoloco_jax import state as state_lib
+from autoloco_jax import state as state_lib, streaming
 from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
 
 
@@ -38,7 +38,8 @@ class DDP:
 
   @classmethod
   def from_config(cls, config: Any) -> "DDP":
-    exchange.require_plain(config, "DDP")
+    exchange.require_uncompressed(config, "DDP")
+    streaming.require_unstreamed(config, "DDP")
     return cls(h=int(config.interval.h))
 
   def build(self, setup: Setup) -> Algorithm:

@@ -90,28 +90,6 @@ def require_uncompressed(config: Any, algorithm: str) -> None:
     )
 
 
-def require_unstreamed(config: Any, algorithm: str) -> None:
-  """Refuses ``config.stream`` settings an algorithm does not implement (DDP,
-  NoLoCo, GASLoC).
-
-  Raises:
-    ValueError: naming the setting.
-  """
-  from autoloco_jax import streaming
-
-  if not streaming.Stream.from_config(config).plain:
-    raise ValueError(
-        f"{algorithm} does not stream: stream.fragments must be 1 and stream.tau 0 "
-        "(streaming and overlapped syncs are implemented for diloco and autoloco)"
-    )
-
-
-def require_plain(config: Any, algorithm: str) -> None:
-  """:func:`require_uncompressed` and :func:`require_unstreamed` (DDP)."""
-  require_uncompressed(config, algorithm)
-  require_unstreamed(config, algorithm)
-
-
 def encode_workers(
     compression: Compression, delta_K: Any, residual_K: Any | None
 ) -> tuple[Any, Any | None]:

@@ -52,7 +52,7 @@ import numpy as np
 from jax import lax
 
 from autoloco_jax import comm, exchange, gossip, inner, ranges, replicas, topology
-from autoloco_jax import state as state_lib
+from autoloco_jax import state as state_lib, streaming
 from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync
 
 
@@ -121,7 +121,7 @@ class GASLoC:
     ``config.network.speed_factors`` (``H_k``) and ``config.compress``."""
     if config.interval.controller != "fixed":
       raise ValueError("GASLoC runs a fixed interval (interval.controller='fixed')")
-    exchange.require_unstreamed(config, "GASLoC")
+    streaming.require_unstreamed(config, "GASLoC")
     g = config.gasloc
     topo = topology.from_config(config)
     h = int(config.interval.h)

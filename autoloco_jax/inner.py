@@ -14,7 +14,6 @@ state is per worker and persists across rounds; it is never averaged.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, NamedTuple
 
 import jax

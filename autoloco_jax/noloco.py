@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from autoloco_jax import exchange, gossip, inner, ranges, replicas, topology
-from autoloco_jax import state as state_lib
+from autoloco_jax import state as state_lib, streaming
 from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync
 
 
@@ -105,7 +105,7 @@ class NoLoCo:
     ``config.gossip``, ``config.interval`` (fixed ``h``) and ``config.compress``."""
     if config.interval.controller != "fixed":
       raise ValueError("NoLoCo runs a fixed interval (interval.controller='fixed')")
-    exchange.require_unstreamed(config, "NoLoCo")
+    streaming.require_unstreamed(config, "NoLoCo")
     n = config.noloco
     alpha = float(n.alpha)
     return cls(

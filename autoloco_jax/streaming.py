@@ -178,6 +178,20 @@ class ExchangeState(NamedTuple):
     )
 
 
+def require_unstreamed(config: Any, algorithm: str) -> None:
+  """Refuses ``config.stream`` settings an algorithm does not implement (DDP,
+  NoLoCo, GASLoC).
+
+  Raises:
+    ValueError: naming the setting.
+  """
+  if not Stream.from_config(config).plain:
+    raise ValueError(
+        f"{algorithm} does not stream: stream.fragments must be 1 and stream.tau 0 "
+        "(streaming and overlapped syncs are implemented for diloco and autoloco)"
+    )
+
+
 def _zeros(tree: Any) -> Any:
   return jax.tree.map(jnp.zeros_like, tree)
 
