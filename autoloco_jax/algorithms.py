@@ -57,7 +57,7 @@ class Algorithm:
     planned_h: ``planned_h(r) -> H``, the ``next_h`` the sync ending round
       ``r`` (0-based) returns, when it does not depend on the round's
       statistics (fixed intervals, schedules), computed on the host by the same
-      functions the sync runs (``sync.planned_h``): the trainer then dispatches
+      functions the sync runs (``sync_pieces.planned_h``): the trainer then dispatches
       the next round before reading anything of this one. ``None``: only the
       sync knows it (adaptive controllers).
   """

@@ -15,7 +15,7 @@ AutoLoCo corrects the outer step by the round's accumulated inner learning rate
 interval controller (``intervals``) choose ``H_{t+1}`` from scalar statistics of
 the round. Both are this one round with different components: this module holds
 their hyperparameters and composes the round from the sync's pieces
-(``sync.WholeModelSync``; ``streaming.StreamedSync`` for fragments, overlap and
+(``sync_pieces.WholeModelSync``; ``streaming.StreamedSync`` for fragments, overlap and
 compressed messages).
 
 The global parameters ``θ_t`` and the outer optimizer state exist once per
@@ -40,7 +40,7 @@ import jax
 import optax
 
 from autoloco_jax import exchange as exchange_lib, intervals, outer, replicas
-from autoloco_jax import state as state_lib, streaming, sync as sync_lib
+from autoloco_jax import state as state_lib, streaming, sync_pieces
 from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync
 
 
@@ -119,16 +119,16 @@ class DiLoCo:
     """``S_ref,t``: DiLoCo applies no correction; the value is only logged."""
     return outer.reference_lr_sum(setup.lr_schedule, start_step, self.h0)
 
-  def sync_piece(self, outer: sync_lib.Outer) -> Any:
-    """The round's sync: DiLoCo's of the whole model (``sync.WholeModelSync``),
+  def sync_piece(self, outer: sync_pieces.Outer) -> Any:
+    """The round's sync: DiLoCo's of the whole model (``sync_pieces.WholeModelSync``),
     or ``streaming.StreamedSync`` for fragments, overlap or compressed
     messages. A variant of the sync overrides this (``docs/algorithms.md`` §7)."""
     if self.stream.plain and self.compression.plain:
-      return sync_lib.WholeModelSync(outer)
+      return sync_pieces.WholeModelSync(outer)
     return streaming.StreamedSync(self.stream, self.compression, outer)
 
   def build(self, setup: Setup) -> Algorithm:
-    outer = sync_lib.Outer(
+    outer = sync_pieces.Outer(
         tx=self.outer_tx(setup),
         controller=self.controller,
         lr_schedule=setup.lr_schedule,
@@ -161,7 +161,7 @@ class DiLoCo:
         supports_faults=stream.tau == 0,
         eval_params=None if stream.plain else _global_params(setup.mesh),
         first_h=None if stream.plain else stream.slot_length(self.h0),
-        planned_h=sync_lib.planned_h(self.controller, piece),
+        planned_h=sync_pieces.planned_h(self.controller, piece),
     )
 
 

@@ -45,8 +45,8 @@ arrives within the same fragment slot; the paper's own proxy,
 ``(1/K) Δ_k + ((K − 1)/K)`` times the previous round's average of the other
 workers, is built for a delay of a whole outer step and is not implemented.
 
-The plain sync of the whole model is ``sync.WholeModelSync``; :class:`StreamedSync`
-is the general one, built from the same pieces (``sync.py``): fragments,
+The plain sync of the whole model is ``sync_pieces.WholeModelSync``; :class:`StreamedSync`
+is the general one, built from the same pieces (``sync_pieces.py``): fragments,
 overlap (a *send* and an *arrive* event per fragment slot), eager updates, and
 compressed messages with error feedback behind the one codec interface
 (``exchange.encode_workers``).
@@ -68,7 +68,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from autoloco_jax import codecs, comm, exchange as exchange_lib, fragments, inner, ranges
-from autoloco_jax import replicas, sync as sync_lib
+from autoloco_jax import replicas, sync_pieces
 
 #: ``stream.mix`` default: the paper's mixing factor as we read it (equal
 #: weights for the local and the arriving global copy). It only acts with
@@ -213,7 +213,7 @@ class StreamedSync:
 
   stream: Stream
   compression: exchange_lib.Compression
-  outer: sync_lib.Outer
+  outer: sync_pieces.Outer
 
   @property
   def events_per_interval(self) -> int:
@@ -293,21 +293,21 @@ class StreamedSync:
     only = lambda tree: tree if P == 1 else pick(tree, _zeros(tree))
     # Means over the workers present this round (all of them without faults).
     mean = lambda tree_K: replicas.worker_weighted_mean(tree_K, present_K)
-    delta_K = sync_lib.pseudo_gradients_K(own.params, state.params_K)
+    delta_K = sync_pieces.pseudo_gradients_K(own.params, state.params_K)
     sent_K, residual_K = exchange_lib.encode_workers(
         self.compression, delta_K, ex.residual_K
     )
     delta = mean(sent_K)  # the all-reduce (all-gather for sparse or scaled codecs)
     worker_sq = mean(replicas.sq_norm_K(only(delta_K)))
-    present = sync_lib.workers_present(present_K)
+    present = sync_pieces.workers_present(present_K)
     lr_sum, steps, ex = self._period(ex, acc, fragment)
     ref_sum = outer.reference_lr_sum(state.step - steps)
-    new_params, opt = sync_lib.outer_step(outer, own, delta, lr_sum, ref_sum)
+    new_params, opt = sync_pieces.outer_step(outer, own, delta, lr_sum, ref_sum)
     params = pick(new_params, own.params)
     if P > 1:
       opt = opt._replace(momentum=pick(opt.momentum, own.opt.momentum))
     period = dict(h=steps, lr_sum=lr_sum) if P > 1 else {}  # the fragment's own
-    stats, grad_norm = sync_lib.statistics(
+    stats, grad_norm = sync_pieces.statistics(
         outer, state, mean, present, replicas.sq_norm(only(delta)), worker_sq, **period
     )
     next_h, controller = outer.controller.next_h(own.controller, stats)
@@ -326,7 +326,7 @@ class StreamedSync:
     if self.compression.ef_beta is not None:
       residual_K = pick(residual_K, ex.residual_K)
       extra.update(ef_residual_norm=jnp.sqrt(mean(replicas.sq_norm_K(residual_K))))
-    metrics = sync_lib.round_metrics(
+    metrics = sync_pieces.round_metrics(
         stats,
         grad_norm,
         params,
@@ -363,8 +363,8 @@ class StreamedSync:
       )
       params_K = pick(merged_K, state.params_K)
     mean = replicas.worker_mean
-    present = sync_lib.workers_present(present_K)
-    stats, grad_norm = sync_lib.statistics(self.outer, state, mean, present, 0.0, 0.0)
+    present = sync_pieces.workers_present(present_K)
+    stats, grad_norm = sync_pieces.statistics(self.outer, state, mean, present, 0.0, 0.0)
     h = own.controller.h
     extra = dict(
         fragment=jnp.asarray(fragment, jnp.int32),
@@ -374,7 +374,7 @@ class StreamedSync:
     if self.compression.ef_beta is not None:
       extra.update(ef_residual_norm=jnp.sqrt(mean(replicas.sq_norm_K(ex.residual_K))))
     ref_sum = jnp.zeros((), jnp.float32)
-    metrics = sync_lib.round_metrics(
+    metrics = sync_pieces.round_metrics(
         stats,
         grad_norm,
         own.params,
