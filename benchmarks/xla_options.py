@@ -38,34 +38,45 @@ from benchmarks.throughput.child import ROOT, child_env
 from benchmarks.throughput.timing import bracketed, summarize
 from benchmarks.xla_options_child import Variant, serve, step_config, variant_plan
 
-_QUICK = flags.DEFINE_bool(
-    "quick", False, "CI mode: a one-layer toy model, one repeat; structure, not speed."
-)
-_OUT = flags.DEFINE_string("out", "docs/xla_options.json", "Where to write the numbers.")
-_MD = flags.DEFINE_string(
-    "md", "docs/xla_options.md", "Where to write the report ('' = none)."
-)
-_REPEATS = flags.DEFINE_integer(
-    "repeats", 0, "Variant units per variant (0: 3, quick 1)."
-)
-_STEPS = flags.DEFINE_integer("steps", 0, "Inner steps per timed unit (0: 10, quick 3).")
-_VARIANTS = flags.DEFINE_list(
-    "variants", [], "Variants to measure (empty: all of VARIANTS)."
-)
-_EXTRA = flags.DEFINE_multi_string(
-    "extra",
-    [],
-    "More variants, NAME='--xla_flag=value ...' (XLA_FLAGS added to the default's).",
-)
-_CURVE_STEPS = flags.DEFINE_integer(
-    "curve_steps", -1, "Steps of the bf16 loss check (-1: 200, quick 20; 0: skip it)."
-)
-_CURVE_POINTS = flags.DEFINE_integer(
-    "curve_points", 4, "Evaluations along the loss check."
-)
-_CHILD = flags.DEFINE_string(
-    "child", "", "Internal: run as the child of this variant (JSON)."
-)
+
+def _define_flags() -> None:
+  """The command line's flags, defined only when this file runs as a program,
+  so that importing it (``benchmarks/render.py`` reads its ``TABLES``) defines
+  none."""
+  global _QUICK, _OUT, _MD, _REPEATS, _STEPS, _VARIANTS, _EXTRA, _CURVE_STEPS, _CURVE_POINTS, _CHILD
+  _QUICK = flags.DEFINE_bool(
+      "quick", False, "CI mode: a one-layer toy model, one repeat; structure, not speed."
+  )
+  _OUT = flags.DEFINE_string(
+      "out", "docs/xla_options.json", "Where to write the numbers."
+  )
+  _MD = flags.DEFINE_string(
+      "md", "docs/xla_options.md", "Where to write the report ('' = none)."
+  )
+  _REPEATS = flags.DEFINE_integer(
+      "repeats", 0, "Variant units per variant (0: 3, quick 1)."
+  )
+  _STEPS = flags.DEFINE_integer(
+      "steps", 0, "Inner steps per timed unit (0: 10, quick 3)."
+  )
+  _VARIANTS = flags.DEFINE_list(
+      "variants", [], "Variants to measure (empty: all of VARIANTS)."
+  )
+  _EXTRA = flags.DEFINE_multi_string(
+      "extra",
+      [],
+      "More variants, NAME='--xla_flag=value ...' (XLA_FLAGS added to the default's).",
+  )
+  _CURVE_STEPS = flags.DEFINE_integer(
+      "curve_steps", -1, "Steps of the bf16 loss check (-1: 200, quick 20; 0: skip it)."
+  )
+  _CURVE_POINTS = flags.DEFINE_integer(
+      "curve_points", 4, "Evaluations along the loss check."
+  )
+  _CHILD = flags.DEFINE_string(
+      "child", "", "Internal: run as the child of this variant (JSON)."
+  )
+
 
 #: Quick mode's cheaper XLA compiles, in every child (the throughput benchmark's
 #: ``--quick`` uses the same two): structure, not speed.
@@ -532,4 +543,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)
