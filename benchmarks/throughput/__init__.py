@@ -36,25 +36,3 @@ The package, by responsibility:
 * ``__main__``: the command-line flags and the run (flags are defined only there,
   so importing the package defines none).
 """
-
-from benchmarks.throughput.measure import hot_path, measure_rows, scaling
-from benchmarks.throughput.peak import machine, matmul_rate, shape_matmul
-from benchmarks.throughput.plan import Plan, make_plan
-from benchmarks.throughput.report import prepare, targets
-from benchmarks.throughput.timing import bracketed, summarize, timed
-
-__all__ = [
-    "Plan",
-    "bracketed",
-    "hot_path",
-    "machine",
-    "make_plan",
-    "matmul_rate",
-    "measure_rows",
-    "prepare",
-    "scaling",
-    "shape_matmul",
-    "summarize",
-    "targets",
-    "timed",
-]

@@ -136,9 +136,8 @@ class AlgoRunner(Runner):
 
 class RemoteRow:
   """A row timed in another process, one unit per command
-  (``benchmarks/unit_server.py``): the shard_map rows of the simulated-devices
-  child, the PyTorch rows. Bracketed here like any row; its compile counts and
-  its own process's measurements come from that process."""
+  (``benchmarks/unit_server.py``): the PyTorch rows. Bracketed here like any
+  row; its own process's measurements come from that process."""
 
   donation_warnings: tuple = ()
 
