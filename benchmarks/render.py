@@ -151,13 +151,10 @@ def fill(text: str, sources: dict[str, dict] | None = None) -> str:
   def one(match: re.Match) -> str:
     data = match["data"]
     if data not in cache:
-      # Through JSON, so that a live result renders as its file will.
-      live = (
-          json.loads(json.dumps(sources[data], default=float))
-          if data in sources
-          else None
-      )
-      cache[data] = live if data in sources else _load(data)
+      if data in sources:  # through JSON: a live result renders as its file will
+        cache[data] = json.loads(json.dumps(sources[data], default=float))
+      else:
+        cache[data] = _load(data)
     body = block(match["spec"], cache[data])
     return f"<!-- begin {match['spec']} {data} -->\n{body}\n<!-- end -->"
 

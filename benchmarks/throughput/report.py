@@ -209,8 +209,8 @@ def prepare(result: dict) -> dict:
   out = dict(result, targets=targets(result), budget=_budget(result))
   out["rows"] = _table_rows(main, False, nominal)
   if "rows" in sharded:
-    out["rows"] += _table_rows(sharded, True, nominal)
-    child = out["rows"][len(main["rows"]) :]
+    child = _table_rows(sharded, True, nominal)
+    out["rows"] += child
     out["equal_rows"] = [r for r in child if "@" in r["name"] and "ratio" in r]
     one = [r for r in child if r["name"] == "reference" and "ratio" in r]
     if one:  # reference@N against the one-device reference
