@@ -122,12 +122,13 @@ class DiLoCo:
   def sync_piece(self, outer: sync_pieces.Outer) -> Any:
     """The round's sync: DiLoCo's of the whole model (``sync_pieces.WholeModelSync``),
     or ``streaming.StreamedSync`` for fragments, overlap or compressed
-    messages. A variant of the sync overrides this (``docs/algorithms.md`` §7)."""
+    messages. A variant of the sync overrides this (``docs/algorithms.md`` §7a)."""
     if self.stream.plain and self.compression.plain:
       return sync_pieces.WholeModelSync(outer)
     return streaming.StreamedSync(self.stream, self.compression, outer)
 
   def build(self, setup: Setup) -> Algorithm:
+    """The round on the replica axis: the inner loop, then the sync piece."""
     outer = sync_pieces.Outer(
         tx=self.outer_tx(setup),
         controller=self.controller,
