@@ -4,10 +4,10 @@
   python -m experiments.evidence_tables --dir runs/studies/evidence-quick
 
 Reads ``<dir>/<regime>_<corpus>/<phase>/summary.json`` (written by
-``experiments/sweep.py`` for ``configs/studies/evidence.py``) and writes
-``<dir>/tables.md``: per regime and corpus, the regime check, the tuned pairs, the
-design choice and the fresh-seed report with its paired intervals. Phases not yet
-run are listed as missing.
+``experiments/sweep.py`` for ``configs/studies/evidence.py``, whose logic is
+``experiments/evidence.py``) and writes ``<dir>/tables.md``: per regime and corpus,
+the regime check, the tuned pairs, the design choice and the fresh-seed report with
+its paired intervals. Phases not yet run are listed as missing.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ import sys
 
 import numpy as np
 
-from configs.studies import evidence
-from experiments import report
+from experiments import evidence, report
 
 
 def _load(path: str) -> dict | None:

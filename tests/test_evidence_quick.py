@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from configs.studies import compression, evidence
-from experiments import sweep
+from configs.studies import compression
+from experiments import evidence, sweep
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def phases(tmp_path_factory):
   # earlier runs.
   try:
     for phase in evidence.PHASES:
-      study = evidence.get_config(f"{phase},base,shakespeare,quick")
+      study = evidence.study(f"{phase},base,shakespeare,quick")
       out[phase] = (study, sweep.run_study(study, root, study.report_dir, progress=False))
     # The compression study starts from the evidence study's tuned pair and design.
     for phase in compression.PHASES:
