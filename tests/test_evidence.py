@@ -1,7 +1,7 @@
 """The evidence study's configs (experiments/evidence.py, entry point
 configs/studies/evidence.py): its argument, its labels, the runs of each phase and
 how a phase reads the one before it. Configs only: nothing is trained
-(tests/test_evidence_quick.py runs the phases)."""
+(tests/test_studies_quick.py runs the phases)."""
 
 import json
 import os
