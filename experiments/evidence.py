@@ -31,7 +31,7 @@ Phases (every choice on the tuning seeds 0-2; the report on fresh seeds 100-104)
   correction, ``beta^(H/H_ref)`` unless it names another), adaptation without
   correction, and its own ``H`` sequence (tuning seed 0) replayed open loop (with
   its correction). The comparisons are paired by seed with 95% t-intervals
-  (``experiments/report.py``); "equal quality" means the interval of the loss
+  (``experiments/seed_stats.py``); "equal quality" means the interval of the loss
   difference lies inside ``+-TOLERANCE`` bits/byte.
 
 Two phases add to a finished cell (``ADDED_PHASES``, run by hand): ``design_added``
@@ -57,7 +57,7 @@ from typing import Any
 
 
 from configs.studies import base
-from experiments import report
+from experiments import seed_stats
 
 PHASES = ("regime", "coarse", "tune", "design", "report")
 REGIMES = ("base", "long")
@@ -355,7 +355,7 @@ def design_gaps(stats: dict) -> dict[str, float | None]:
       syncs = stats[label]["syncs"][0]
       out[label] = (
           stats[label]["final_eval_bpb"][0]
-          - report.frontier_loss_at(sorted(frontier), syncs)
+          - seed_stats.frontier_loss_at(sorted(frontier), syncs)
           if low <= syncs <= high
           else None
       )
