@@ -66,6 +66,7 @@ def quick(studies):
 
 @pytest.fixture(scope="module")
 def phases(studies):
+  """The evidence and compression phases: ``phases[name] = (study, summary)``."""
   return studies["phases"]
 
 
