@@ -4,10 +4,10 @@
   python -m experiments.evidence_tables --dir runs/studies/evidence-quick
 
 Reads ``<dir>/<regime>_<corpus>/<phase>/summary.json`` (written by
-``experiments/sweep.py`` for ``configs/studies/evidence.py``) and writes
-``<dir>/tables.md``: per regime and corpus, the regime check, the tuned pairs, the
-design choice and the fresh-seed report with its paired intervals. Phases not yet
-run are listed as missing.
+``experiments/sweep.py`` for ``configs/studies/evidence.py``, whose logic is
+``experiments/evidence.py``) and writes ``<dir>/tables.md``: per regime and corpus,
+the regime check, the tuned pairs, the design choice and the fresh-seed report with
+its paired intervals. Phases not yet run are listed as missing.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ import sys
 
 import numpy as np
 
-from configs.studies import evidence
-from experiments import report
+from experiments import evidence, seed_stats
 
 
 def _load(path: str) -> dict | None:
@@ -118,7 +117,7 @@ def design_section(
     vs_best = ""
     if best and label != best:
       diffs = np.subtract(s["loss_by_seed"], stats[best]["loss_by_seed"])
-      ci = report.paired_interval(diffs)
+      ci = seed_stats.paired_interval(diffs)
       vs_best = f"{ci['mean']:+.4f} [{ci['low']:+.4f}, {ci['high']:+.4f}]"
     lines.append(
         f"| {name} | {s['final_eval_bpb'][0]:.4f} ± {s['final_eval_bpb'][1]:.4f} | "
@@ -131,7 +130,7 @@ def design_section(
 
 def _comparison_row(c: dict) -> str:
   """``| candidate | reference | Δ, 95% CI | verdict | syncs saved |`` of a
-  ``report.compare`` result."""
+  ``seed_stats.compare`` result."""
   sv = c.get("syncs_saved")
   if sv:
     sv = {k: float(sv[k]) for k in ("mean", "low", "high")}
@@ -146,7 +145,7 @@ def report_added_section(
     added: dict, committed: dict, regime: str, corpus: str
 ) -> list[str]:
   """Designs run after the cell's report on its fresh seeds, paired seed by seed
-  with the committed report's runs (``report.compare`` over their union). The
+  with the committed report's runs (``seed_stats.compare`` over their union). The
   DiLoCo run at H_ref that both hold must match: it checks this machine trains
   the committed runs' trajectories."""
   check = next(l for l in added["labels"] if l.startswith("diloco_"))
@@ -174,7 +173,7 @@ def report_added_section(
     if label == check:
       continue
     for ref in ("autoloco", check, "frontier"):
-      c = report.compare(runs, label, ref, committed["frontier"], evidence.TOLERANCE)
+      c = seed_stats.compare(runs, label, ref, committed["frontier"], evidence.TOLERANCE)
       lines.append(_comparison_row(c))
   return lines + [""]
 

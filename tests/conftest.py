@@ -17,13 +17,14 @@ os.environ.setdefault(
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
-# The files whose module fixtures run whole studies (minutes each) go first, so that
-# with ``pytest -n 2 --dist loadfile`` (the README's command) each worker starts
-# on one of them and the short files fill in around them; in collection order they
-# would start last and leave one worker running alone at the end.
+# The files whose module fixtures run whole studies or benchmarks (minutes each) go
+# first, so that with ``pytest -n 2 --dist loadfile`` (the README's command) the
+# workers start on them and the short files fill in around them; in collection
+# order they would start last and leave one worker running alone at the end.
+# Every quick study trains in one file (test_studies_quick.py): a fixture shared
+# by several files would be built once per worker that runs one of them.
 SLOW_FIRST = (
-    "test_evidence_quick.py",
-    "test_sweep.py",
+    "test_studies_quick.py",
     "test_benchmarks.py",
     "test_multihost.py",
     # projects/plora/tests: the PLoRA sweep's documented commands at :tiny

@@ -1,14 +1,14 @@
-"""The evidence study's configs (configs/studies/evidence.py): its argument, its
-labels, the runs of each phase and how a phase reads the one before it. Configs
-only: nothing is trained (tests/test_evidence_quick.py runs the phases)."""
+"""The evidence study's configs (experiments/evidence.py, entry point
+configs/studies/evidence.py): its argument, its labels, the runs of each phase and
+how a phase reads the one before it. Configs only: nothing is trained
+(tests/test_studies_quick.py runs the phases)."""
 
 import json
 import os
 
 import pytest
 
-from configs.studies import evidence
-from experiments import sweep
+from experiments import evidence, sweep
 
 
 @pytest.fixture
@@ -81,8 +81,15 @@ def test_every_grid_label_is_distinct_and_round_trips():
 # --- the phases -----------------------------------------------------------------------
 
 
+def test_the_config_file_is_an_entry_point_to_the_study(dirs):
+  from configs.studies import evidence as entry
+
+  for arg in ("coarse,long,python", "regime,base,shakespeare,quick"):
+    assert entry.get_config(arg).to_dict() == evidence.study(arg).to_dict()
+
+
 def test_coarse_is_the_whole_grid_at_each_frontier_interval_on_one_seed(dirs):
-  s = evidence.get_config("coarse,base,shakespeare")
+  s = evidence.study("coarse,base,shakespeare")
   assert len(s.labels) == 84 == len(evidence.ALPHAS) * len(evidence.BETAS) * 4
   assert tuple(s.seeds) == (0,)
   assert evidence.frontier_hs(False) == (20, 30, 40, 60)
@@ -101,7 +108,7 @@ def test_coarse_is_the_whole_grid_at_each_frontier_interval_on_one_seed(dirs):
 
 
 def test_long_python_regime_runs(dirs):
-  s = evidence.get_config("regime,long,python")
+  s = evidence.study("regime,long,python")
   sweep.check_study(s)
   assert tuple(s.labels) == ("diloco_h20", "diloco_h60")
   assert tuple(s.seeds) == evidence.TUNING_SEEDS
@@ -116,7 +123,7 @@ def test_long_python_regime_runs(dirs):
     assert run.interval.h == h
     assert (run.diloco.alpha, run.diloco.beta) == (0.7, 0.9)
   # The base regime on shakespeare keeps the study defaults.
-  b = evidence.get_config("regime,base,shakespeare").runs["diloco_h20"]
+  b = evidence.study("regime,base,shakespeare").runs["diloco_h20"]
   assert (b.num_workers, b.data.partition, b.data.source) == (4, "iid", "shakespeare")
 
 
@@ -125,7 +132,7 @@ def test_tune_without_coarse_names_the_command_to_run(dirs, quick):
   arg = "tune,base,shakespeare" + (",quick" if quick else "")
   want = "coarse,base,shakespeare" + (",quick" if quick else "")
   with pytest.raises(ValueError) as e:
-    evidence.get_config(arg)
+    evidence.study(arg)
   message = str(e.value)
   assert "'coarse' phase has no report" in message
   assert (
@@ -152,7 +159,7 @@ def test_tune_keeps_the_best_pairs_of_each_interval(dirs):
           l(30, 0.5, 0.8): 1.0,
       },
   )
-  s = evidence.get_config("tune,base,shakespeare,quick")
+  s = evidence.study("tune,base,shakespeare,quick")
   sweep.check_study(s)
   assert tuple(s.labels) == (
       l(10, 0.7, 0.9),
@@ -178,7 +185,7 @@ def test_tune_keeps_the_top_pairs_per_interval_in_full_mode(dirs):
       losses[evidence.diloco_label(h, a, b)] = 2.0 + 0.01 * i + 0.001 * h
     losses[evidence.diloco_label(h, *pairs[-1])] = 1.5
   write_coarse(False, losses)
-  s = evidence.get_config("tune,base,shakespeare")
+  s = evidence.study("tune,base,shakespeare")
   assert tuple(s.seeds) == evidence.TUNING_SEEDS
   assert len(s.labels) == evidence.TOP * len(evidence.frontier_hs(False))
   pairs = evidence.grid(False)
@@ -191,7 +198,7 @@ def test_tune_keeps_the_top_pairs_per_interval_in_full_mode(dirs):
 
 @pytest.mark.parametrize("regime, corpus", [("long", "shakespeare"), ("base", "python")])
 def test_other_cells_search_the_pruned_grid_and_designs(dirs, regime, corpus):
-  coarse = evidence.get_config(f"coarse,{regime},{corpus}")
+  coarse = evidence.study(f"coarse,{regime},{corpus}")
   pairs = {evidence.parse_label(label)[1:] for label in coarse.labels}
   betas = evidence.PRUNED_BETAS + evidence.EXTRA_BETAS.get(corpus, ())
   assert pairs == {(a, b) for a in evidence.PRUNED_ALPHAS for b in betas}
@@ -204,7 +211,7 @@ def test_other_cells_search_the_pruned_grid_and_designs(dirs, regime, corpus):
     for i, (a, b) in enumerate(evidence.grid(False, regime, corpus)):
       losses[evidence.diloco_label(h, a, b)] = 3.0 - 0.01 * i
   write_coarse(False, losses, regime, corpus)
-  tune = evidence.get_config(f"tune,{regime},{corpus}")
+  tune = evidence.study(f"tune,{regime},{corpus}")
   last = evidence.grid(False, regime, corpus)[-evidence.TOP_PRUNED :]
   for h in evidence.frontier_hs(False):
     kept = {
@@ -217,7 +224,7 @@ def test_other_cells_search_the_pruned_grid_and_designs(dirs, regime, corpus):
   stats = {label: {"final_eval_bpb": [losses[label], 0.0]} for label in tune.labels}
   with open(os.path.join(path, "summary.json"), "w") as f:
     json.dump({"stats": stats}, f)
-  design = evidence.get_config(f"design,{regime},{corpus}")
+  design = evidence.study(f"design,{regime},{corpus}")
   sweep.check_study(design)
   autos = [label for label in design.labels if label.startswith("autoloco")]
   assert tuple(autos) == evidence.PRUNED_DESIGNS
@@ -236,7 +243,7 @@ def test_other_cells_search_the_pruned_grid_and_designs(dirs, regime, corpus):
       design.runs["autoloco_h0x1p5_table"].diloco.beta,
   )
   # design_added: the frontier beside the added designs only, on the tuning seeds.
-  added = evidence.get_config(f"design_added,{regime},{corpus}")
+  added = evidence.study(f"design_added,{regime},{corpus}")
   sweep.check_study(added)
   assert added.seeds == evidence.TUNING_SEEDS
   assert added.labels == added.frontier + evidence.ADDED_DESIGNS
@@ -258,7 +265,7 @@ def test_report_added_runs_the_added_design_beside_the_reports_reference(dirs):
   stats = {label: {"final_eval_bpb": [loss, 0.0]} for label, loss in losses.items()}
   with open(os.path.join(path, "summary.json"), "w") as f:
     json.dump({"stats": stats}, f)
-  added = evidence.get_config("report_added,base,shakespeare")
+  added = evidence.study("report_added,base,shakespeare")
   sweep.check_study(added)
   href = evidence.h_ref(False)
   want = evidence.REPORT_ADDED[("base", "shakespeare")]
@@ -266,7 +273,7 @@ def test_report_added_runs_the_added_design_beside_the_reports_reference(dirs):
   assert added.seeds == evidence.REPORT_SEEDS
   assert added.runs["autoloco_h0x1p5_rescale"].autoloco.on_change == "rescale"
   # The DiLoCo run is the report's own (the same run directory: the same trajectory).
-  design = evidence.get_config("design,base,shakespeare")
+  design = evidence.study("design,base,shakespeare")
   ref = added.runs[f"diloco_h{href}"]
   assert sweep.run_dir("r", ref) == sweep.run_dir("r", design.runs[f"diloco_h{href}"])
   assert not evidence.REPORT_ADDED.get(("long", "python"))
@@ -285,7 +292,9 @@ def fake_summary(losses, syncs, labels, frontier=()):
   return dict(labels=list(labels), runs=runs, stats=stats, frontier=list(frontier))
 
 
-@pytest.mark.parametrize("drift, said", [(0.0, "the same trajectories"), (0.01, "not reproduced")])
+@pytest.mark.parametrize(
+    "drift, said", [(0.0, "the same trajectories"), (0.01, "not reproduced")]
+)
 def test_report_added_tables_pair_with_the_committed_report(drift, said):
   from experiments import evidence_tables
 

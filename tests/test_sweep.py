@@ -1,170 +1,15 @@
-"""The sweep runner and its report: every study's quick mode end to end, run
-sharing and skipping, interruption, stale runs, and the claim arithmetic."""
+"""The sweep runner and its report without training: interruption, malformed
+studies, run directories and locks, and the claim arithmetic (the studies' quick
+modes end to end: test_studies_quick.py)."""
 
-import json
 import os
 
-import ml_collections
 import numpy as np
 import pytest
 
 from autoloco_jax import train
-from configs.studies import ablations, base, decentralized, heterogeneity
+from configs.studies import ablations, base
 from experiments import report, sweep
-
-STUDIES = (ablations, decentralized, heterogeneity)
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-  """The studies in quick mode, sharing one root of runs (the evidence study's
-  phases have their own test, test_evidence_quick.py)."""
-  root = str(tmp_path_factory.mktemp("runs"))
-  reports = str(tmp_path_factory.mktemp("reports"))
-  results = {}
-  for module in STUDIES:
-    study = module.get_config("quick")
-    results[study.name] = sweep.run_study(
-        study, root, os.path.join(reports, study.name), progress=False
-    )
-  return root, reports, results
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("module", STUDIES, ids=lambda m: m.__name__.split(".")[-1])
-def test_quick_study_writes_table_plots_and_summary(quick, module):
-  root, reports, results = quick
-  study = module.get_config("quick")
-  out = os.path.join(reports, study.name)
-  text = open(os.path.join(out, "results.md")).read()
-  for label in study.labels:
-    assert f"`{label}`" in text
-  for name in results[study.name]["plots"]:
-    with open(os.path.join(out, name), "rb") as f:
-      data = f.read()
-    assert data.startswith(PNG_MAGIC) and len(data) > 5000, name
-    assert f"({name})" in text
-  expected = {
-      "loss_vs_tokens.png",
-      "loss_vs_syncs.png",
-      "loss_vs_bytes_per_worker.png",
-      "loss_vs_sim_time_homogeneous.png",
-      "loss_vs_sim_time_hetero.png",
-      "final_loss_vs_syncs.png",
-  }
-  assert expected <= set(results[study.name]["plots"])
-  adaptive = any(study.runs[l].algorithm == "autoloco" for l in study.labels)
-  assert ({"interval.png", "outer.png"} <= set(results[study.name]["plots"])) == adaptive
-  summary = json.load(open(os.path.join(out, "summary.json")))
-  assert summary["labels"] == list(study.labels)
-  for label in study.labels:
-    assert len(summary["runs"][label]) == len(study.seeds)
-    run = summary["runs"][label][0]
-    assert np.isfinite(run["summary"]["final_eval_bpb"])
-    assert run["eval"]["eval_bpb"][-1] == run["summary"]["final_eval_bpb"]
-    assert run["summary"]["sim_time_hetero"] > 0
-  for name, claim in summary["claims"].items():
-    assert claim["holds"] in (True, False)
-    assert f"Claim `{name}`" in text
-
-
-@pytest.mark.slow
-def test_studies_share_identical_runs(quick):
-  root, _, _ = quick
-  dirs = {
-      sweep.run_dir(root, config)
-      for module in STUDIES
-      for *_, config, _ in sweep.jobs(module.get_config("quick"), root)
-  }
-  runs = [name for name in os.listdir(root) if not name.endswith(".lock")]
-  assert sorted(runs) == sorted(os.path.basename(d) for d in dirs)
-  # DiLoCo at H_ref is in all three studies (decentralized's diloco_k4 too): 20
-  # labelled runs, 18 trainings. (The ablations' loss_ratio run is no longer the
-  # default AutoLoCo, which now starts from 1.5 H_ref with the tuned pair.)
-  labelled = sum(len(m.get_config("quick").labels) for m in STUDIES)
-  assert (labelled, len(dirs)) == (20, 18)
-
-
-@pytest.mark.slow
-def test_finished_runs_are_skipped(quick, monkeypatch, tmp_path):
-  root, _, _ = quick
-
-  def no_training(*args, **kwargs):
-    raise AssertionError("a finished run was trained again")
-
-  monkeypatch.setattr(train, "train_and_evaluate", no_training)
-  study = heterogeneity.get_config("quick")
-  result = sweep.run_study(study, root, str(tmp_path), progress=False)
-  assert set(result["stats"]) == set(study.labels)
-
-
-@pytest.mark.slow
-def test_report_only_names_missing_runs(quick, tmp_path):
-  root, _, _ = quick
-  study = heterogeneity.get_config("quick")
-  base.add_run(study, "extra", base.run_config("diloco", True, interval__h=7))
-  with pytest.raises(
-      ValueError, match="report_only: 1 runs are not finished: extra seed 0"
-  ):
-    sweep.run_study(study, root, str(tmp_path), progress=False, report_only=True)
-
-
-@pytest.mark.slow
-def test_command_line_quick_mode_reports_finished_runs(quick, tmp_path):
-  """``--quick`` loads the study's quick mode; ``--report_only`` trains nothing."""
-  import subprocess
-  import sys
-
-  root, _, results = quick
-  out = tmp_path / "report"
-  proc = subprocess.run(
-      [
-          sys.executable,
-          "-m",
-          "experiments.sweep",
-          "--study",
-          "configs/studies/heterogeneity.py",
-          "--quick",
-          "--report_only",
-          "--root",
-          root,
-          "--report_dir",
-          str(out),
-      ],
-      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-      capture_output=True,
-      text=True,
-      timeout=300,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert "0 runs trained, 4 already finished" in proc.stdout
-  summary = json.load(open(out / "summary.json"))
-  assert summary["quick"] and summary["stats"] == json.loads(
-      json.dumps(results["heterogeneity"]["stats"])
-  )
-
-
-@pytest.mark.slow
-def test_stale_finished_run_is_refused(quick, tmp_path):
-  """A finished run whose stored config differs from the study's is an error,
-  not silently reused."""
-  root, _, _ = quick
-  study = ablations.get_config("quick")
-  ((label, _, config, workdir),) = [
-      j for j in sweep.jobs(study, root) if j[0] == "loss_ratio_momentum"
-  ]
-  one = base.new_study("one", "one", quick=True)
-  base.add_run(one, label, study.runs[label])
-  stale = sweep.run_dir(str(tmp_path), config)
-  os.makedirs(stale)
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
-    open(os.path.join(stale, "metrics.jsonl"), "w").write(f.read())
-  stored = json.load(open(os.path.join(workdir, "config.json")))
-  stored["inner"]["lr"] = 1.0
-  json.dump(stored, open(os.path.join(stale, "config.json"), "w"))
-  with pytest.raises(ValueError, match="inner.lr"):
-    sweep.run_study(one, str(tmp_path), str(tmp_path / "report"), progress=False)
 
 
 def test_interrupted_run_stops_the_study(monkeypatch, tmp_path):
@@ -174,22 +19,6 @@ def test_interrupted_run_stops_the_study(monkeypatch, tmp_path):
   study = ablations.get_config("quick")
   with pytest.raises(sweep.Interrupted, match="step 7"):
     sweep.run_study(study, str(tmp_path), str(tmp_path / "r"), progress=False)
-
-
-@pytest.mark.slow
-def test_also_network_times_match_a_run_on_that_network(quick, tmp_path):
-  """network.also adds clocks without changing training: the hetero time a
-  homogeneous run logs equals that of the same run on the hetero network."""
-  root, _, results = quick
-  logged = results["decentralized"]["runs"]["noloco_k4"][0]["summary"]
-  config = decentralized.get_config("quick").runs["noloco_k4"]
-  config.seed = 0
-  config.network.name = "hetero"
-  config.network.also = ()
-  alone = train.train_and_evaluate(config, str(tmp_path))
-  assert alone["final_eval_bpb"] == logged["final_eval_bpb"]
-  np.testing.assert_allclose(alone["sim_time"], logged["sim_time_hetero"], rtol=1e-12)
-  assert logged["sim_time_hetero"] > logged["sim_time"]
 
 
 def test_check_study_names_unknown_labels():

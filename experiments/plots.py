@@ -1,0 +1,192 @@
+"""The report's plots: eval loss against tokens, syncs, bytes and simulated time,
+final loss against syncs, and the adaptive runs' H and outer step over training."""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+
+from experiments.runlog import sim_key
+from experiments.seed_stats import frontier_points
+
+X_LABELS = {
+    "tokens": "tokens",
+    "syncs": "syncs (communication events)",
+    "bytes_per_worker": "bytes sent per worker",
+    "step": "inner step",
+}
+
+
+def _mean_curve(runs: Sequence[dict], x_key: str, y_key: str = "eval_bpb", num: int = 60):
+  """Seeds interpolated onto a common x grid: (x, mean, min, max), or None."""
+  pairs = []
+  for r in runs:
+    x = np.asarray([v for v in r["eval"].get(x_key, []) if v is not None], np.float64)
+    y = np.asarray(r["eval"][y_key][: len(x)], np.float64)
+    if len(x):
+      pairs.append((x, y))
+  if not pairs:
+    return None
+  lo, hi = max(p[0][0] for p in pairs), min(p[0][-1] for p in pairs)
+  grid = np.linspace(lo, hi, num) if hi > lo else np.asarray([lo])
+  ys = np.stack([np.interp(grid, x, y) for x, y in pairs])
+  return grid, ys.mean(0), ys.min(0), ys.max(0)
+
+
+def plot_curves(
+    runs: dict[str, list[dict]], x_key: str, ax=None, log_x: bool = False, title: str = ""
+):
+  """Eval loss against ``x_key`` (an eval column), one line per label: the mean
+  over seeds, shaded between the lowest and highest seed."""
+  import matplotlib.pyplot as plt
+
+  if ax is None:
+    _, ax = plt.subplots(figsize=(7, 4.5))
+  for label, label_runs in runs.items():
+    curve = _mean_curve(label_runs, x_key)
+    if curve is None:
+      continue
+    x, mean, lo, hi = curve
+    (line,) = ax.plot(x, mean, label=label, marker="." if len(x) == 1 else None)
+    ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+  if log_x:
+    ax.set_xscale("log")
+  xlabel = (
+      f"simulated wall-clock, s ({x_key[len('sim_time_'):]})"
+      if x_key.startswith("sim_time_")
+      else X_LABELS.get(x_key, x_key)
+  )
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel("eval loss (bits/byte)")
+  ax.set_title(title)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  return ax
+
+
+def _with_sim_column(runs: dict[str, list[dict]], network: str) -> dict:
+  """Copies of ``runs`` whose eval curves have ``sim_time_<network>`` filled."""
+  out = {}
+  for label, label_runs in runs.items():
+    out[label] = []
+    for r in label_runs:
+      ev = dict(r["eval"])
+      ev[f"sim_time_{network}"] = ev[sim_key(r, network)]
+      out[label].append(dict(r, eval=ev))
+  return out
+
+
+def plot_rounds(
+    runs: dict[str, list[dict]],
+    keys: Sequence[str],
+    ylabels: Sequence[str],
+    title: str = "",
+):
+  """Per-round values (``h``, ``outer_lr``, ...) against the inner step
+  for adaptive runs: seed 0 solid, other seeds faint."""
+  import matplotlib.pyplot as plt
+
+  fig, axes = plt.subplots(len(keys), 1, figsize=(7, 3 * len(keys)), squeeze=False)
+  for ax, key, ylabel in zip(axes[:, 0], keys, ylabels):
+    for label, label_runs in runs.items():
+      color = None
+      for i, r in enumerate(label_runs):
+        step, value = r["rounds"]["step"], r["rounds"][key]
+        (line,) = ax.step(
+            step,
+            value,
+            where="pre",
+            color=color,
+            alpha=1.0 if i == 0 else 0.3,
+            label=label if i == 0 else None,
+        )
+        color = line.get_color()
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+  axes[-1, 0].set_xlabel("inner step (end of round)")
+  axes[0, 0].set_title(title)
+  fig.tight_layout()
+  return fig
+
+
+def plot_frontier(result: dict):
+  """Final eval loss against syncs (mean ± spread) for every label; the
+  frontier labels joined by a line."""
+  import matplotlib.pyplot as plt
+
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  st = result["stats"]
+  for label in result["labels"]:
+    (x, xs), (y, ys) = st[label]["syncs"], st[label]["final_eval_bpb"]
+    ax.errorbar(x, y, xerr=xs, yerr=ys, fmt="o", capsize=3, label=label)
+  if result["frontier"]:
+    pts = frontier_points(st, result["frontier"])
+    ax.plot(pts[:, 0], pts[:, 1], "k--", alpha=0.5, label="fixed-H Pareto frontier")
+  ax.set_xlabel("syncs")
+  ax.set_ylabel("final eval loss (bits/byte)")
+  ax.set_title(f"{result['title']}: final loss vs syncs")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  return fig
+
+
+def _zoom(ax, best: float) -> None:
+  """Limits ``ax`` to losses within 0.25 bits of the ``best`` final loss,
+  where the runs that train separate."""
+  ax.set_ylim(best - 0.03, best + 0.25)
+
+
+def write_plots(result: dict, report_dir: str) -> list[str]:
+  """Writes the study's PNGs; returns their file names."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  runs, title = result["runs"], result["title"]
+  names = []
+
+  def save(fig, name):
+    fig.savefig(os.path.join(report_dir, name), dpi=110)
+    plt.close(fig)
+    names.append(name)
+
+  best = min(s["final_eval_bpb"][0] for s in result["stats"].values())
+  curves = [
+      ("tokens", runs, False),
+      ("syncs", runs, True),
+      ("bytes_per_worker", runs, True),
+  ]
+  curves += [
+      (f"sim_time_{net}", _with_sim_column(runs, net), True) for net in result["networks"]
+  ]
+  for x_key, x_runs, log_x in curves:
+    fig, (full, zoom) = plt.subplots(1, 2, figsize=(13, 4.5))
+    plot_curves(x_runs, x_key, ax=full, log_x=log_x, title=title)
+    plot_curves(
+        x_runs, x_key, ax=zoom, log_x=log_x, title="zoom: near the best final loss"
+    )
+    _zoom(zoom, best)
+    fig.tight_layout()
+    save(fig, f"loss_vs_{x_key}.png")
+  save(plot_frontier(result), "final_loss_vs_syncs.png")
+  adaptive = {label: rs for label, rs in runs.items() if rs and rs[0]["rounds"]}
+  if adaptive:
+    save(
+        plot_rounds(adaptive, ("h",), ("H (inner steps)",), f"{title}: H over training"),
+        "interval.png",
+    )
+    save(
+        plot_rounds(
+            adaptive,
+            ("outer_lr", "outer_momentum"),
+            ("outer lr α_t", "outer momentum β_t"),
+            f"{title}: outer step over training",
+        ),
+        "outer.png",
+    )
+  return names

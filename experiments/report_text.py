@@ -1,0 +1,192 @@
+"""The report's markdown: the study's table, its claims and its paired comparisons,
+each as a sentence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _pm(ms: tuple[float, float], fmt: str = "{:.3f}") -> str:
+  m, s = ms
+  return f"{fmt.format(m)} ± {fmt.format(s)}"
+
+
+def _describe(config: Any) -> str:
+  """A run's algorithm and its knobs, e.g. ``autoloco, lr_quadratic 10..80, momentum``."""
+  a = config.algorithm
+  parts = [a, f"K={config.num_workers}"]
+  if a == "autoloco":
+    i = config.interval
+    parts += [
+        f"{i.controller} H0={i.h} [{i.h_min}..{i.h_max}]",
+        f"correction {config.autoloco.correction}",
+    ]
+    on_change = config.autoloco.get("on_change", "keep")
+    if on_change != "keep":
+      parts.append(f"momentum buffer {on_change}")
+  elif a != "ddp":
+    parts.append(f"H={config.interval.h}")
+  if config.data.partition != "iid":
+    parts.append(config.data.partition)
+  return ", ".join(parts)
+
+
+def _saving(value: float, reference: float) -> str:
+  """``+37%`` (fewer than the reference), or ``5.0x as many``."""
+  if value <= reference:
+    return f"{1 - value / reference:+.0%}"
+  return f"{value / reference:.1f}x as many"
+
+
+#: The table's legend, above it.
+LEGEND = (
+    "Loss in bits/byte on the validation plays; ± is the sample standard deviation "
+    "over seeds; `Δ`, `saved` and `×` compare means with the run's reference. `sim s`: "
+    "simulated wall-clock seconds on that network (fixed compute time per "
+    "step), `× ref` its ratio to the reference's (below 1 is faster); "
+    "`to ref loss ×`: simulated time until the run's eval loss first reaches "
+    "the reference's final loss, over the reference's whole time (mean over "
+    "seeds; `never` if a seed does not reach it)."
+)
+
+
+def markdown(study: Any, result: dict) -> str:
+  """The study's table (mean ± spread over seeds) and its claims, in markdown."""
+  head = _table_head(result["networks"])
+  lines = [
+      f"Seeds: {', '.join(map(str, result['seeds']))}. {LEGEND}",
+      "",
+      "| " + " | ".join(head) + " |",
+      "| --- | --- | " + " | ".join(["---:"] * (len(head) - 2)) + " |",
+  ]
+  for label in result["labels"]:
+    lines.append("| " + " | ".join(_table_row(study, result, label)) + " |")
+  for name, c in result["claims"].items():
+    lines += ["", claim_sentence(name, c)]
+  if result.get("comparisons"):
+    lines += [
+        "",
+        "Paired comparisons (per seed: candidate minus reference, final eval "
+        "bits/byte; 95% Student-t interval over the seeds):",
+        "",
+    ]
+    lines += [f"* {comparison_sentence(c)}" for c in result["comparisons"]]
+  return "\n".join(lines) + "\n"
+
+
+def _table_head(nets) -> list[str]:
+  return (
+      [
+          "run",
+          "what",
+          "final eval bits/byte",
+          "Δ vs ref",
+          "syncs",
+          "syncs saved",
+          "MB/worker",
+      ]
+      + [f"sim s ({n})" for n in nets]
+      + [f"× ref ({n})" for n in nets]
+      + [f"to ref loss × ({n})" for n in nets]
+  )
+
+
+def _table_row(study: Any, result: dict, label: str) -> list[str]:
+  """The cells of ``label``'s row; the ones against its reference empty (``ref``
+  for the loss) when it has none."""
+  st, nets = result["stats"], result["networks"]
+  s = st[label]
+  ref = result["reference"].get(label)
+  r = st.get(ref) if ref else None
+  cells = [f"`{label}`", _describe(study.runs[label]), _pm(s["final_eval_bpb"])]
+  cells.append(f"{s['final_eval_bpb'][0] - r['final_eval_bpb'][0]:+.3f}" if r else "ref")
+  cells.append(f"{s['syncs'][0]:.1f}")
+  cells.append(_saving(s["syncs"][0], r["syncs"][0]) if r else "")
+  cells.append(f"{s['bytes_per_worker'][0] / 1e6:.1f}")
+  cells += [f"{s[f'sim_time@{n}'][0]:.1f}" for n in nets]
+  cells += [
+      f"{s[f'sim_time@{n}'][0] / r[f'sim_time@{n}'][0]:.2f}" if r else "" for n in nets
+  ]
+  for n in nets:
+    t = s.get(f"time_to_ref_loss@{n}")
+    cells.append(
+        "" if not r else "never" if t is None else f"{t / r[f'sim_time@{n}'][0]:.2f}"
+    )
+  return cells
+
+
+def claim_sentence(name: str, c: dict) -> str:
+  verdict = "**holds**" if c["holds"] else "**does not hold**"
+  fewer = (
+      f"{c['sync_saving']:.0%} fewer"
+      if c["sync_saving"] >= 0
+      else f"{-c['sync_saving']:.0%} more"
+  )
+  paired = ""
+  if c.get("paired_deltas") and len(c["paired_deltas"]) > 1:
+    paired = ", per seed " + ", ".join(f"{d:+.3f}" for d in c["paired_deltas"])
+  text = (
+      f"Claim `{name}`: `{c['candidate']}` uses {fewer} syncs "
+      f"than `{c['reference']}` (needed: {c['min_saving']:.0%} fewer) with a final loss "
+      f"{c['loss_delta']:+.3f} bits from it{paired} (seed spread of the reference "
+      f"{c['tolerance']:.3f}): {verdict}."
+  )
+  if c.get("frontier_loss_at_syncs") is not None:
+    text += (
+        f" Against fixed-H DiLoCo at the same syncs (interpolated loss "
+        f"{c['frontier_loss_at_syncs']:.3f}) it is "
+        f"{'below (better than)' if c['below_frontier'] else 'above (worse than)'} "
+        "the frontier."
+    )
+  if c.get("below_whole_frontier"):
+    text += (
+        f" Its loss is below every fixed-H point (the best: "
+        f"{c['frontier_best'][1]:.3f} in {c['frontier_best'][0]:.0f} syncs), so no fixed "
+        "H in this study reaches it."
+    )
+  if c.get("saving_at_equal_loss") is not None:
+    text += (
+        f" Fixed-H DiLoCo needs {c['frontier_syncs_at_loss']:.1f} syncs for the "
+        f"same loss: a saving of {c['saving_at_equal_loss']:.0%} at equal loss."
+    )
+  return text
+
+
+def comparison_sentence(c: dict) -> str:
+  """One line of the report: the interval and its plain verdict."""
+  ci = c["loss"]
+  ref = (
+      "the tuned frontier at equal syncs"
+      if c["reference"] == "frontier"
+      else (f"`{c['reference']}`")
+  )
+  words = dict(
+      better="**better** (the interval excludes 0)",
+      worse="**worse** (the interval excludes 0)",
+      equal=f"**equal quality** (inside ±{c['tolerance']:g}"
+      + (", though the interval excludes 0 above" if ci["low"] > 0 else "")
+      + ")",
+      inconclusive=f"**inconclusive** (neither excludes 0 nor inside ±{c['tolerance']:g})",
+  )[c["verdict"]]
+  text = (
+      f"`{c['candidate']}` vs {ref}: {ci['mean']:+.4f} bits/byte, 95% CI "
+      f"[{ci['low']:+.4f}, {ci['high']:+.4f}] (n = {ci['n']}): {words}."
+  )
+  sv = c.get("syncs_saved")
+  if sv:
+    what = (
+        "fewer syncs than the frontier needs for its loss"
+        if c["reference"] == ("frontier")
+        else "fewer syncs"
+    )
+    text += (
+        f" {sv['mean']:+.0%} {what} (CI [{sv['low']:+.0%}, {sv['high']:+.0%}]"
+        + (
+            f", on the {c['frontier_reaches']} of {ci['n']} seeds where the frontier "
+            "reaches it)"
+            if c["frontier_reaches"] < ci["n"]
+            else ")"
+        )
+        + "."
+    )
+  return text

@@ -1,0 +1,59 @@
+"""A finished run, as read from its ``metrics.jsonl``: final numbers, eval curve and
+the adaptive runs' round trace."""
+
+from __future__ import annotations
+
+import os
+
+from autoloco_jax import metrics as metrics_lib
+
+#: Per-eval columns kept for curves, and per-round columns for adaptive runs.
+EVAL_KEYS = ("step", "tokens", "syncs", "bytes_per_worker", "sim_time", "eval_bpb")
+ROUND_KEYS = ("step", "h", "outer_lr", "outer_momentum", "ratio")
+#: Final numbers kept from a run's summary line.
+SUMMARY_KEYS = (
+    "algorithm",
+    "final_eval_bpb",
+    "syncs",
+    "bytes_per_worker",
+    "sim_time",
+    "network",
+    "tokens",
+    "tokens_per_sec",
+    "wall_time",
+    "num_params",
+    "peak_bandwidth",
+)
+
+
+def load_run(workdir: str, seed: int | None = None) -> dict:
+  """One finished run: its final numbers, eval curve and adaptive round trace.
+
+  Returns ``dict(seed, workdir, summary, eval, rounds)``; ``eval`` and
+  ``rounds`` map a column to a list (``sim_time_<network>`` columns included).
+
+  Raises:
+    ValueError: the run has no summary line (not finished).
+  """
+  records = metrics_lib.read(os.path.join(workdir, "metrics.jsonl"))
+  if not records or not records[-1].get("summary"):
+    raise ValueError(f"{workdir} holds no finished run (no summary line)")
+  summary = records[-1]
+  rows = records[:-1]
+  extra = sorted(k for k in summary if k.startswith("sim_time_"))
+  evals = [r for r in rows if "eval_bpb" in r]
+  eval_cols = {k: [r.get(k) for r in evals] for k in EVAL_KEYS + tuple(extra)}
+  adaptive = summary["algorithm"] == "autoloco"
+  round_cols = {k: [r.get(k) for r in rows] for k in ROUND_KEYS} if adaptive else {}
+  return dict(
+      seed=seed,
+      workdir=workdir,
+      summary={k: summary.get(k) for k in SUMMARY_KEYS + tuple(extra)},
+      eval=eval_cols,
+      rounds=round_cols,
+  )
+
+
+def sim_key(run: dict, network: str) -> str:
+  """The column holding ``run``'s simulated time on ``network``."""
+  return "sim_time" if run["summary"]["network"] == network else f"sim_time_{network}"

@@ -1,0 +1,358 @@
+"""Every study's quick mode end to end, all from one root of runs built once: the
+evidence study's phases, each reading the one before it and ending in a report of
+paired intervals on seeds no choice used; the compression study that starts from
+its tuned pair and design; and the ablations, decentralized and heterogeneity
+studies (tables, plots and summaries, run sharing and skipping, stale runs, the
+command line). One file, so that ``pytest -n 2 --dist loadfile`` trains them in one
+process, once."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from autoloco_jax import train
+from configs.studies import ablations, base, compression, decentralized, heterogeneity
+from experiments import evidence, sweep
+
+STUDIES = (ablations, decentralized, heterogeneity)
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory):
+  """Every quick study, trained into one root: ``root``, ``reports`` (the three
+  studies' report folders), ``results`` (their summaries by study name) and
+  ``phases`` (the evidence and compression phases' ``(study, summary)``)."""
+  root = str(tmp_path_factory.mktemp("runs"))
+  reports = str(tmp_path_factory.mktemp("reports"))
+  patch = pytest.MonkeyPatch()
+  patch.setattr(evidence, "QUICK_DIR", str(tmp_path_factory.mktemp("evidence")))
+  # The patch lasts the whole module: tests read the phases' reports through the
+  # study's own paths, which must be this module's folder, never a checkout's
+  # earlier runs.
+  try:
+    phases = {}
+    for phase in evidence.PHASES:
+      study = evidence.study(f"{phase},base,shakespeare,quick")
+      phases[phase] = (
+          study,
+          sweep.run_study(study, root, study.report_dir, progress=False),
+      )
+    # The compression study starts from the evidence study's tuned pair and design.
+    for phase in compression.PHASES:
+      study = compression.get_config(f"{phase},quick")
+      phases[f"compression_{phase}"] = (
+          study,
+          sweep.run_study(study, root, study.report_dir, progress=False),
+      )
+    results = {}
+    for module in STUDIES:
+      study = module.get_config("quick")
+      results[study.name] = sweep.run_study(
+          study, root, os.path.join(reports, study.name), progress=False
+      )
+    yield dict(root=root, reports=reports, results=results, phases=phases)
+  finally:
+    patch.undo()
+
+
+@pytest.fixture(scope="module")
+def quick(studies):
+  """The three studies: ``(root, reports, results)``."""
+  return studies["root"], studies["reports"], studies["results"]
+
+
+@pytest.fixture(scope="module")
+def phases(studies):
+  """The evidence and compression phases: ``phases[name] = (study, summary)``."""
+  return studies["phases"]
+
+
+# --- the evidence and compression studies -------------------------------------------
+
+
+@pytest.mark.slow
+def test_choices_use_tuning_seeds_and_the_report_fresh_ones(phases):
+  report_study, _ = phases["report"]
+  tuning = set()
+  for phase in ("regime", "coarse", "tune", "design", "compression_tune"):
+    tuning |= set(phases[phase][0].seeds)
+  assert tuning and not tuning & set(report_study.seeds)
+  assert len(report_study.seeds) >= 2
+
+
+@pytest.mark.slow
+def test_tune_keeps_the_best_coarse_pairs_and_report_uses_the_tuned_ones(phases):
+  coarse = phases["coarse"][1]["stats"]
+  tune_study = phases["tune"][0]
+  for h in evidence.frontier_hs(quick=True):
+    ranked = sorted(
+        (s["final_eval_bpb"][0], label)
+        for label, s in coarse.items()
+        if label.startswith(f"diloco_h{h}_")
+    )
+    kept = {label for label in tune_study.labels if label.startswith(f"diloco_h{h}_")}
+    assert kept == {label for _, label in ranked[: len(kept)]}
+  tune = phases["tune"][1]["stats"]
+  report_study = phases["report"][0]
+  for h in evidence.frontier_hs(quick=True):
+    best = min(
+        (s["final_eval_bpb"][0], label)
+        for label, s in tune.items()
+        if label.startswith(f"diloco_h{h}_")
+    )[1]
+    _, alpha, beta = evidence.parse_label(best)
+    run = report_study.runs[f"diloco_h{h}"]
+    assert (run.diloco.alpha, run.diloco.beta) == (alpha, beta)
+  # AutoLoCo's reference pair is the one tuned at H_ref.
+  href = evidence.h_ref(quick=True)
+  auto = report_study.runs["autoloco"]
+  ref = report_study.runs[f"diloco_h{href}"]
+  assert (auto.diloco.alpha, auto.diloco.beta) == (ref.diloco.alpha, ref.diloco.beta)
+  assert auto.autoloco.h_ref == href
+
+
+@pytest.mark.slow
+def test_controls_isolate_one_component_each(phases):
+  study, result = phases["report"]
+  auto = study.runs["autoloco"]
+  fixed = study.runs["ctrl_correction_only"]
+  assert fixed.interval.controller == "fixed"
+  assert fixed.autoloco.correction == auto.autoloco.correction != "none"
+  no_corr = study.runs["ctrl_adaptation_only"]
+  assert no_corr.autoloco.correction == "none"
+  assert no_corr.interval.controller == auto.interval.controller
+  replay = study.runs["ctrl_open_loop"]
+  assert replay.interval.controller == "schedule"
+  # The replayed sequence is the chosen design's own on tuning seed 0, and the
+  # replay runs exactly that sequence of rounds on every report seed.
+  design = phases["design"][1]["runs"][study.design][0]
+  assert list(replay.interval.schedule) == design["rounds"]["h"]
+  for run in result["runs"]["ctrl_open_loop"]:
+    hs = run["rounds"]["h"]
+    n = len(replay.interval.schedule)
+    assert hs[:n] == list(replay.interval.schedule)[: len(hs)]
+
+
+@pytest.mark.slow
+def test_report_states_each_comparison_with_its_interval(phases):
+  study, result = phases["report"]
+  text = open(os.path.join(study.report_dir, "results.md")).read()
+  summary = json.load(open(os.path.join(study.report_dir, "summary.json")))
+  assert len(result["comparisons"]) == len(study.comparisons)
+  for c in summary["comparisons"]:
+    assert c["verdict"] in ("better", "worse", "equal", "inconclusive")
+    assert c["loss"]["n"] == len(study.seeds)
+    assert c["loss"]["low"] <= c["loss"]["mean"] <= c["loss"]["high"]
+    assert f"`{c['candidate']}` vs" in text
+  assert "95% CI" in text
+
+
+@pytest.mark.slow
+def test_tables_summarise_every_phase(phases):
+  from experiments import evidence_tables
+
+  root = os.path.dirname(os.path.dirname(phases["report"][0].report_dir))
+  text = evidence_tables.tables(root)
+  section = text.split("## base regime, shakespeare")[1].split("## ")[0]
+  assert "Regime check" in section and "Tuned DiLoCo" in section
+  # The pairs per H the tune phase ran (the quick grid keeps 2, the full one 4).
+  assert f"the best {evidence.top(True)} pairs per H" in section
+  assert "Not run yet" not in section
+  design = phases["report"][0].design
+  assert f"**`{design}`**" in section
+  for c in phases["report"][1]["comparisons"]:
+    assert f"| `{c['candidate']}` |" in section
+  assert "Frontier slope (tuned)" in section
+
+
+@pytest.mark.slow
+def test_compression_rows_start_from_the_tuned_pair_and_report_bytes_and_peaks(phases):
+  from experiments import evidence_tables
+
+  study, result = phases["compression_report"]
+  pair = compression.reference_pair(quick=True)
+  tuned = phases["report"][0].runs["diloco_h10"]
+  assert pair == (tuned.diloco.alpha, tuned.diloco.beta)
+  for label in ("diloco", "stream_tau0", "stream_fp4"):
+    run = study.runs[label]
+    assert (run.diloco.alpha, run.diloco.beta) == pair
+    assert run.model.num_layers == compression.NUM_LAYERS
+  assert study.runs["stream_fp4"].compress.codec == "fp4"
+  assert study.runs["autoloco_stream_fp4"].algorithm == "autoloco"
+  stats = result["stats"]
+  # fp4 sends fewer bytes than the same streaming run in float32; every row has a peak.
+  assert (
+      stats["stream_fp4"]["bytes_per_worker"][0]
+      < stats["stream_tau4"]["bytes_per_worker"][0]
+  )
+  assert all("peak_bandwidth" in stats[label] for label in study.labels)
+  text = "\n".join(evidence_tables.compression_section(result))
+  for label in study.labels:
+    assert f"| `{label}` |" in text
+
+
+# --- the ablations, decentralized and heterogeneity studies -------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", STUDIES, ids=lambda m: m.__name__.split(".")[-1])
+def test_quick_study_writes_table_plots_and_summary(quick, module):
+  root, reports, results = quick
+  study = module.get_config("quick")
+  out = os.path.join(reports, study.name)
+  text = open(os.path.join(out, "results.md")).read()
+  for label in study.labels:
+    assert f"`{label}`" in text
+  for name in results[study.name]["plots"]:
+    with open(os.path.join(out, name), "rb") as f:
+      data = f.read()
+    assert data.startswith(PNG_MAGIC) and len(data) > 5000, name
+    assert f"({name})" in text
+  expected = {
+      "loss_vs_tokens.png",
+      "loss_vs_syncs.png",
+      "loss_vs_bytes_per_worker.png",
+      "loss_vs_sim_time_homogeneous.png",
+      "loss_vs_sim_time_hetero.png",
+      "final_loss_vs_syncs.png",
+  }
+  assert expected <= set(results[study.name]["plots"])
+  adaptive = any(study.runs[l].algorithm == "autoloco" for l in study.labels)
+  assert ({"interval.png", "outer.png"} <= set(results[study.name]["plots"])) == adaptive
+  summary = json.load(open(os.path.join(out, "summary.json")))
+  assert summary["labels"] == list(study.labels)
+  for label in study.labels:
+    assert len(summary["runs"][label]) == len(study.seeds)
+    run = summary["runs"][label][0]
+    assert np.isfinite(run["summary"]["final_eval_bpb"])
+    assert run["eval"]["eval_bpb"][-1] == run["summary"]["final_eval_bpb"]
+    assert run["summary"]["sim_time_hetero"] > 0
+  for name, claim in summary["claims"].items():
+    assert claim["holds"] in (True, False)
+    assert f"Claim `{name}`" in text
+
+
+@pytest.mark.slow
+def test_studies_share_identical_runs(studies):
+  root = studies["root"]
+  dirs = {
+      sweep.run_dir(root, config)
+      for module in STUDIES
+      for *_, config, _ in sweep.jobs(module.get_config("quick"), root)
+  }
+  # The root holds every study's runs and nothing else: one directory per distinct
+  # trajectory, whichever studies have it (the evidence study's DiLoCo at H_ref
+  # with the paper's pair is the three studies' too).
+  phase_dirs = {
+      sweep.run_dir(root, config)
+      for study, _ in studies["phases"].values()
+      for *_, config, _ in sweep.jobs(study, root)
+  }
+  runs = [name for name in os.listdir(root) if not name.endswith(".lock")]
+  assert sorted(runs) == sorted(os.path.basename(d) for d in dirs | phase_dirs)
+  assert dirs & phase_dirs
+  # DiLoCo at H_ref is in all three studies (decentralized's diloco_k4 too): 20
+  # labelled runs, 18 trainings. (The ablations' loss_ratio run is no longer the
+  # default AutoLoCo, which now starts from 1.5 H_ref with the tuned pair.)
+  labelled = sum(len(m.get_config("quick").labels) for m in STUDIES)
+  assert (labelled, len(dirs)) == (20, 18)
+
+
+@pytest.mark.slow
+def test_finished_runs_are_skipped(quick, monkeypatch, tmp_path):
+  root, _, _ = quick
+
+  def no_training(*args, **kwargs):
+    raise AssertionError("a finished run was trained again")
+
+  monkeypatch.setattr(train, "train_and_evaluate", no_training)
+  study = heterogeneity.get_config("quick")
+  result = sweep.run_study(study, root, str(tmp_path), progress=False)
+  assert set(result["stats"]) == set(study.labels)
+
+
+@pytest.mark.slow
+def test_report_only_names_missing_runs(quick, tmp_path):
+  root, _, _ = quick
+  study = heterogeneity.get_config("quick")
+  base.add_run(study, "extra", base.run_config("diloco", True, interval__h=7))
+  with pytest.raises(
+      ValueError, match="report_only: 1 runs are not finished: extra seed 0"
+  ):
+    sweep.run_study(study, root, str(tmp_path), progress=False, report_only=True)
+
+
+@pytest.mark.slow
+def test_command_line_quick_mode_reports_finished_runs(quick, tmp_path):
+  """``--quick`` loads the study's quick mode; ``--report_only`` trains nothing."""
+  import subprocess
+  import sys
+
+  root, _, results = quick
+  out = tmp_path / "report"
+  proc = subprocess.run(
+      [
+          sys.executable,
+          "-m",
+          "experiments.sweep",
+          "--study",
+          "configs/studies/heterogeneity.py",
+          "--quick",
+          "--report_only",
+          "--root",
+          root,
+          "--report_dir",
+          str(out),
+      ],
+      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "0 runs trained, 4 already finished" in proc.stdout
+  summary = json.load(open(out / "summary.json"))
+  assert summary["quick"] and summary["stats"] == json.loads(
+      json.dumps(results["heterogeneity"]["stats"])
+  )
+
+
+@pytest.mark.slow
+def test_stale_finished_run_is_refused(quick, tmp_path):
+  """A finished run whose stored config differs from the study's is an error,
+  not silently reused."""
+  root, _, _ = quick
+  study = ablations.get_config("quick")
+  ((label, _, config, workdir),) = [
+      j for j in sweep.jobs(study, root) if j[0] == "loss_ratio_momentum"
+  ]
+  one = base.new_study("one", "one", quick=True)
+  base.add_run(one, label, study.runs[label])
+  stale = sweep.run_dir(str(tmp_path), config)
+  os.makedirs(stale)
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    open(os.path.join(stale, "metrics.jsonl"), "w").write(f.read())
+  stored = json.load(open(os.path.join(workdir, "config.json")))
+  stored["inner"]["lr"] = 1.0
+  json.dump(stored, open(os.path.join(stale, "config.json"), "w"))
+  with pytest.raises(ValueError, match="inner.lr"):
+    sweep.run_study(one, str(tmp_path), str(tmp_path / "report"), progress=False)
+
+
+@pytest.mark.slow
+def test_also_network_times_match_a_run_on_that_network(quick, tmp_path):
+  """network.also adds clocks without changing training: the hetero time a
+  homogeneous run logs equals that of the same run on the hetero network."""
+  root, _, results = quick
+  logged = results["decentralized"]["runs"]["noloco_k4"][0]["summary"]
+  config = decentralized.get_config("quick").runs["noloco_k4"]
+  config.seed = 0
+  config.network.name = "hetero"
+  config.network.also = ()
+  alone = train.train_and_evaluate(config, str(tmp_path))
+  assert alone["final_eval_bpb"] == logged["final_eval_bpb"]
+  np.testing.assert_allclose(alone["sim_time"], logged["sim_time_hetero"], rtol=1e-12)
+  assert logged["sim_time_hetero"] > logged["sim_time"]
