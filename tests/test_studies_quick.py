@@ -8,6 +8,7 @@ process, once."""
 
 import json
 import os
+import shlex
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ import pytest
 from autoloco_jax import train
 from configs.studies import ablations, base, compression, decentralized, heterogeneity
 from experiments import evidence, sweep
+from tests import test_documented_commands as documented
+from tests.helpers import ROOT
 
 STUDIES = (ablations, decentralized, heterogeneity)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -356,3 +359,36 @@ def test_also_network_times_match_a_run_on_that_network(quick, tmp_path):
   assert alone["final_eval_bpb"] == logged["final_eval_bpb"]
   np.testing.assert_allclose(alone["sim_time"], logged["sim_time_hetero"], rtol=1e-12)
   assert logged["sim_time_hetero"] > logged["sim_time"]
+
+
+def _quick_study(command: str):
+  """The study a documented sweep command loads, at its smallest size, loaded
+  as the command line loads it: the file's ``get_config(<args>,quick)`` for a
+  study with arguments, else its ``get_config("quick")`` (``--quick``)."""
+  import importlib.util
+
+  study = next(a for a in shlex.split(command) if a.startswith("configs/studies/"))
+  path, _, arg = study.partition(":")
+  spec = importlib.util.spec_from_file_location("_study", os.path.join(ROOT, path))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config(f"{arg},quick" if arg else "quick")
+
+
+@pytest.mark.slow
+def test_documented_sweep_commands_run_in_quick_mode(studies, tmp_path, capsys):
+  """Every ``experiments.sweep`` command the config docstrings show runs at its
+  smallest size, its quick mode, on the runs this file trained: each writes its
+  report and trains nothing again (tests/test_documented_commands.py; the
+  command line itself: test_command_line_quick_mode_reports_finished_runs)."""
+  commands = sorted(
+      {c for _, c in documented.documented_commands() if "experiments.sweep" in c}
+  )
+  assert len(commands) >= 8, commands
+  for i, command in enumerate(commands):
+    study = _quick_study(command)
+    assert study.quick, command
+    report = tmp_path / f"report{i}"
+    sweep.run_study(study, studies["root"], str(report), progress=False)
+    assert "0 runs trained" in capsys.readouterr().out, command
+    assert os.path.exists(report / "summary.json"), command
