@@ -25,7 +25,6 @@ from tests.helpers import (
     tokens,
     toy_loss,
     toy_params,
-    worker0,
 )
 
 
