@@ -54,11 +54,12 @@ class Algorithm:
       ``None``: evaluate worker 0, the global model after a sync.
     first_h: the first round's number of inner steps when it is not
       ``config.interval.h`` (streaming syncs: ``H/P``); ``None``: that value.
-    host_next_h: ``host_next_h(r) -> H``, the ``next_h`` the sync ending round
-      ``r`` (0-based) returns, when the host knows it without the round's
-      statistics (fixed intervals, schedules): the trainer then dispatches the
-      next round before reading this one's metrics. ``None``: only the sync
-      knows it (adaptive controllers).
+    planned_h: ``planned_h(r) -> H``, the ``next_h`` the sync ending round
+      ``r`` (0-based) returns, when it does not depend on the round's
+      statistics (fixed intervals, schedules), computed on the host by the same
+      functions the sync runs (``sync_pieces.planned_h``): the trainer then dispatches
+      the next round before reading anything of this one. ``None``: only the
+      sync knows it (adaptive controllers).
   """
 
   name: str
@@ -70,7 +71,26 @@ class Algorithm:
   supports_faults: bool
   eval_params: Callable[[TrainState], dict] | None = None
   first_h: int | None = None
-  host_next_h: Callable[[int], int] | None = None
+  planned_h: Callable[[int], int] | None = None
+
+
+class ParamShapes:
+  """The parameters' shapes and dtypes (``jax.eval_shape``), recorded when
+  ``init_state`` sees them: what a clock's payload in bytes depends on."""
+
+  def __init__(self):
+    self._shapes = None
+
+  def record(self, params: Any) -> None:
+    self._shapes = jax.eval_shape(lambda: params)
+
+  def get(self) -> Any:
+    if self._shapes is None:
+      raise ValueError(
+          "the payload of a streaming or compressed sync is known once "
+          "init_state has seen the parameters; call it before comm_pattern"
+      )
+    return self._shapes
 
 
 @dataclasses.dataclass(frozen=True)

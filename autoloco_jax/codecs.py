@@ -18,7 +18,7 @@ training step agree on what was sent:
   ``bf16``), so an all-reduce is modelled as a ring all-reduce. Payloads with
   per-block scales or indices cannot be summed without decoding; their
   "all-reduce" is modelled as an all-gather of the payloads
-  (:func:`allreduce_traffic`).
+  (``comm.ring_allgather``).
 
 Codecs (registry :data:`CODECS`, :func:`make`, :func:`from_config`), with
 ``B`` the block size, ``n`` the number of values and ``⌈·⌉`` the ceiling:
@@ -50,14 +50,8 @@ Sizes that are not a multiple of the block (or chunk) size are padded with
 zeros inside ``encode``; the padding is not counted on the wire (the receiver
 knows ``n``), but the last, partial block's scale is.
 
-Error feedback (:class:`ErrorFeedbackState`, :func:`ef_init`, :func:`ef_step`)
-keeps what a lossy codec did not send and adds it to the next message, so
-nothing is lost, only delayed:
-
-.. math::
-  e \leftarrow \beta e + \Delta, \qquad
-  \hat\Delta = \mathrm{decode}(\mathrm{encode}(e)), \qquad
-  e \leftarrow e - \hat\Delta .
+Error feedback (``exchange.encode_workers``) keeps what a lossy codec did not
+send and adds it to the next message, so nothing is lost, only delayed.
 
 Inputs are assumed finite: a NaN or infinity makes its block's scale, and so
 the whole decoded block, non-finite.
@@ -86,14 +80,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-
-from autoloco_jax.comm import Traffic
 
 #: Bytes of one per-block (or per-chunk) scale on the wire: a float32.
 SCALE_BYTES = 4
@@ -167,12 +159,6 @@ class Codec:
   dense: bool
   params: tuple[tuple[str, Any], ...] = ()
 
-  def bytes_per_value(self, num_values: int) -> float:
-    """Average bytes per value of a payload of ``num_values`` values."""
-    if num_values <= 0:
-      raise ValueError(f"num_values must be > 0, got {num_values}")
-    return self.encoded_bytes(num_values) / num_values
-
 
 def roundtrip(codec: Codec, x: jax.Array) -> jax.Array:
   """``decode(encode(x))``: what the receiver gets for ``x`` (float32)."""
@@ -184,16 +170,6 @@ def tree_roundtrip(codec: Codec, tree: Any) -> Any:
   return jax.tree.map(lambda x: roundtrip(codec, x), tree)
 
 
-def tree_encode(codec: Codec, tree: Any) -> Any:
-  """``encode`` of every leaf: a pytree of :class:`Payload` s shaped like ``tree``."""
-  return jax.tree.map(codec.encode, tree)
-
-
-def tree_decode(codec: Codec, payloads: Any) -> Any:
-  """``decode`` of every :class:`Payload` in a pytree made by :func:`tree_encode`."""
-  return jax.tree.map(codec.decode, payloads, is_leaf=lambda p: isinstance(p, Payload))
-
-
 def tree_encoded_bytes(codec: Codec, tree: Any) -> float:
   """Bytes on the wire for a pytree, leaf by leaf (each leaf has its own blocks);
   leaves may be arrays or shape structs (anything with ``.size`` or ``.shape``)."""
@@ -202,34 +178,6 @@ def tree_encoded_bytes(codec: Codec, tree: Any) -> float:
     size = leaf.size if hasattr(leaf, "size") else math.prod(leaf.shape)
     total += codec.encoded_bytes(int(size))
   return total
-
-
-def allreduce_traffic(codec: Codec, num_values: int, num_workers: int) -> Traffic:
-  r"""Per-worker traffic of averaging ``num_values`` values over ``num_workers``.
-
-  A dense codec's payloads are summed on the way: a ring all-reduce, every
-  worker sends ``2 (K−1)/K · p`` bytes in ``2 (K−1)`` messages, ``p`` the
-  payload's bytes. Other payloads must be decoded before they are summed: a
-  ring all-gather, every worker sends ``(K−1) p`` bytes in ``K−1`` messages. A
-  sparse or quantized codec therefore saves bytes over a float32 all-reduce of
-  ``4 n`` bytes only when ``p < 8 n / K``.
-  """
-  if num_workers < 1 or num_values < 0:
-    raise ValueError(
-        f"bad all-reduce size: num_values={num_values}, num_workers={num_workers}"
-    )
-  k = num_workers
-  p = codec.encoded_bytes(num_values)
-  if codec.dense:
-    return Traffic(2 * (k - 1) / k * p, 2 * (k - 1))
-  return Traffic((k - 1) * p, k - 1)
-
-
-def exchange_traffic(codec: Codec, num_values: int) -> Traffic:
-  """Per-worker traffic of sending ``num_values`` values to one peer (gossip)."""
-  if num_values < 0:
-    raise ValueError(f"num_values must be >= 0, got {num_values}")
-  return Traffic(float(codec.encoded_bytes(num_values)), 1)
 
 
 # ----------------------------------------------------------------------------
@@ -476,7 +424,7 @@ def topk(
     per-chunk float32 scale ``s = mean |v|`` over the chunk's nonzero kept
     values (the least-squares scale for those signs); a ternary digit is
     counted as 2 bits. No per-value bound: the
-    error ``| |v| − s |`` is what error feedback (:func:`ef_step`) carries.
+    error ``| |v| − s |`` is what error feedback (``exchange.encode_workers``) carries.
 
   Dropped values decode to 0 (error ``|x|``; at most the chunk's k-th largest
   magnitude). Bytes: ``m (⌈log2 C⌉ + value_bits) / 8`` plus 4 per chunk for the
@@ -627,62 +575,3 @@ def ef_beta_from_config(cfg: Any) -> float | None:
   if not 0.0 <= beta <= 1.0:
     raise ValueError(f"ef_beta must be in [0, 1], got {beta}")
   return beta
-
-
-# ----------------------------------------------------------------------------
-# Error feedback.
-
-
-class ErrorFeedbackState(NamedTuple):
-  """State of :func:`ef_step`.
-
-  Attributes:
-    residual: ``e``, what was accumulated but not yet sent; a float32 pytree
-      shaped like the pseudo-gradients.
-  """
-
-  residual: Any
-
-
-def ef_init(tree: Any) -> ErrorFeedbackState:
-  """A zero residual shaped like ``tree`` (float32)."""
-  return ErrorFeedbackState(
-      jax.tree.map(lambda x: jnp.zeros(jnp.shape(x), jnp.float32), tree)
-  )
-
-
-def ef_step(
-    codec: Codec, state: ErrorFeedbackState, delta: Any, beta: float | jax.Array = 1.0
-) -> tuple[Any, ErrorFeedbackState]:
-  r"""One message with error feedback: returns ``(sent, new_state)``.
-
-  .. math::
-    a_t = \beta e_{t-1} + \Delta_t, \qquad
-    \hat\Delta_t = \mathrm{decode}(\mathrm{encode}(a_t)), \qquad
-    e_t = a_t - \hat\Delta_t .
-
-  ``sent`` is :math:`\hat\Delta_t` as the receivers decode it (float32). By
-  construction :math:`\hat\Delta_t + e_t = a_t` (exactly, up to the float32
-  rounding of the subtraction), so unrolling from :math:`e_0 = 0`
-
-  .. math::
-    \sum_{t=1}^{T} \beta^{T-t} \hat\Delta_t + e_T
-      = \sum_{t=1}^{T} \beta^{T-t} \Delta_t :
-
-  every pseudo-gradient is either sent or still in the residual, with the same
-  decay; with :math:`\beta = 1`, :math:`\sum_t \hat\Delta_t + e_T = \sum_t
-  \Delta_t`. With the identity codec the residual stays exactly 0. SparseLoCo
-  uses :math:`\beta < 1` as a local stand-in for DiLoCo's outer momentum.
-
-  Pure and jittable with ``codec`` static (``jax.jit(ef_step, static_argnums=0)``).
-
-  Args:
-    codec: the codec of the message.
-    state: the residual :math:`e_{t-1}`.
-    delta: :math:`\Delta_t`, a pytree shaped like the residual.
-    beta: the residual's decay :math:`\beta`.
-  """
-  acc = jax.tree.map(lambda e, d: beta * e + _as_f32(d), state.residual, delta)
-  sent = tree_roundtrip(codec, acc)
-  residual = jax.tree.map(jnp.subtract, acc, sent)
-  return sent, ErrorFeedbackState(residual)

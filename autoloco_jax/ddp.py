@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from autoloco_jax import comm, exchange, inner, replicas
-from autoloco_jax import state as state_lib
+from autoloco_jax import state as state_lib, streaming
 from autoloco_jax.algorithms import Algorithm, Setup, jit_inner_block, jit_sync
 
 
@@ -58,7 +58,8 @@ class DDP:
 
   @classmethod
   def from_config(cls, config: Any) -> "DDP":
-    exchange.require_plain(config, "DDP")
+    exchange.require_uncompressed(config, "DDP")
+    streaming.require_unstreamed(config, "DDP")
     return cls(h=int(config.interval.h))
 
   def build(self, setup: Setup) -> Algorithm:
@@ -100,6 +101,6 @@ class DDP:
         eval_params=lambda state: {"": state.outer.params},
         comm_pattern=comm_pattern,
         h_max=self.h,
-        host_next_h=lambda round_index: self.h,
+        planned_h=lambda round_index: self.h,
         supports_faults=False,
     )

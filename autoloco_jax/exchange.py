@@ -13,13 +13,13 @@ residual ``e_k`` of what it has not yet sent,
 so ``\hat Δ_k + e_k = a_k``: nothing is lost, only delayed. Every receiver
 decodes every payload and the average is ``\bar Δ = mean_k \hat Δ_k``, in
 float32. The residuals are per worker (``params_K``-shaped, sharded on the
-replica axis) and live in the run state (``diloco.ExchangeState``), so a
-resumed run continues with them.
+replica axis) and live in the run state, so a resumed run continues with
+them.
 
 On the simulated clock the message is the encoded payload
 (``codecs.tree_encoded_bytes``: values, indices and scales), moved by a ring
 all-reduce when the codec is dense (identity, bf16) and by a ring all-gather
-otherwise (``codecs.allreduce_traffic``).
+otherwise (``comm.ring_allreduce``, ``comm.ring_allgather``).
 
 The identity codec without error feedback sends ``Δ_k`` as it is: the sync is
 DiLoCo's, operation for operation.
@@ -36,7 +36,7 @@ Reference:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -59,12 +59,10 @@ class Compression:
 
   @classmethod
   def from_config(cls, config: Any) -> "Compression":
-    """From ``config.compress`` (absent: float32, no error feedback).
-    ``ef_beta`` None or negative means no error feedback."""
-    cfg = config.get("compress", None) if hasattr(config, "get") else None
-    if cfg is None:
-      return cls()
-    beta = cfg.get("ef_beta", None)
+    """From ``config.compress``; ``ef_beta`` None or negative means no error
+    feedback."""
+    cfg = config.compress
+    beta = cfg.ef_beta
     if beta is not None and float(beta) < 0:
       beta = None
     return cls(
@@ -92,28 +90,6 @@ def require_uncompressed(config: Any, algorithm: str) -> None:
     )
 
 
-def require_unstreamed(config: Any, algorithm: str) -> None:
-  """Refuses ``config.stream`` settings an algorithm does not implement (DDP,
-  NoLoCo, GASLoC).
-
-  Raises:
-    ValueError: naming the setting.
-  """
-  from autoloco_jax import streaming
-
-  if not streaming.Stream.from_config(config).plain:
-    raise ValueError(
-        f"{algorithm} does not stream: stream.fragments must be 1 and stream.tau 0 "
-        "(streaming and overlapped syncs are implemented for diloco and autoloco)"
-    )
-
-
-def require_plain(config: Any, algorithm: str) -> None:
-  """:func:`require_uncompressed` and :func:`require_unstreamed` (DDP)."""
-  require_uncompressed(config, algorithm)
-  require_unstreamed(config, algorithm)
-
-
 def encode_workers(
     compression: Compression, delta_K: Any, residual_K: Any | None
 ) -> tuple[Any, Any | None]:
@@ -138,15 +114,3 @@ def encode_workers(
   acc_K = jax.tree.map(lambda e, d: beta * e + d.astype(jnp.float32), residual_K, delta_K)
   sent_K = roundtrip(acc_K)
   return sent_K, jax.tree.map(jnp.subtract, acc_K, sent_K)
-
-
-def exchange(
-    compression: Compression,
-    delta_K: Any,
-    residual_K: Any | None,
-    mean: Callable[[Any], Any],
-) -> tuple[Any, Any | None]:
-  """``(mean_k \\hat Δ_k, residual_K)``: the average of the decoded payloads
-  (``mean`` is the collective over the workers) and the new residuals."""
-  sent_K, residual_K = encode_workers(compression, delta_K, residual_K)
-  return mean(sent_K), residual_K

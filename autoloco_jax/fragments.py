@@ -95,16 +95,6 @@ def leaf_fragments(params: Any, num_fragments: int, mode: str = "strided") -> li
   return [assign(u, num_units, num_fragments, mode) for u in units]
 
 
-def fragment_sizes(params: Any, num_fragments: int, mode: str = "strided") -> list[int]:
-  """Parameters in each fragment (for logs and tests)."""
-  sizes = [0] * num_fragments
-  for f, leaf in zip(
-      leaf_fragments(params, num_fragments, mode), jax.tree.leaves(params)
-  ):
-    sizes[f] += int(leaf.size)
-  return sizes
-
-
 def select(ids: list[int], fragment: Any, new: Any, old: Any) -> Any:
   """Per leaf: ``new`` if the leaf is in ``fragment`` (traced or static), else
   ``old``. ``new`` and ``old`` share ``ids``' leaf order."""

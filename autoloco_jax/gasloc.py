@@ -51,9 +51,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from autoloco_jax import comm, exchange, gossip, inner, replicas, topology
-from autoloco_jax import state as state_lib
-from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
+from autoloco_jax import comm, exchange, gossip, inner, ranges, replicas, topology
+from autoloco_jax import state as state_lib, streaming
+from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync
 
 
 def worker_steps(h: int, speed_K: np.ndarray) -> np.ndarray:
@@ -70,7 +70,7 @@ class GASLoCState(NamedTuple):
     start_K: ``θ_{t,k}^{start}``, where each worker's round starts.
     y_prev_K: ``y_{t−1,k}`` (``θ_0`` before the first round).
     exchange: a compressed exchange's reference and residuals
-      (``gossip.ExchangeState``); None for the uncompressed one.
+      (``gossip.GossipExchangeState``); None for the uncompressed one.
   """
 
   start_K: Any
@@ -84,12 +84,13 @@ class GASLoCState(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class GASLoC:
-  """GASLoC's hyperparameters (the paper's symbols).
+  """GASLoC's hyperparameters (the paper's symbols; their ranges are those of
+  ``config.gasloc`` in ``ranges.FIELDS``).
 
   Attributes:
-    eta: ``η``, scale of each worker's drift (> 0).
-    gamma: ``γ``, momentum on ``y_t − y_{t−1}``, in ``[0, 1)``.
-    alpha: ``α``, gossip step on the Laplacian (> 0).
+    eta: ``η``, scale of each worker's drift.
+    gamma: ``γ``, momentum on ``y_t − y_{t−1}``.
+    alpha: ``α``, gossip step on the Laplacian.
     mix_momentum: gossip the momentum term too (DiLoCo on the complete graph).
     h: inner steps per round of the fastest worker.
     steps_K: ``H_k`` per worker (:func:`worker_steps`).
@@ -110,11 +111,8 @@ class GASLoC:
   name = "gasloc"
 
   def __post_init__(self):
-    if self.eta <= 0 or not 0 <= self.gamma < 1 or self.alpha < 0:
-      raise ValueError(
-          f"GASLoC needs eta > 0, gamma in [0, 1), alpha >= 0; got "
-          f"eta={self.eta}, gamma={self.gamma}, alpha={self.alpha}"
-      )
+    for name in ("eta", "gamma", "alpha"):
+      ranges.check(f"gasloc.{name}", getattr(self, name))
 
   @classmethod
   def from_config(cls, config: Any) -> "GASLoC":
@@ -123,7 +121,7 @@ class GASLoC:
     ``config.network.speed_factors`` (``H_k``) and ``config.compress``."""
     if config.interval.controller != "fixed":
       raise ValueError("GASLoC runs a fixed interval (interval.controller='fixed')")
-    exchange.require_unstreamed(config, "GASLoC")
+    streaming.require_unstreamed(config, "GASLoC")
     g = config.gasloc
     topo = topology.from_config(config)
     h = int(config.interval.h)
@@ -145,11 +143,11 @@ class GASLoC:
     k = setup.num_workers
     steps_K = np.asarray(self.steps_K, np.int32)
     heterogeneous = bool(np.any(steps_K != self.h))
-    layout: dict = {}  # the parameters' shapes, for the clock's payload
+    shapes = ParamShapes()  # for the clock's payload
 
     def init_state(params) -> state_lib.TrainState:
       params_K, inner_opt_K = setup.init_workers(params)
-      layout["shapes"] = jax.eval_shape(lambda: params)
+      shapes.record(params)
       own = GASLoCState(
           start_K=params_K,
           y_prev_K=params_K,  # y_{-1} = θ_0
@@ -181,9 +179,7 @@ class GASLoC:
       if ex is None:
         lm_K = topology.laplacian(topo, message_K, state.round)  # the exchange
       else:  # the exchange, of the encoded message less θ_0
-        lm_K, ex = gossip.encoded_laplacian(
-            topo, compression, message_K, ex, state.round
-        )
+        lm_K, ex = gossip.encoded_laplacian(topo, compression, message_K, ex, state.round)
       if self.mix_momentum:
         new_K = jax.tree.map(lambda z, lz: z - alpha * lz, message_K, lm_K)
       else:
@@ -217,10 +213,10 @@ class GASLoC:
         ),
         sync=jit_sync(sync_block, setup.mesh),
         comm_pattern=gossip.comm_pattern(
-            topo, lambda h: np.minimum(steps_K, h), compression, layout
+            topo, lambda h: np.minimum(steps_K, h), compression, shapes
         ),
         h_max=self.h,
-        host_next_h=lambda round_index: self.h,
+        planned_h=lambda round_index: self.h,
         supports_faults=False,
         eval_params=gossip.make_eval_params(setup.mesh),
     )

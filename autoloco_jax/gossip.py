@@ -78,7 +78,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
-from autoloco_jax import codecs, comm, exchange, inner, intervals, replicas, topology
+from autoloco_jax import codecs, comm, exchange, inner, replicas, signals, topology
 
 
 def move_stats(start_K: Any, end_K: Any) -> dict:
@@ -91,7 +91,7 @@ def move_stats(start_K: Any, end_K: Any) -> dict:
   return dict(
       delta_norm=jnp.sqrt(delta_sq),
       worker_sq_norm=worker_sq,
-      agreement=intervals.agreement_ratio(delta_sq, worker_sq),
+      agreement=signals.agreement_ratio(delta_sq, worker_sq),
   )
 
 
@@ -112,7 +112,7 @@ def make_eval_params(mesh: Mesh) -> Callable[[Any], dict]:
   )
 
 
-class ExchangeState(NamedTuple):
+class GossipExchangeState(NamedTuple):
   """What a compressed gossip exchange carries between rounds.
 
   Attributes:
@@ -124,14 +124,16 @@ class ExchangeState(NamedTuple):
   reference: Any
   residual_K: Any = None
 
-  def specs(self) -> "ExchangeState":
+  def specs(self) -> "GossipExchangeState":
     w, r = replicas.WORKERS, replicas.REPLICATED
-    return ExchangeState(reference=r, residual_K=None if self.residual_K is None else w)
+    return GossipExchangeState(
+        reference=r, residual_K=None if self.residual_K is None else w
+    )
 
 
 def init_exchange(
     compression: exchange.Compression, params: Any, params_K: Any
-) -> ExchangeState | None:
+) -> GossipExchangeState | None:
   """The exchange state before the first round; None when nothing is
   compressed (the uncompressed exchange keeps no state)."""
   if compression.plain:
@@ -139,17 +141,17 @@ def init_exchange(
   residual_K = None
   if compression.ef_beta is not None:
     residual_K = jax.tree.map(lambda x: jnp.zeros(jnp.shape(x), jnp.float32), params_K)
-  return ExchangeState(reference=params, residual_K=residual_K)
+  return GossipExchangeState(reference=params, residual_K=residual_K)
 
 
 def encoded_laplacian(
     topo: topology.Topology,
     compression: exchange.Compression,
     message_K: Any,
-    ex: ExchangeState,
+    ex: GossipExchangeState,
     round_index: Any,
     weight: float = 1.0,
-) -> tuple[Any, ExchangeState]:
+) -> tuple[Any, GossipExchangeState]:
   """``(Λ \\hat x, ex)``: the Laplacian of the decoded payloads of
   ``x_k = s_k − weight · θ_0`` (``s_k``: ``message_K``) and the new residuals
   (inside :func:`replicas.map_workers`; the math is in the module docstring)."""
@@ -162,24 +164,19 @@ def comm_pattern(
     topo: topology.Topology,
     steps_K: Callable[[int], np.ndarray],
     compression: exchange.Compression = exchange.Compression(),
-    layout: dict | None = None,
+    shapes: Any = None,
 ) -> Callable[[int, int], comm.RoundComm]:
   """``(round_index, h) -> RoundComm`` of a gossip round on ``topo``: each
   worker exchanges its message with the round's neighbours (the complete
   graph is an all-reduce). A compressed message is its encoded bytes, from the
-  parameters' shapes that ``init_state`` records in ``layout["shapes"]``."""
+  parameters' shapes that ``init_state`` records (``algorithms.ParamShapes``)."""
 
   def pattern(round_index: int, h: int) -> comm.RoundComm:
     steps = steps_K(h)
     message = {}
     if not compression.plain:
-      if layout is None or "shapes" not in layout:
-        raise ValueError(
-            "the payload of a compressed gossip exchange is known once "
-            "init_state has seen the parameters; call it before comm_pattern"
-        )
       message = dict(
-          payload_bytes=codecs.tree_encoded_bytes(compression.codec, layout["shapes"]),
+          payload_bytes=codecs.tree_encoded_bytes(compression.codec, shapes.get()),
           dense=compression.codec.dense,
       )
     if topo.complete:
@@ -197,7 +194,7 @@ def round_metrics(
     lr_schedule: Any,
     h: int,
     steps_done_K=None,
-    ex: ExchangeState | None = None,
+    ex: GossipExchangeState | None = None,
 ) -> dict:
   """The metrics of a gossip round (inside :func:`replicas.map_workers`): the
   inner round's statistics, the move statistics from ``start_K`` to the fast

@@ -15,7 +15,6 @@ workers share one model and its state, :func:`make_synced_loop`).
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, NamedTuple
 
 import jax

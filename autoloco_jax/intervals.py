@@ -1,20 +1,15 @@
 r"""Interval controllers: how many inner steps the next round runs.
 
 At each sync the trainer gathers scalar statistics of the round that just ended
-into a :class:`SyncStats` (cheap: scalars only, no communication beyond them)
+into a ``signals.SyncStats`` (cheap: scalars only, no communication beyond them)
 and asks a controller for the next interval ``H_{t+1} ∈ [h_min, h_max]``.
 
 Every controller is an :class:`IntervalController`, a ``NamedTuple`` of two pure
-functions in the optax style, plus its bounds:
-
-* ``init(h0=None) -> state``: the state before the first round;
-  ``state.h`` is the first round's ``H`` (``h0``, or the controller's
-  own default when ``h0`` is None).
-* ``next_h(state, stats) -> (H, state)``: ``H`` is an int32 scalar.
-
-Both are deterministic and jittable: ``stats`` may be traced, the controller's
-configuration is static Python, so the trainer can run the controller inside
-its jitted sync and feed ``H`` to a ``lax.while_loop`` without recompiling.
+functions in the optax style (``init(h0=None) -> state``, ``state.h`` the first
+``H``; ``next_h(state, stats) -> (H, state)``, ``H`` an int32 scalar) and its
+bounds. Both are jittable with static configuration, so the trainer runs the
+controller inside its jitted sync and feeds ``H`` to a ``lax.while_loop``
+without recompiling. Open-loop controllers also carry ``plan``.
 
 Controllers (see ``docs/algorithms.md``, section 3b):
 
@@ -38,132 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-
-class SyncStats(NamedTuple):
-  """Scalar statistics of one round, read by a controller at its sync.
-
-  Build it with :func:`sync_stats`, which fills the derived fields and dtypes.
-
-  Attributes:
-    round: index ``t`` of the round that just ended (int32, from 0).
-    step: global inner step ``s`` at the end of the round (int32).
-    h: ``H_t``, inner steps the round ran (int32).
-    lr_sum: ``S_t = Σ_{s in round} η(s)`` (float32).
-    lr: the current inner learning rate ``η(s)`` (float32).
-    loss_mean: training loss averaged over the round's steps and workers.
-    loss_start: loss of the round's first step (mean over workers).
-    loss_end: loss of the round's last step (mean over workers).
-    delta_norm: ``‖Δ_t‖`` of the averaged pseudo-gradient.
-    worker_sq_norm: ``mean_k ‖Δ_{t,k}‖²``.
-    agreement: ``ρ_t = ‖Δ_t‖² / mean_k ‖Δ_{t,k}‖²`` in ``[0, 1]``: 1 when the
-      workers moved identically, about ``1/K`` when their moves are unrelated.
-    num_workers: ``K`` (int32).
-  """
-
-  round: jax.Array
-  step: jax.Array
-  h: jax.Array
-  lr_sum: jax.Array
-  lr: jax.Array
-  loss_mean: jax.Array
-  loss_start: jax.Array
-  loss_end: jax.Array
-  delta_norm: jax.Array
-  worker_sq_norm: jax.Array
-  agreement: jax.Array
-  num_workers: jax.Array
-
-
-def agreement_ratio(delta_sq_norm: Any, worker_sq_norm: Any) -> jax.Array:
-  r"""Agreement of the workers' moves, ``ρ = ‖Δ‖² / mean_k ‖Δ_k‖²``.
-
-  .. math::
-
-    ρ_t = \frac{\lVert \tfrac1K \sum_k Δ_{t,k} \rVert^2}
-               {\tfrac1K \sum_k \lVert Δ_{t,k} \rVert^2} \in [0, 1]
-
-  By Jensen's inequality ``ρ ≤ 1``, with equality when every worker moved the
-  same way; for unrelated moves of equal size ``ρ ≈ 1/K``. When no worker
-  moved (``worker_sq_norm == 0``) the moves are identical: ``ρ = 1``.
-
-  Args:
-    delta_sq_norm: ``‖Δ_t‖²`` of the averaged pseudo-gradient.
-    worker_sq_norm: ``mean_k ‖Δ_{t,k}‖²``.
-
-  Returns:
-    ``ρ_t`` as a float32 scalar.
-  """
-  d = jnp.asarray(delta_sq_norm, jnp.float32)
-  w = jnp.asarray(worker_sq_norm, jnp.float32)
-  moved = w > 0
-  return jnp.where(moved, d / jnp.where(moved, w, 1.0), 1.0)
-
-
-def normalized_agreement(rho: Any, num_workers: Any) -> jax.Array:
-  r"""Rescale ``ρ`` so unrelated moves read 0 and identical moves read 1.
-
-  .. math::
-
-    a_t = \frac{ρ_t - 1/K}{1 - 1/K}
-
-  If each worker's move is a shared part ``d`` plus independent noise of mean
-  squared size ``σ²``, then in expectation ``a = ‖d‖² / (‖d‖² + σ²)``, the
-  fraction of a worker's move that is shared, whatever ``K``. It can be
-  negative when the workers' moves cancel. With ``K = 1`` there is nothing to
-  disagree with: ``a = 1``.
-
-  Args:
-    rho: ``ρ_t`` (see :func:`agreement_ratio`).
-    num_workers: ``K`` (int or int array).
-
-  Returns:
-    ``a_t`` as a float32 scalar.
-  """
-  rho = jnp.asarray(rho, jnp.float32)
-  k = jnp.asarray(num_workers, jnp.float32)
-  many = k > 1
-  inv_k = 1.0 / jnp.where(many, k, 2.0)
-  return jnp.where(many, (rho - inv_k) / (1.0 - inv_k), 1.0)
-
-
-def sync_stats(
-    *,
-    round: Any,
-    step: Any,
-    h: Any,
-    lr_sum: Any,
-    lr: Any,
-    loss_mean: Any,
-    loss_start: Any,
-    loss_end: Any,
-    delta_sq_norm: Any,
-    worker_sq_norm: Any,
-    num_workers: Any,
-) -> SyncStats:
-  """Builds :class:`SyncStats` with the right dtypes and the derived fields.
-
-  ``delta_norm = sqrt(delta_sq_norm)`` and ``agreement = ρ_t`` are computed
-  here from the two squared norms, so callers reduce only those. Jittable.
-
-  Returns:
-    A :class:`SyncStats` of scalars.
-  """
-  i32 = lambda x: jnp.asarray(x, jnp.int32)
-  f32 = lambda x: jnp.asarray(x, jnp.float32)
-  return SyncStats(
-      round=i32(round),
-      step=i32(step),
-      h=i32(h),
-      lr_sum=f32(lr_sum),
-      lr=f32(lr),
-      loss_mean=f32(loss_mean),
-      loss_start=f32(loss_start),
-      loss_end=f32(loss_end),
-      delta_norm=jnp.sqrt(f32(delta_sq_norm)),
-      worker_sq_norm=f32(worker_sq_norm),
-      agreement=agreement_ratio(delta_sq_norm, worker_sq_norm),
-      num_workers=i32(num_workers),
-  )
+from autoloco_jax import ranges
+from autoloco_jax.signals import SyncStats, normalized_agreement
 
 
 class IntervalController(NamedTuple):
@@ -176,18 +47,19 @@ class IntervalController(NamedTuple):
     h_min: smallest interval the controller returns (Python int).
     h_max: largest interval the controller returns (Python int); a trainer
       can size its buffers by it.
-    host_h: ``host_h(t) -> H``, the interval the ``t``-th call of ``next_h``
-      returns (``t = 1, 2, ...``; ``host_h(0)`` is ``init().h``) when it does
-      not depend on the rounds' statistics (``fixed``, ``schedule``), so the
-      host knows it without reading the device; ``None`` for adaptive
-      controllers.
+    plan: ``plan(t) -> H``, the interval the ``t``-th call of ``next_h``
+      returns (``t = 1, 2, ...``; ``plan(0)`` is ``init().h``), for open-loop
+      controllers (``fixed``, ``schedule``), whose ``next_h`` is this same
+      function of its round count: the host calls it with a Python int to know
+      the next ``H`` without reading the device (``int(plan(t))``). ``None``
+      for adaptive controllers, whose ``H`` only the sync knows.
   """
 
   init: Callable[..., Any]
   next_h: Callable[[Any, SyncStats], tuple[jax.Array, Any]]
   h_min: int
   h_max: int
-  host_h: Callable[[int], int] | None = None
+  plan: Callable[[Any], jax.Array] | None = None
 
 
 # --- validation -------------------------------------------------------------
@@ -226,25 +98,12 @@ def _check_h0(h0: Any, h_min: int, h_max: int, name: str = 'h0') -> int:
   return h0
 
 
-def _check_float(
-    name: str,
-    value: Any,
-    *,
-    low: float,
-    high: float = np.inf,
-    low_open: bool = True,
-    high_open: bool = True,
-) -> float:
-  if not _is_concrete_number(value) or np.ndim(value) != 0:
-    raise ValueError(f'{name} must be a number, got {value!r}.')
-  v = float(value)
-  ok_low = v > low if low_open else v >= low
-  ok_high = v < high if high_open else v <= high
-  if not (np.isfinite(v) and ok_low and ok_high):
-    lb = '(' if low_open else '['
-    rb = ')' if high_open else ']'
-    raise ValueError(f'{name} must lie in {lb}{low}, {high}{rb}, got {value!r}.')
-  return v
+def _check_float(name: str, value: Any, valid: ranges.Range) -> float:
+  """``value`` as a float, if it is a number in ``valid`` (``ranges.py``)."""
+  if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
+    value = value.item()
+  valid.check(name, value)
+  return float(value)
 
 
 def _initial_interval(h0: Any, default: int, h_min: int, h_max: int) -> jax.Array:
@@ -315,12 +174,16 @@ def fixed(h: int) -> IntervalController:
   def init_fn(h0=None):
     return FixedState(h=_initial_interval(h0, h, h, h))
 
+  def plan(t):
+    del t
+    return jnp.full((), h, jnp.int32)
+
   def next_fn(state, stats):
-    del stats
-    h_next = jnp.full((), h, jnp.int32)
+    del state, stats
+    h_next = plan(None)
     return h_next, FixedState(h=h_next)
 
-  return IntervalController(init_fn, next_fn, h, h, host_h=lambda t: h)
+  return IntervalController(init_fn, next_fn, h, h, plan=plan)
 
 
 class LrQuadraticState(NamedTuple):
@@ -360,10 +223,10 @@ def lr_quadratic(c: float, h_min: int, h_max: int) -> IntervalController:
     An :class:`IntervalController`; ``init(h0=None)`` defaults to ``h_min``.
 
   Examples:
-    >>> from autoloco_jax import intervals
+    >>> from autoloco_jax import intervals, signals
     >>> ctrl = intervals.lr_quadratic(c=0.01, h_min=4, h_max=512)
     >>> state = ctrl.init()
-    >>> stats = intervals.sync_stats(
+    >>> stats = signals.sync_stats(
     ...     round=0, step=4, h=4, lr_sum=4e-3, lr=1e-3, loss_mean=3.0,
     ...     loss_start=3.1, loss_end=2.9, delta_sq_norm=1.0,
     ...     worker_sq_norm=2.0, num_workers=4)
@@ -375,7 +238,7 @@ def lr_quadratic(c: float, h_min: int, h_max: int) -> IntervalController:
     Gu, Lyu, Arora, Zhang, Huang, `A Quadratic Synchronization Rule for
     Distributed Deep Learning <https://arxiv.org/abs/2310.14423>`_, ICLR 2024.
   """
-  c = _check_float('c', c, low=0.0)
+  c = _check_float('c', c, ranges.POSITIVE)
   h_min, h_max = _check_bounds(h_min, h_max)
 
   def init_fn(h0=None):
@@ -415,16 +278,10 @@ def loss_ratio(h0: int, h_min: int, h_max: int) -> IntervalController:
                                 H_\min, H_\max\Big)
 
   ``L_t`` is ``stats.loss_mean``, the loss averaged over the round's steps and
-  workers: a single step's loss (``loss_end``) is far noisier, and the
-  rule's square root does not average that noise away. ``L_0`` is the same
-  statistic for the first round the controller sees, stored in the state on
-  that call, so the round after it runs ``H_0``. (AdaComm's ``L_0`` is the
-  loss at initialisation; the first round's mean is slightly lower, which
-  only shifts the curve.) Wang & Joshi derive the rule by minimising an
-  error-runtime bound: the best interval is large while the loss is far from
-  its floor and communication dominates, and must shrink as training nears
-  convergence so local drift stops dominating the error. Rounds with a
-  non-finite or non-positive loss keep the current ``H``.
+  workers; ``L_0`` is the same statistic for the first round the controller
+  sees, stored in the state on that call, so the round after it runs ``H_0``.
+  Rounds with a non-finite or non-positive loss keep the current ``H``. The
+  derivation, and why these choices: ``docs/algorithms.md`` §3b.
 
   Args:
     h0: ``H_0``, the interval at loss ratio 1 (``h_min <= h0 <= h_max``).
@@ -435,10 +292,10 @@ def loss_ratio(h0: int, h_min: int, h_max: int) -> IntervalController:
     An :class:`IntervalController`; ``init(h0=None)`` defaults to ``h0``.
 
   Examples:
-    >>> from autoloco_jax import intervals
+    >>> from autoloco_jax import intervals, signals
     >>> ctrl = intervals.loss_ratio(h0=64, h_min=4, h_max=64)
     >>> state = ctrl.init()
-    >>> mk = lambda loss: intervals.sync_stats(
+    >>> mk = lambda loss: signals.sync_stats(
     ...     round=0, step=0, h=64, lr_sum=1.0, lr=1e-3, loss_mean=loss,
     ...     loss_start=loss, loss_end=loss, delta_sq_norm=1.0,
     ...     worker_sq_norm=1.0, num_workers=4)
@@ -531,18 +388,9 @@ def agreement(
   EMA keep ``H`` from flipping up and down on a noisy or constant signal;
   ``h`` is clipped to the bounds, so it never winds up beyond them.
 
-  Defaults and why: ``target = 0.5`` (shared and worker-specific parts of a
-  move carry equal energy); ``grow = 1.25`` and ``shrink = 0.7`` (back off
-  faster than you advance, as in additive-increase/multiplicative-decrease
-  congestion control: a round that is too long costs progress, one that is
-  too short only costs a sync); ``ema = 0.5`` (memory of about two rounds:
-  rounds are few and expensive, so a long memory would make the controller
-  lag behind the training); ``hysteresis = 0.15`` (a band wide enough for
-  ``H`` to come to rest in it: on the closed-loop drift model of
-  ``tests/test_intervals.py`` it spans a factor 3.4 in ``H``, against 1.25 for
-  a grow step and 1.43 for a shrink step). With ``K = 1``
-  ``a_t = 1``, so ``H`` grows to ``h_max``. A round with a non-finite ``ρ``
-  leaves the state unchanged.
+  The defaults and why they were chosen: ``docs/algorithms.md`` §3b. With
+  ``K = 1`` ``a_t = 1``, so ``H`` grows to ``h_max``. A round with a
+  non-finite ``ρ`` leaves the state unchanged.
 
   Args:
     h0: the first interval (``h_min <= h0 <= h_max``).
@@ -559,10 +407,10 @@ def agreement(
     An :class:`IntervalController`; ``init(h0=None)`` defaults to ``h0``.
 
   Examples:
-    >>> from autoloco_jax import intervals
+    >>> from autoloco_jax import intervals, signals
     >>> ctrl = intervals.agreement(h0=16, h_min=4, h_max=256)
     >>> state = ctrl.init()
-    >>> stats = intervals.sync_stats(
+    >>> stats = signals.sync_stats(
     ...     round=0, step=16, h=16, lr_sum=0.01, lr=1e-3,
     ...     loss_mean=3.0, loss_start=3.1, loss_end=2.9,
     ...     delta_sq_norm=0.95, worker_sq_norm=1.0, num_workers=4)
@@ -572,11 +420,14 @@ def agreement(
   """
   h_min, h_max = _check_bounds(h_min, h_max)
   h_first = _check_h0(h0, h_min, h_max)
-  target = _check_float('target', target, low=0.0, high=1.0)
-  grow = _check_float('grow', grow, low=1.0)
-  shrink = _check_float('shrink', shrink, low=0.0, high=1.0)
-  ema = _check_float('ema', ema, low=0.0, high=1.0, low_open=False)
-  hysteresis = _check_float('hysteresis', hysteresis, low=0.0, low_open=False)
+  # The ranges of config.interval's fields (ranges.FIELDS), checked once.
+  valid = lambda name, value: _check_float(name, value, ranges.FIELDS[f'interval.{name}'])
+  target, grow, shrink = (
+      valid('target', target),
+      valid('grow', grow),
+      valid('shrink', shrink),
+  )
+  ema, hysteresis = valid('ema', ema), valid('hysteresis', hysteresis)
   if hysteresis >= min(target, 1.0 - target):
     raise ValueError(
         f'hysteresis must be < min(target, 1 - target) = '
@@ -664,15 +515,16 @@ def schedule(hs: Sequence[int]) -> IntervalController:
         h=_initial_interval(h0, values[0], h_min, h_max), count=jnp.zeros((), jnp.int32)
     )
 
+  def plan(t):
+    return jnp.asarray(values, jnp.int32)[jnp.minimum(t, len(values) - 1)]
+
   def next_fn(state, stats):
     del stats
-    table = jnp.asarray(values, jnp.int32)
     count = state.count + 1
-    h_next = table[jnp.minimum(count, len(values) - 1)]
+    h_next = plan(count)
     return h_next, ScheduleState(h=h_next, count=count)
 
-  host_h = lambda t: values[min(t, len(values) - 1)]
-  return IntervalController(init_fn, next_fn, h_min, h_max, host_h=host_h)
+  return IntervalController(init_fn, next_fn, h_min, h_max, plan=plan)
 
 
 CONTROLLERS: dict[str, Callable[..., IntervalController]] = {
@@ -722,14 +574,14 @@ def from_config(cfg: Any, peak_lr: float) -> IntervalController:
   (``schedule``: the rounds' intervals, replayed open loop).
   """
   name, h = cfg.controller, int(cfg.h)
-  h_min = int(cfg.get('h_min', 1) or 1)
-  h_max = int(cfg.get('h_max', 0) or h)
+  h_min = int(cfg.h_min or 1)
+  h_max = int(cfg.h_max or h)
   if name == 'fixed':
     return make(name, h=h)
   if name == 'schedule':
-    return make(name, hs=tuple(int(x) for x in cfg.get('schedule', ()) or ()))
+    return make(name, hs=tuple(int(x) for x in cfg.schedule or ()))
   if name == 'lr_quadratic':
-    c = cfg.get('c', 0.0) or (h**0.5) * peak_lr
+    c = cfg.c or (h**0.5) * peak_lr
     return make(name, c=c, h_min=h_min, h_max=h_max)
   if name == 'loss_ratio':
     return make(name, h0=h, h_min=h_min, h_max=h_max)

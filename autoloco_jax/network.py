@@ -129,12 +129,11 @@ NETWORKS: dict[str, Callable[[int], Network]] = {
 def network_from_config(network_cfg: Any, num_workers: int) -> Network:
   """The named setting of ``config.network``, with ``bandwidth_gbps`` and
   ``latency_ms`` overriding it when given (non-empty)."""
-  name = network_cfg.get("name", "homogeneous")
+  name = network_cfg.name
   if name not in NETWORKS:
     raise ValueError(f"unknown network {name!r}; choose one of {sorted(NETWORKS)}")
   net = NETWORKS[name](num_workers)
-  bw = network_cfg.get("bandwidth_gbps", ())
-  lat = network_cfg.get("latency_ms", ())
+  bw, lat = network_cfg.bandwidth_gbps, network_cfg.latency_ms
   if _given(bw) or _given(lat):
     net = make_network(
         num_workers,
@@ -156,7 +155,7 @@ def speed_factors(network_cfg: Any, num_workers: int) -> np.ndarray:
   Raises:
     ValueError: not K values, or a value that is not finite and > 0.
   """
-  f = network_cfg.get("speed_factors", ()) if network_cfg is not None else ()
+  f = network_cfg.speed_factors
   if not _given(f):
     return np.ones(num_workers)
   f = np.asarray(f, np.float64).reshape(-1)
@@ -215,7 +214,7 @@ def allgather_time(
 
   ``K − 1`` lock-step stages; in each every worker forwards one whole payload
   to its ring successor (payloads that cannot be summed on the way: encoded
-  with per-block scales or indices, ``codecs.allreduce_traffic``), so
+  with per-block scales or indices, ``codecs.Codec.dense`` False), so
 
   .. math:: T = (K − 1) \\max_{(i, j) \\in \\text{ring}}
       \\left(ℓ_{ij} + \\frac{\\text{bytes}}{b_{ij}}\\right).

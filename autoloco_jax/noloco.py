@@ -47,9 +47,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from autoloco_jax import exchange, gossip, inner, replicas, topology
-from autoloco_jax import state as state_lib
-from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
+from autoloco_jax import exchange, gossip, inner, ranges, replicas, topology
+from autoloco_jax import state as state_lib, streaming
+from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync
 
 
 class NoLoCoState(NamedTuple):
@@ -59,7 +59,7 @@ class NoLoCoState(NamedTuple):
     params_K: each worker's outer weights ``φ_k``.
     momentum_K: each worker's outer momentum ``m_k``.
     exchange: a compressed exchange's reference and residuals
-      (``gossip.ExchangeState``); None for the uncompressed one.
+      (``gossip.GossipExchangeState``); None for the uncompressed one.
   """
 
   params_K: Any
@@ -73,12 +73,13 @@ class NoLoCoState(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class NoLoCo:
-  """NoLoCo's hyperparameters (the paper's symbols).
+  """NoLoCo's hyperparameters (the paper's symbols; their ranges are those of
+  ``config.noloco`` in ``ranges.FIELDS``).
 
   Attributes:
-    alpha: ``α``, weight of the group's mean pseudo-gradient (> 0).
-    beta: ``β``, outer momentum in ``[0, 1)``.
-    gamma: ``γ``, pull towards the group's mean outer weights (>= 0).
+    alpha: ``α``, weight of the group's mean pseudo-gradient.
+    beta: ``β``, outer momentum.
+    gamma: ``γ``, pull towards the group's mean outer weights.
     h: inner steps per round (fixed).
     topology: who averages with whom each round.
     compression: the codec of every message and error feedback
@@ -95,14 +96,8 @@ class NoLoCo:
   name = "noloco"
 
   def __post_init__(self):
-    if not 0 <= self.beta < 1:
-      raise ValueError(
-          f"NoLoCo's momentum beta (noloco.beta) must be in [0, 1), got {self.beta}"
-      )
-    if self.alpha <= 0 or self.gamma < 0:
-      raise ValueError(
-          f"NoLoCo needs alpha > 0 and gamma >= 0, got " f"{self.alpha}, {self.gamma}"
-      )
+    for name in ("alpha", "beta", "gamma"):
+      ranges.check(f"noloco.{name}", getattr(self, name))
 
   @classmethod
   def from_config(cls, config: Any) -> "NoLoCo":
@@ -110,7 +105,7 @@ class NoLoCo:
     ``config.gossip``, ``config.interval`` (fixed ``h``) and ``config.compress``."""
     if config.interval.controller != "fixed":
       raise ValueError("NoLoCo runs a fixed interval (interval.controller='fixed')")
-    exchange.require_unstreamed(config, "NoLoCo")
+    streaming.require_unstreamed(config, "NoLoCo")
     n = config.noloco
     alpha = float(n.alpha)
     return cls(
@@ -126,11 +121,11 @@ class NoLoCo:
     alpha, beta, gamma, topo = self.alpha, self.beta, self.gamma, self.topology
     compression = self.compression
     k = setup.num_workers
-    layout: dict = {}  # the parameters' shapes, for the clock's payload
+    shapes = ParamShapes()  # for the clock's payload
 
     def init_state(params) -> state_lib.TrainState:
       params_K, inner_opt_K = setup.init_workers(params)
-      layout["shapes"] = jax.eval_shape(lambda: params)
+      shapes.record(params)
       own = NoLoCoState(
           params_K=params_K,
           momentum_K=jax.tree.map(jnp.zeros_like, params_K),
@@ -169,10 +164,10 @@ class NoLoCo:
         inner=jit_inner(setup.inner_loop(), setup.mesh),
         sync=jit_sync(sync_block, setup.mesh),
         comm_pattern=gossip.comm_pattern(
-            topo, lambda h: np.full(k, h, np.int64), compression, layout
+            topo, lambda h: np.full(k, h, np.int64), compression, shapes
         ),
         h_max=self.h,
-        host_next_h=lambda round_index: self.h,
+        planned_h=lambda round_index: self.h,
         supports_faults=False,
         eval_params=gossip.make_eval_params(setup.mesh),
     )

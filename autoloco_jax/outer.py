@@ -9,8 +9,8 @@ measures that progress by the accumulated inner learning rate
 ``S_t = Σ_{s in round t} η(s)`` and rescales the outer momentum and learning
 rate by ``r_t = S_t / S_ref,t``.
 
-This module depends only on JAX and optax (nothing else from ``autoloco_jax``),
-so other projects can take it as it is:
+This module needs only JAX, optax and ``autoloco_jax.ranges`` (a table of ranges
+on the standard library alone), so other projects can take it as it is:
 
 * :func:`autoloco` — the corrected outer step, an
   ``optax.GradientTransformationExtraArgs`` whose ``update`` reads the keyword
@@ -43,6 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
+
+from autoloco_jax import ranges
 
 CORRECTIONS = ('none', 'momentum', 'lr', 'both', 'table')
 #: How a caller computes ``reference_lr_sum``: :func:`reference_lr_sum` over the
@@ -91,8 +93,8 @@ class AutoLoCoConfig:
   momentum: Any
   correction: str
   snap_tol: Any
-  table: tuple = ()
-  on_change: str = 'keep'
+  table: tuple
+  on_change: str
 
 
 class AutoLoCoTransformation(optax.GradientTransformationExtraArgs):
@@ -120,11 +122,21 @@ def _is_concrete_number(x: Any) -> bool:
   )
 
 
+def _check_scalar(name: str, value: Any, valid: ranges.Range) -> None:
+  """A concrete ``value`` must be a scalar in ``valid``; JAX arrays pass."""
+  if _is_concrete_number(value):
+    v = np.asarray(value)
+    if v.ndim != 0 or not valid.contains(float(v)):
+      raise ValueError(f'{name} must be a scalar {valid.describe()}, got {value!r}.')
+
+
 def _check_hyperparams(
-    learning_rate: Any, momentum: Any, correction: str, snap_tol: Any
+    learning_rate: Any, momentum: Any, correction: str, snap_tol: Any, on_change: str
 ) -> None:
   if correction not in CORRECTIONS:
     raise ValueError(f'correction must be one of {CORRECTIONS}, got {correction!r}.')
+  if on_change not in ON_CHANGE:
+    raise ValueError(f'on_change must be one of {ON_CHANGE}, got {on_change!r}.')
   if isinstance(learning_rate, bool) or not (
       callable(learning_rate)
       or _is_concrete_number(learning_rate)
@@ -134,12 +146,6 @@ def _check_hyperparams(
         f'learning_rate must be a positive number, an array or a schedule, '
         f'got {learning_rate!r}.'
     )
-  if _is_concrete_number(learning_rate):
-    lr = np.asarray(learning_rate)
-    if lr.ndim != 0 or not np.isfinite(lr) or not lr > 0:
-      raise ValueError(
-          f'learning_rate must be a finite scalar > 0, got {learning_rate!r}.'
-      )
   if isinstance(momentum, bool) or not (
       _is_concrete_number(momentum) or isinstance(momentum, jax.Array)
   ):
@@ -147,14 +153,9 @@ def _check_hyperparams(
         f'momentum must be a number in [0, 1), got {momentum!r} (use 0.0 for '
         'no momentum; schedules go through optax.inject_hyperparams).'
     )
-  if _is_concrete_number(momentum):
-    mu = np.asarray(momentum)
-    if mu.ndim != 0 or not 0.0 <= mu < 1.0:
-      raise ValueError(f'momentum must be a scalar in [0, 1), got {momentum!r}.')
-  if _is_concrete_number(snap_tol):
-    tol = np.asarray(snap_tol)
-    if tol.ndim != 0 or not 0.0 <= tol < 1.0:
-      raise ValueError(f'snap_tol must be a scalar in [0, 1), got {snap_tol!r}.')
+  _check_scalar('learning_rate', learning_rate, ranges.POSITIVE)
+  _check_scalar('momentum', momentum, ranges.BELOW_ONE)
+  _check_scalar('snap_tol', snap_tol, ranges.BELOW_ONE)
 
 
 def _check_table(table: Any, correction: str, momentum: Any) -> tuple:
@@ -173,14 +174,13 @@ def _check_table(table: Any, correction: str, momentum: Any) -> tuple:
   if not all(np.isfinite(rs)) or rs[0] <= 0 or any(b <= a for a, b in zip(rs, rs[1:])):
     raise ValueError(f'table ratios must be finite, > 0 and increasing, got {rs}.')
   for r, scale, beta in table:
-    if not (np.isfinite(scale) and scale > 0 and 0.0 <= beta < 1.0):
+    if not (ranges.POSITIVE.contains(scale) and ranges.BELOW_ONE.contains(beta)):
       raise ValueError(
           f'table row {(r, scale, beta)}: alpha scale must be > 0 and beta in [0, 1).'
       )
   ones = [row for row in table if row[0] == 1.0]
-  if not ones or ones[0][1] != 1.0 or (
-      _is_concrete_number(momentum) and ones[0][2] != float(momentum)
-  ):
+  ref = ones[0] if ones else (None, None, None)
+  if ref[1] != 1.0 or (_is_concrete_number(momentum) and ref[2] != float(momentum)):
     raise ValueError(
         f'the table must hold the reference point (1, 1, momentum={momentum!r}) '
         f'(r = 1 is the plain DiLoCo step), got {table!r}.'
@@ -195,14 +195,8 @@ def _check_sums(inner_lr_sum: Any, reference_lr_sum: Any) -> None:
         f'omitted for the plain DiLoCo step); got inner_lr_sum={inner_lr_sum!r}, '
         f'reference_lr_sum={reference_lr_sum!r}.'
     )
-  for name, value in (
-      ('inner_lr_sum', inner_lr_sum),
-      ('reference_lr_sum', reference_lr_sum),
-  ):
-    if _is_concrete_number(value):
-      v = np.asarray(value)
-      if v.ndim != 0 or not np.isfinite(v) or not v > 0:
-        raise ValueError(f'{name} must be a finite scalar > 0, got {value!r}.')
+  _check_scalar('inner_lr_sum', inner_lr_sum, ranges.POSITIVE)
+  _check_scalar('reference_lr_sum', reference_lr_sum, ranges.POSITIVE)
 
 
 def lr_sum_ratio(
@@ -236,7 +230,7 @@ def corrected_hyperparams(
     alpha: Any,
     beta: Any,
     ratio: Any,
-    correction: str = 'both',
+    correction: str,
     table: tuple = (),
 ) -> tuple[jax.Array, jax.Array]:
   r"""The ``(α_t, β_t)`` that mode ``correction`` applies for ratio ``r``.
@@ -289,7 +283,7 @@ def corrected_hyperparams(
 def buffer_scale(
     prev_ratio: Any,
     ratio: Any,
-    on_change: str = 'keep',
+    on_change: str,
     snap_tol: Any = DEFAULT_SNAP_TOL,
 ) -> jax.Array:
   r"""The factor :func:`autoloco` applies to the momentum buffer ``m_{t−1}``.
@@ -387,7 +381,8 @@ def autoloco(
       outer step count.
     momentum: outer momentum ``β`` in ``[0, 1)``. With ``β = 0`` the corrected
       ``α_t`` is ``α`` for every ``r_t > 0`` (the limit of the formula).
-    correction: ``'none' | 'momentum' | 'lr' | 'both' | 'table'``.
+    correction: ``'none' | 'momentum' | 'lr' | 'both' | 'table'``; the default
+      is the formulas above (the trainer passes ``config.autoloco.correction``).
     snap_tol: ratios with ``|r_t − 1| ≤ snap_tol`` are applied as exactly 1.
     table: for ``correction='table'`` only: ``((r_i, a_i, b_i), ...)`` with
       increasing ``r_i > 0``, ``a_i > 0``, ``b_i`` in ``[0, 1)``, holding the
@@ -433,10 +428,8 @@ def autoloco(
     Sutskever et al., `On the importance of initialization and momentum in deep
     learning <http://proceedings.mlr.press/v28/sutskever13.pdf>`_, 2013.
   """
-  _check_hyperparams(learning_rate, momentum, correction, snap_tol)
+  _check_hyperparams(learning_rate, momentum, correction, snap_tol, on_change)
   table = _check_table(table, correction, momentum)
-  if on_change not in ON_CHANGE:
-    raise ValueError(f'on_change must be one of {ON_CHANGE}, got {on_change!r}.')
 
   def current_lr(count):
     if callable(learning_rate):
@@ -473,9 +466,7 @@ def autoloco(
       m_prev = jax.tree.map(lambda m: scale.astype(m.dtype) * m, m_prev)
     # Same operations, same order as optax.trace(nesterov=True) followed by
     # optax.scale(-lr): m = Δ + β m_prev; u = Δ + β m; update = (−α) u.
-    new_m = jax.tree.map(
-        lambda d, m: d + beta_t.astype(m.dtype) * m, updates, m_prev
-    )
+    new_m = jax.tree.map(lambda d, m: d + beta_t.astype(m.dtype) * m, updates, m_prev)
     new_updates = jax.tree.map(
         lambda d, m: (-alpha_t).astype(d.dtype) * (d + beta_t.astype(m.dtype) * m),
         updates,
@@ -543,8 +534,7 @@ def diloco(
 def _check_h_ref(h_ref: Any) -> int:
   if isinstance(h_ref, bool) or not isinstance(h_ref, (numbers.Integral, np.integer)):
     raise ValueError(f'h_ref must be a Python int >= 1 (static), got {h_ref!r}.')
-  if h_ref < 1:
-    raise ValueError(f'h_ref must be >= 1, got {h_ref!r}.')
+  ranges.COUNT.check('h_ref', int(h_ref))
   return int(h_ref)
 
 
@@ -605,8 +595,5 @@ def peak_reference_lr_sum(peak_lr: Any, h_ref: int) -> jax.Array:
     ``H_ref · η_peak`` as a float32 scalar.
   """
   h_ref = _check_h_ref(h_ref)
-  if _is_concrete_number(peak_lr):
-    p = np.asarray(peak_lr)
-    if p.ndim != 0 or not np.isfinite(p) or not p > 0:
-      raise ValueError(f'peak_lr must be a finite scalar > 0, got {peak_lr!r}.')
+  _check_scalar('peak_lr', peak_lr, ranges.POSITIVE)
   return jnp.asarray(h_ref * peak_lr, jnp.float32)

@@ -14,7 +14,6 @@ one Roman play and one tragedy).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import importlib.util
 import os
@@ -22,6 +21,7 @@ import pathlib
 import re
 import time
 
+import filelock
 import tensorflow_datasets as tfds
 from absl import logging
 
@@ -177,23 +177,17 @@ def prepare(data_dir: str | os.PathLike) -> tuple[ShakespearePlays, float]:
   start = time.perf_counter()
   # Several processes (a multi-process run, a sweep) may prepare the same folder
   # at once; TFDS's rename of its temporary folder is not safe against that.
-  with open(os.path.join(data_dir, ".shakespeare_plays.lock"), "w") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
+  with filelock.FileLock(os.path.join(data_dir, ".shakespeare_plays.lock")):
+    with quiet_tfds():
+      builder = ShakespearePlays(data_dir=os.fspath(data_dir), file_format="array_record")
+      prepared = builder.is_prepared()
+    if not prepared:
+      print(f"Building the Shakespeare dataset once into {data_dir} ...", flush=True)
+      # try_download_gcs=False: never look for a prebuilt copy on GCS (no network here).
       with quiet_tfds():
-        builder = ShakespearePlays(
-            data_dir=os.fspath(data_dir), file_format="array_record"
+        builder.download_and_prepare(
+            download_config=tfds.download.DownloadConfig(try_download_gcs=False),
         )
-        prepared = builder.is_prepared()
-      if not prepared:
-        print(f"Building the Shakespeare dataset once into {data_dir} ...", flush=True)
-        # try_download_gcs=False: never look for a prebuilt copy on GCS (no network here).
-        with quiet_tfds():
-          builder.download_and_prepare(
-              download_config=tfds.download.DownloadConfig(try_download_gcs=False),
-          )
-    finally:
-      fcntl.flock(lock, fcntl.LOCK_UN)
   return builder, time.perf_counter() - start
 
 

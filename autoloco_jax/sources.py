@@ -30,6 +30,7 @@ tokenizes and packs them.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import gzip
 import hashlib
@@ -56,7 +57,7 @@ PathLike = Union[str, os.PathLike]
 def list_shards(pattern: str) -> list[pathlib.Path]:
   """The files named by `pattern`, deduplicated and sorted by path.
 
-  Mirrors `autoloco_jax.data._list_files`, one step wider: `pattern` is a file,
+  The `files` source's `_list_files`, one step wider: `pattern` is a file,
   a directory (every file under it, recursively), or a glob (`**` recurses),
   or a comma-separated list of these, whose matches are merged. The sort is by
   path string, so the order does not depend on the filesystem's listing order.
@@ -220,8 +221,8 @@ def _as_paths(paths: PathLike | Iterable[PathLike]) -> list[pathlib.Path]:
 def _cap_documents(docs: Iterable[str], max_bytes: int) -> Iterator[str]:
   """The leading documents holding at most `max_bytes` UTF-8 bytes; 0 = no cap.
 
-  The streaming counterpart of `autoloco_jax.data._cap`: the document that
-  reaches the cap is cut at it and nothing after it is read. The cut falls on
+  The streaming counterpart of `_cap`: the document that reaches the cap is
+  cut at it and nothing after it is read. The cut falls on
   a character boundary (a multi-byte character that would straddle the cap is
   dropped whole), so the total may fall up to 3 bytes short of `max_bytes`;
   an empty cut is not yielded.
@@ -248,9 +249,9 @@ def is_validation(index: int, val_fraction: float, seed: int) -> bool:
   iterators, so one pass over the corpus can route each document as it
   streams by, with nothing buffered and no second pass.
 
-  The rule spreads validation evenly, like `autoloco_jax.data`'s
-  `_spread_indices`: document i is held out when floor((i + 1) * f + u)
-  exceeds floor(i * f + u), where f is `val_fraction` and u in [0, 1) is a
+  The rule spreads validation evenly, like the `files` source's
+  `_spread_indices`: document i is held out when floor((i + 1) * f + u) exceeds
+  floor(i * f + u), where f is `val_fraction` and u in [0, 1) is a
   phase drawn from `seed`. The first n documents then hold exactly
   floor(n * f + u) validation documents, within one of n * f for every n,
   and at least one as soon as n >= 1 / f. A random per-document draw would
@@ -305,43 +306,26 @@ def fingerprint(paths: PathLike | Iterable[PathLike]) -> str:
 
 DATA_DIR_ENV = "AUTOLOCO_DATA_DIR"
 
-# Optional data config fields and their defaults; `source`, `seq_len` and
-# `batch_size` are required.
-DEFAULTS = {
-    "name": "",
-    "text_key": "text",
-    "train_split": "train",
-    "eval_split": "validation",
-    "path": "",
-    "eval_path": "",
-    "val_fraction": 0.1,
-    "data_dir": "",
-    "partition": "iid",
-    "max_bytes": 0,
-    "eval_max_bytes": None,  # None: same cap as max_bytes
-    "download": True,  # tfds source: prepare the dataset if it is not in data_dir
-    "tokenizer": "bytes",
-    "vocab_size": 1024,
-}
-
 # Records read from a TFDS data source per call: large enough to amortise the
 # per-call overhead, small enough that `max_bytes` is not overshot by much.
 _TFDS_READ_CHUNK = 1024
 
-# ----------------------------------------------------------------------------
-# Config
 
+def config_field(
+    data_cfg: Any, name: str, default: Any = None, required: bool = False
+) -> Any:
+  """`data_cfg.name`, or `default` when it is absent or None; works for
+  ConfigDicts, dicts and plain objects.
 
-def field(data_cfg: Any, name: str) -> Any:
-  """A data config field, falling back to `DEFAULTS`; works for ConfigDicts, dicts and plain objects."""
+  Raises:
+    ValueError: when a `required` field is absent.
+  """
   value = (
       data_cfg.get(name) if isinstance(data_cfg, dict) else getattr(data_cfg, name, None)
   )
-  if value is None:
-    if name not in DEFAULTS:
-      raise ValueError(f"data config is missing the required field {name!r}")
-    value = DEFAULTS[name]
-  return value
+  if value is None and required:
+    raise ValueError(f"data config is missing the required field {name!r}")
+  return default if value is None else value
 
 
 def default_data_dir() -> str:
@@ -349,8 +333,72 @@ def default_data_dir() -> str:
   return os.environ.get(DATA_DIR_ENV) or os.path.expanduser("~/.cache/autoloco_jax/tfds")
 
 
-def data_dir(data_cfg: Any) -> str:
-  return os.path.expanduser(field(data_cfg, "data_dir") or default_data_dir())
+@dataclasses.dataclass(frozen=True)
+class SourceSpec:
+  """Where a run's documents come from: the source fields of `config.data`,
+  read once (`from_config`), typed and checked.
+
+  Attributes:
+    source: one of `SOURCES`.
+    name: the TFDS catalog name (`tfds`).
+    text_key: the text feature (`tfds`) or column (`parquet`, `jsonl`).
+    train_split, eval_split: TFDS split names.
+    path: a file, folder or glob (`files`, `parquet`, `jsonl`).
+    eval_path: validation shards (`parquet`, `jsonl`); '' = `val_fraction`.
+    val_fraction: share held out for validation (`files`, `parquet`, `jsonl`).
+    data_dir: datasets and caches, resolved ('' in the config:
+      `default_data_dir()`).
+    max_bytes: cap on the training text read; 0 = all.
+    eval_max_bytes: cap on the validation text; None = `max_bytes`.
+    download: `tfds`: prepare the dataset if it is not in `data_dir`.
+  """
+
+  source: str
+  name: str = ""
+  text_key: str = "text"
+  train_split: str = "train"
+  eval_split: str = "validation"
+  path: str = ""
+  eval_path: str = ""
+  val_fraction: float = 0.1
+  data_dir: str = ""
+  max_bytes: int = 0
+  eval_max_bytes: int | None = None
+  download: bool = True
+
+  def __post_init__(self):
+    if self.source not in SOURCES:
+      raise ValueError(f"unknown data source {self.source!r}; expected one of {SOURCES}")
+    if self.max_bytes < 0:
+      raise ValueError(f"max_bytes must be >= 0 (0 = no cap), got {self.max_bytes}")
+    held_out = self.source == "files" or (self.streamed and not self.eval_path)
+    if held_out and not 0.0 < self.val_fraction < 1.0:
+      raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction}")
+
+  @classmethod
+  def from_config(cls, data_cfg: Any) -> "SourceSpec":
+    """The spec of `config.data` (a ConfigDict, dict or object); absent or
+    None fields take the defaults above."""
+    values = {"source": str(config_field(data_cfg, "source", required=True))}
+    for f in dataclasses.fields(cls):
+      if f.name not in ("source", "data_dir", "eval_max_bytes"):
+        values[f.name] = type(f.default)(config_field(data_cfg, f.name, f.default))
+    eval_max_bytes = config_field(data_cfg, "eval_max_bytes")
+    values["eval_max_bytes"] = None if eval_max_bytes is None else int(eval_max_bytes)
+    values["data_dir"] = os.path.expanduser(
+        str(config_field(data_cfg, "data_dir", "")) or default_data_dir()
+    )
+    return cls(**values)
+
+  @property
+  def streamed(self) -> bool:
+    """Whether the documents stream from shards (`parquet`, `jsonl`)."""
+    return self.source in STREAMED
+
+  @property
+  def eval_cap(self) -> int:
+    """The cap on the validation text: `eval_max_bytes`, else `max_bytes`."""
+    return self.max_bytes if self.eval_max_bytes is None else self.eval_max_bytes
 
 
 # ----------------------------------------------------------------------------
@@ -364,24 +412,21 @@ class Documents(NamedTuple):
   validation: Iterable[bytes]
 
 
-def load_documents(data_cfg: Any) -> Documents:
-  """The documents of the configured source, with `max_bytes` applied to
-  training (lists for the in-memory sources, streams for parquet and jsonl)."""
-  source = field(data_cfg, "source")
-  if source not in SOURCES:
-    raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
-  max_bytes = int(field(data_cfg, "max_bytes"))
-  eval_max_bytes = field(data_cfg, "eval_max_bytes")
-  eval_max_bytes = max_bytes if eval_max_bytes is None else int(eval_max_bytes)
-  if source in ("parquet", "jsonl"):
-    return _streamed_documents(data_cfg, max_bytes, eval_max_bytes)
-  if source == "shakespeare":
-    docs = _shakespeare_documents(data_cfg)
-  elif source == "tfds":
-    docs = _tfds_documents(data_cfg, max_bytes, eval_max_bytes)
+def load_documents(spec: SourceSpec | Any) -> Documents:
+  """The documents of `spec` (a `SourceSpec`, or a data config to read one
+  from), with `max_bytes` applied to training (lists for the in-memory sources,
+  streams for parquet and jsonl)."""
+  if not isinstance(spec, SourceSpec):
+    spec = SourceSpec.from_config(spec)
+  if spec.streamed:
+    return _streamed_documents(spec)
+  if spec.source == "shakespeare":
+    docs = _shakespeare_documents(spec)
+  elif spec.source == "tfds":
+    docs = _tfds_documents(spec)
   else:
-    docs = _file_documents(data_cfg)
-  return Documents(_cap(docs.train, max_bytes), _cap(docs.validation, eval_max_bytes))
+    docs = _file_documents(spec)
+  return Documents(_cap(docs.train, spec.max_bytes), _cap(docs.validation, spec.eval_cap))
 
 
 def _cap(docs: list[bytes], max_bytes: int) -> list[bytes]:
@@ -398,24 +443,24 @@ def _cap(docs: list[bytes], max_bytes: int) -> list[bytes]:
   return [doc for doc in kept if doc]
 
 
-def _shakespeare_documents(data_cfg: Any) -> Documents:
+def _shakespeare_documents(spec: SourceSpec) -> Documents:
   # Imported here: TFDS is only needed by the sources that use it.
   from autoloco_jax import shakespeare
 
-  plays = shakespeare.load_plays(data_dir(data_cfg))
+  plays = shakespeare.load_plays(spec.data_dir)
   return Documents(
       [text.encode("utf-8") for text in plays["train"]],
       [text.encode("utf-8") for text in plays["validation"]],
   )
 
 
-def _tfds_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Documents:
+def _tfds_documents(spec: SourceSpec) -> Documents:
   import tensorflow_datasets as tfds
 
   # Imported to register 'shakespeare_plays' with TFDS (and for quiet_tfds).
   from autoloco_jax import shakespeare
 
-  name = str(field(data_cfg, "name"))
+  name = spec.name
   # 'lm1b', 'lm1b/config' and 'lm1b:1.0.0' all name the builder 'lm1b'.
   base_name = name.split("/")[0].split(":")[0]
   # Checked first: for an unknown name TFDS would otherwise search the
@@ -428,10 +473,10 @@ def _tfds_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Docum
     )
   # array_record is the one format TFDS reads (and writes) without TensorFlow.
   with shakespeare.quiet_tfds():
-    builder = tfds.builder(name, data_dir=data_dir(data_cfg), file_format="array_record")
+    builder = tfds.builder(name, data_dir=spec.data_dir, file_format="array_record")
     prepared = builder.is_prepared()
   if not prepared:
-    if not field(data_cfg, "download"):
+    if not spec.download:
       raise ValueError(
           f"tfds dataset {name!r} is not prepared in {builder.data_dir} and download is off"
       )
@@ -444,17 +489,17 @@ def _tfds_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Docum
       builder.download_and_prepare(
           download_config=tfds.download.DownloadConfig(try_download_gcs=False)
       )
-  text_key = str(field(data_cfg, "text_key"))
+  text_key = spec.text_key
   features = list(builder.info.features.keys())
   if text_key not in features:
     raise ValueError(
         f"tfds dataset {name!r} has no text feature {text_key!r}; its features are {features}"
     )
-  train_source = builder.as_data_source(split=field(data_cfg, "train_split"))
-  eval_source = builder.as_data_source(split=field(data_cfg, "eval_split"))
+  train_source = builder.as_data_source(split=spec.train_split)
+  eval_source = builder.as_data_source(split=spec.eval_split)
   return Documents(
-      _read_text(train_source, text_key, max_bytes),
-      _read_text(eval_source, text_key, eval_max_bytes),
+      _read_text(train_source, text_key, spec.max_bytes),
+      _read_text(eval_source, text_key, spec.eval_cap),
   )
 
 
@@ -478,23 +523,15 @@ def _list_files(path: str) -> list[pathlib.Path]:
   """Files named by `path`: one file, every file under a directory, or a glob's matches; sorted."""
   if not path:
     raise ValueError("files source needs data_cfg.path (a file, directory or glob)")
-  expanded = os.path.expanduser(path)
-  if os.path.isdir(expanded):
-    files = [p for p in pathlib.Path(expanded).rglob("*") if p.is_file()]
-  elif os.path.isfile(expanded):
-    files = [pathlib.Path(expanded)]
-  else:
-    files = [
-        pathlib.Path(p) for p in glob.glob(expanded, recursive=True) if os.path.isfile(p)
-    ]
+  files = _list_part(path)
   if not files:
     raise ValueError(f"no such file: path {path!r} matches no files")
   return sorted(files)
 
 
-def _file_documents(data_cfg: Any) -> Documents:
-  files = _list_files(str(field(data_cfg, "path")))
-  val_fraction = float(field(data_cfg, "val_fraction"))
+def _file_documents(spec: SourceSpec) -> Documents:
+  files = _list_files(spec.path)
+  val_fraction = spec.val_fraction
   docs = []
   for file in files:
     # Raw bytes: the byte tokenizer needs no decoding, so files that are not
@@ -513,11 +550,11 @@ def _file_documents(data_cfg: Any) -> Documents:
   )
 
 
-def _streamed_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> Documents:
+def _streamed_documents(spec: SourceSpec) -> Documents:
   """Parquet or jsonl shards, streamed: `eval_path`'s shards for validation, or
   every document that `sources.is_validation` routes there (one pass each)."""
-  source, text_key = field(data_cfg, "source"), str(field(data_cfg, "text_key"))
-  pattern, eval_pattern = str(field(data_cfg, "path")), str(field(data_cfg, "eval_path"))
+  source, text_key = spec.source, spec.text_key
+  pattern, eval_pattern = spec.path, spec.eval_path
   if not pattern:
     raise ValueError(f"{source} source needs data_cfg.path (a glob of shards)")
   list_shards(pattern)  # a pattern that matches nothing fails now
@@ -529,17 +566,17 @@ def _streamed_documents(data_cfg: Any, max_bytes: int, eval_max_bytes: int) -> D
 
   if eval_pattern:
     return Documents(
-        utf8(iter_documents(source, pattern, text_key, max_bytes=max_bytes)),
-        utf8(iter_documents(source, eval_pattern, text_key, max_bytes=eval_max_bytes)),
+        utf8(iter_documents(source, pattern, text_key, max_bytes=spec.max_bytes)),
+        utf8(iter_documents(source, eval_pattern, text_key, max_bytes=spec.eval_cap)),
     )
-  fraction = float(field(data_cfg, "val_fraction"))
+  fraction = spec.val_fraction
 
   def split(validation: bool, cap: int) -> Iterator[bytes]:
     docs = iter_documents(source, pattern, text_key)
     kept = (d for i, d in enumerate(docs) if is_validation(i, fraction, 0) == validation)
     return utf8(_cap_documents(kept, cap))
 
-  return Documents(split(False, max_bytes), split(True, eval_max_bytes))
+  return Documents(split(False, spec.max_bytes), split(True, spec.eval_cap))
 
 
 def _spread_indices(n: int, fraction: float) -> np.ndarray:

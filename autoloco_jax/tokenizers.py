@@ -4,8 +4,8 @@ Three kinds sit behind one small interface (`Tokenizer`: `name`, `vocab_size`,
 `separator_ids`, `encode`, `decode`, `fingerprint`):
 
 * `ByteTokenizer` (`data.tokenizer="bytes"`, the default): one token per UTF-8
-  byte, vocabulary 256, exactly `autoloco_jax.data.encode` / `decode`.
-  Documents are separated by the bytes of `data.SEPARATOR` (a blank line).
+  byte, vocabulary 256. Documents are separated by the bytes of `SEPARATOR`
+  (a blank line).
 * `SentencePieceTokenizer`: a SentencePiece `.model` file, either given as a
   path or trained offline on the training split (`data.tokenizer=
   "sentencepiece"`, `data.vocab_size` pieces) by `train_sentencepiece`, which
@@ -17,11 +17,11 @@ Three kinds sit behind one small interface (`Tokenizer`: `name`, `vocab_size`,
 * `HFTokenizer`: a Hugging Face `tokenizer.json` (the `tokenizers` library,
   read from a local file, never from the hub). Documents are separated by its
   end-of-text token (the first of `HF_SEPARATOR_TOKENS` in its vocabulary),
-  else by the encoding of `data.SEPARATOR`.
+  else by the encoding of `SEPARATOR`.
 
-`decode` turns a separator id back into `data.SEPARATOR`, so for every
-tokenizer `decode(encode_documents(tok, docs)) == SEPARATOR.join(docs)`
-(lossless tokenizers).
+`decode` turns a separator id back into `SEPARATOR`, so for every lossless
+tokenizer the decoded token stream of packed documents (`data.tokenize`) is
+`SEPARATOR.join(docs)`.
 
 Why bits per byte: a model's loss is in nats per *token*, and tokens differ
 between tokenizers (a byte, or a few characters of a learned piece), so losses
@@ -29,8 +29,8 @@ per token of runs with different tokenizers are not comparable. The text is the
 same, though: dividing by the UTF-8 bytes a token covers on average gives bits
 per byte, bpb = loss_per_token / (ln 2 * bytes_per_token), the entropy rate of
 the text itself, comparable across tokenizers (and equal to loss / ln 2 for the
-byte tokenizer, where bytes_per_token is 1). `bytes_per_token` measures the
-ratio on a set of texts (use the evaluation split).
+byte tokenizer, where bytes_per_token is 1). `data.build` measures the ratio
+on the evaluation split (`WorkerData.bits_per_byte`).
 
 `sentencepiece` and `tokenizers` are imported only when a tokenizer of theirs
 is built, so the byte tokenizer needs neither.
@@ -38,7 +38,6 @@ is built, so the byte tokenizer needs neither.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import json
@@ -46,9 +45,16 @@ import os
 import random
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
+import filelock
 import numpy as np
 
-from autoloco_jax import data
+from autoloco_jax import sources
+
+#: The byte tokenizer's vocabulary: one id per byte value.
+VOCAB_SIZE = 256
+#: What separates packed documents (a blank line); `decode` gives it back for
+#: a separator id.
+SEPARATOR = b"\n\n"
 
 TOKENIZER_NAMES = ("bytes", "sentencepiece")
 SPM_MODEL_TYPES = ("bpe", "unigram", "char", "word")
@@ -82,7 +88,7 @@ class Tokenizer(Protocol):
     ...
 
   def decode(self, ids) -> str:
-    """Text of token ids; separator ids become `data.SEPARATOR`."""
+    """Text of token ids; separator ids become `SEPARATOR`."""
     ...
 
   def fingerprint(self) -> str:
@@ -99,28 +105,28 @@ def _hash16(*parts: bytes) -> str:
 
 
 def _separator_text() -> str:
-  return data.SEPARATOR.decode("utf-8")
+  return SEPARATOR.decode("utf-8")
 
 
 class ByteTokenizer:
-  """UTF-8 bytes as tokens (vocabulary 256), identical to `data.encode` / `data.decode`."""
+  """UTF-8 bytes as tokens (vocabulary `VOCAB_SIZE`)."""
 
   name = "bytes"
-  vocab_size = data.VOCAB_SIZE
+  vocab_size = VOCAB_SIZE
 
   def __init__(self):
-    self.separator_ids = data.encode(_separator_text()).astype(np.int32)
+    self.separator_ids = self.encode(_separator_text())
 
   def encode(self, text: str) -> np.ndarray:
-    """int32 [T] bytes of `text`: the values of `data.encode(text)`."""
-    return data.encode(text).astype(np.int32)
+    """int32 [T]: the UTF-8 bytes of `text`."""
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32)
 
   def decode(self, ids) -> str:
-    """`data.decode(ids)`: invalid UTF-8 becomes U+FFFD."""
-    return data.decode(ids)
+    """Text from byte ids; invalid UTF-8 (e.g. a model's samples) becomes U+FFFD."""
+    return np.asarray(ids, dtype=np.uint8).tobytes().decode("utf-8", errors="replace")
 
   def fingerprint(self) -> str:
-    return _hash16(b"bytes", data.SEPARATOR)
+    return _hash16(b"bytes", SEPARATOR)
 
   def __repr__(self) -> str:
     return "ByteTokenizer()"
@@ -136,7 +142,7 @@ class _SingleIdSeparator:
     raise NotImplementedError
 
   def decode(self, ids) -> str:
-    """Text of token ids; each separator id becomes `data.SEPARATOR`."""
+    """Text of token ids; each separator id becomes `SEPARATOR`."""
     ids_t = np.asarray(ids, dtype=np.int64).reshape(-1)
     if not self._special_separator:
       return self._decode_text(ids_t.tolist())
@@ -152,7 +158,7 @@ class SentencePieceTokenizer(_SingleIdSeparator):
   """A SentencePiece model (`.model` file); documents are separated by its EOS id.
 
   A model without an EOS id separates documents by the encoding of
-  `data.SEPARATOR` instead.
+  `SEPARATOR` instead.
   """
 
   def __init__(self, model_path: str | os.PathLike):
@@ -191,13 +197,13 @@ class HFTokenizer(_SingleIdSeparator):
   """A Hugging Face `tokenizer.json` read with `tokenizers.Tokenizer.from_file`.
 
   The separator is the first of `HF_SEPARATOR_TOKENS` in the vocabulary; when
-  there is none, documents are separated by the encoding of `data.SEPARATOR`
+  there is none, documents are separated by the encoding of `SEPARATOR`
   (a blank line), as the byte tokenizer does. `encode` adds no special tokens
   (the tokenizer's post-processor is not applied).
   """
 
   def __init__(self, path: str | os.PathLike):
-    import tokenizers
+    import tokenizers as hf_tokenizers  # the Hugging Face library, not this module
 
     self.path = os.fspath(path)
     if not os.path.isfile(self.path):
@@ -205,7 +211,7 @@ class HFTokenizer(_SingleIdSeparator):
     with open(self.path, "rb") as f:
       self._json = f.read()
     try:
-      self._tok = tokenizers.Tokenizer.from_str(self._json.decode("utf-8"))
+      self._tok = hf_tokenizers.Tokenizer.from_str(self._json.decode("utf-8"))
     except Exception as e:  # The library raises a bare Exception on bad JSON.
       raise ValueError(f"not a Hugging Face tokenizer.json: {self.path}: {e}") from e
     self.name = f"hf:{os.path.basename(self.path)}"
@@ -398,28 +404,24 @@ def train_sentencepiece(
   path = os.path.join(cache_dir, f"spm-{key}.model")
   if os.path.isfile(path):
     return path
-  with open(os.path.join(cache_dir, f"spm-{key}.lock"), "w") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
+  with filelock.FileLock(os.path.join(cache_dir, f"spm-{key}.lock")):
+    if os.path.isfile(path):  # Another process trained it meanwhile.
+      return path
+    print(
+        f"Training a SentencePiece {model_type} model ({vocab_size} pieces) on "
+        f"{len(lines)} of {num_lines} lines into {path} ...",
+        flush=True,
+    )
     try:
-      if os.path.isfile(path):  # Another process trained it meanwhile.
-        return path
-      print(
-          f"Training a SentencePiece {model_type} model ({vocab_size} pieces) on "
-          f"{len(lines)} of {num_lines} lines into {path} ...",
-          flush=True,
-      )
-      try:
-        proto = _train_model_proto(lines, options, seed)
-      except RuntimeError as e:
-        raise ValueError(
-            f"SentencePiece training failed for vocab_size {vocab_size}: {e}"
-        ) from e
-      tmp = f"{path}.tmp{os.getpid()}"
-      with open(tmp, "wb") as f:
-        f.write(proto)
-      os.replace(tmp, path)
-    finally:
-      fcntl.flock(lock, fcntl.LOCK_UN)
+      proto = _train_model_proto(lines, options, seed)
+    except RuntimeError as e:
+      raise ValueError(
+          f"SentencePiece training failed for vocab_size {vocab_size}: {e}"
+      ) from e
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+      f.write(proto)
+    os.replace(tmp, path)
   return path
 
 
@@ -427,17 +429,11 @@ def train_sentencepiece(
 # From a config; measuring
 
 
-def _field(data_cfg: Any, name: str, default: Any = None) -> Any:
-  value = (
-      data_cfg.get(name) if isinstance(data_cfg, dict) else getattr(data_cfg, name, None)
-  )
-  return default if value is None else value
-
-
 def from_config(
     data_cfg: Any, train_texts: Callable[[], Iterable[str]], cache_dir: str | os.PathLike
 ) -> Tokenizer:
-  """The tokenizer `data_cfg.tokenizer` names.
+  """The tokenizer `data_cfg.tokenizer` names (`data_cfg`: `config.data`, or
+  anything with its `tokenizer` and `vocab_size` fields, e.g. `data.DataSpec`).
 
   * `"bytes"` (also when the field is missing or empty): `ByteTokenizer`.
   * `"sentencepiece"`: a model of `data_cfg.vocab_size` pieces trained by
@@ -452,11 +448,11 @@ def from_config(
   entry looked up). Raises ValueError for an unknown value, a missing file or
   a bad vocab_size.
   """
-  spec = str(_field(data_cfg, "tokenizer", "") or "bytes")
+  spec = str(sources.config_field(data_cfg, "tokenizer", "") or "bytes")
   if spec == "bytes":
     return ByteTokenizer()
   if spec == "sentencepiece":
-    vocab_size = _field(data_cfg, "vocab_size")
+    vocab_size = sources.config_field(data_cfg, "vocab_size")
     if vocab_size is None:
       raise ValueError("data.tokenizer='sentencepiece' needs data.vocab_size")
     if int(vocab_size) < 2:
@@ -481,33 +477,3 @@ def from_config(
       f"unknown tokenizer {spec!r}; expected one of {TOKENIZER_NAMES}, a path to a "
       "SentencePiece .model file, or a path to a Hugging Face tokenizer.json"
   )
-
-
-def encode_documents(tokenizer: Tokenizer, docs: Iterable[str]) -> np.ndarray:
-  """int32 [T]: the documents' tokens joined by `tokenizer.separator_ids`.
-
-  For the byte tokenizer these are the bytes of `data.SEPARATOR.join(docs)`.
-  """
-  parts: list[np.ndarray] = []
-  for i, doc in enumerate(docs):
-    if i:
-      parts.append(tokenizer.separator_ids)
-    parts.append(tokenizer.encode(doc))
-  return np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
-
-
-def bytes_per_token(tokenizer: Tokenizer, texts: Iterable[str]) -> float:
-  """UTF-8 bytes of `texts` per token of their encodings (each text encoded alone).
-
-  Converts a loss per token (nats) into bits per byte:
-  bpb = loss_per_token / (ln 2 * bytes_per_token). Exactly 1.0 for the byte
-  tokenizer. Raises ValueError when the texts encode to no tokens.
-  """
-  num_bytes = 0
-  num_tokens = 0
-  for text in texts:
-    num_bytes += len(text.encode("utf-8"))
-    num_tokens += len(tokenizer.encode(text))
-  if num_tokens == 0:
-    raise ValueError("bytes_per_token needs texts that encode to at least one token")
-  return num_bytes / num_tokens

@@ -203,11 +203,6 @@ def groups(
   return Topology(name, num_workers, np.stack(tables), seed)
 
 
-def matching(num_workers: int, seed: int = 0, pool_size: int = 16) -> Topology:
-  """Random perfect matchings: each round every worker has exactly one partner."""
-  return groups(num_workers, 2, seed, pool_size)
-
-
 def ring(num_workers: int) -> Topology:
   """Each worker talks to ``k ± 1 (mod K)``."""
   k = np.arange(num_workers)

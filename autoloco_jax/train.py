@@ -13,20 +13,18 @@ the same workdir resumes from the newest readable checkpoint and reproduces the
 uninterrupted run exactly; SIGTERM or Ctrl-C saves and exits cleanly; a NaN or
 Inf stops the run without overwriting the last good checkpoint.
 
-The host does not stall the device between rounds (``config.log.overlap``, on
-by default): round ``r + 1`` is dispatched before round ``r``'s metrics are
-read, so logging, TensorBoard and the progress bar run while the device trains.
-When the sync's next ``H`` is known on the host (``algo.host_next_h``: fixed
-intervals, schedules) nothing is read before the next dispatch; for adaptive
-controllers only the scalar ``next_h`` is (the device has nothing to do until
-the next round is dispatched, but the rest of the host's work waits until it
-is). An evaluation is dispatched on round ``r``'s state before the next round
+The host does not stall the device between rounds: round ``r + 1`` is
+dispatched before round ``r``'s metrics are read, so logging, TensorBoard and
+the progress bar run while the device trains (nanodo's loop). When the next
+``H`` does not depend on the round's statistics (``algo.planned_h``: fixed
+intervals, schedules, computed by the functions the sync runs) nothing is read
+before the next dispatch; for adaptive controllers only the scalar ``next_h``
+is. An evaluation is dispatched on round ``r``'s state before the next round
 donates it, and read with the round. A round that ends with a checkpoint, and
 the last round, are read before the save: a NaN round is never saved. Without a
 save it stops the run one round later, with the same error naming the same
 round, after round ``r + 1`` has run on the poisoned state (never saved either).
-The records of metrics.jsonl are the same, in the same order, either way; only
-their host timings differ (:data:`TIMING_FIELDS`).
+Only the records' host timings (:data:`TIMING_FIELDS`) differ between runs.
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ import numpy as np
 from absl import logging
 
 from autoloco_jax import algorithms, checkpoint, comm, config_check, distributed
-from autoloco_jax import data as data_lib, faults, metrics as metrics_lib
+from autoloco_jax import data as data_lib, evaluation, faults, metrics as metrics_lib
 from autoloco_jax import model as model_lib, pipeline as pipeline_lib, replicas, rounds
 from autoloco_jax import state as state_lib
 
@@ -150,35 +148,6 @@ def load_run(config: Any, workdir: str) -> tuple[Run, state_lib.TrainState, Host
   run = setup(config)
   _, state, host = checkpoint.load_state(workdir, run.state)
   return run, state, HostState.from_json(host)
-
-
-def make_evaluate(loss_fn, mesh, algo):
-  """``state -> {name: mean loss}`` over fixed validation batches: worker 0's
-  parameters (the global model after a sync) under the name ``''`` or, for
-  decentralized algorithms, each model of ``algo.eval_params`` (``mean``, the
-  replicas' mean, and ``replica``, replica 0). Losses are replicated so every
-  process can read them, and returned on device, not read: the caller may
-  dispatch the next round (donating ``state``) before it reads them with
-  ``float``."""
-  replicated = jax.sharding.NamedSharding(mesh, replicas.REPLICATED)
-
-  @functools.partial(jax.jit, out_shardings=replicated)
-  def loss(params, tokens_NxBxL1):
-    return jnp.mean(jax.lax.map(functools.partial(loss_fn, params), tokens_NxBxL1))
-
-  worker0 = jax.jit(
-      lambda params_K: jax.tree.map(lambda x: x[0], params_K), out_shardings=replicated
-  )
-
-  def evaluate(state, tokens_NxBxL1):
-    models = (
-        {"": worker0(state.params_K)}
-        if algo.eval_params is None
-        else algo.eval_params(state)
-    )
-    return {name: loss(p, tokens_NxBxL1) for name, p in models.items()}
-
-  return evaluate
 
 
 @jax.jit
@@ -303,29 +272,27 @@ class _Round(NamedTuple):
     host_record: the record's host-side fields (clocks, counters, data wait), in
       the order they are logged.
     metrics: the sync's metrics, on device.
-    losses: the evaluation's losses on device (``make_evaluate``), or None
+    losses: the evaluation's losses on device (``evaluation.make_evaluate``), or None
       when the round ends without an evaluation.
-    predicted_h: the ``next_h`` the host took from ``algo.host_next_h`` (checked
-      against the sync's when the metrics are read), or None.
-    next_h: the sync's ``next_h`` once read early (adaptive controllers), or None.
+    next_h: the next round's ``H`` once the host knows it (``algo.planned_h``,
+      or the sync's ``next_h`` read early for adaptive controllers), or None.
     waited: seconds the host already spent blocked on this round's device values.
   """
 
   host_record: dict
   metrics: Any
   losses: dict | None
-  predicted_h: int | None
   next_h: int | None = None
   waited: float = 0.0
 
 
 def _dispatch_round(
-    loop: _Loop, state: state_lib.TrainState, host: HostState, overlap: bool
+    loop: _Loop, state: state_lib.TrainState, host: HostState
 ) -> tuple[state_lib.TrainState, _Round]:
   """Dispatches one round through the round driver, and its evaluation when one
   is due, without reading the device; advances ``host`` by what the host knows
-  (steps, rounds, data state, clocks, ``next_h`` when ``algo.host_next_h``
-  gives it and ``overlap`` is on)."""
+  (steps, rounds, data state, clocks, and ``next_h`` when ``algo.planned_h``
+  gives it)."""
   config, run = loop.config, loop.run
   K = config.num_workers
   round_index, h = host.rounds, min(host.next_h, config.total_steps - host.step)
@@ -348,10 +315,9 @@ def _dispatch_round(
     )["sim_time"]
   host.step += h
   host.rounds = round_index + 1
-  predicted = None
-  if overlap and run.algo.host_next_h is not None:
-    predicted = int(run.algo.host_next_h(round_index))
-    host.next_h = predicted
+  planned = None
+  if run.algo.planned_h is not None:
+    planned = host.next_h = run.algo.planned_h(round_index)
   host.data_state = loop.pipeline.get_state()
   host.clock = loop.clock.state_dict()
   host.also_clocks = {name: c.state_dict() for name, c in loop.also.items()}
@@ -366,7 +332,7 @@ def _dispatch_round(
     losses = loop.evaluate(state, loop.eval_tokens)
     every = config.eval.every_steps
     host.next_eval = (host.step // every + 1) * every
-  return state, _Round(record, device_metrics, losses, predicted)
+  return state, _Round(record, device_metrics, losses, planned)
 
 
 def _read_next_h(round_: _Round, host: HostState) -> _Round:
@@ -395,14 +361,8 @@ def _finish_round(loop: _Loop, host: HostState, round_: _Round) -> dict:
   data_wait = record.pop("data_wait_s")
   record.update(wall_time=time.time() - loop.t_start, data_wait_s=data_wait)
   record["host_wait_s"] = waited
-  next_h = int(record["next_h"])
-  if round_.predicted_h is not None and round_.predicted_h != next_h:
-    raise AssertionError(
-        f"round {record['round']}: the host assumed next_h = {round_.predicted_h} "
-        f"but the sync chose {next_h} (algo.host_next_h disagrees with the sync)"
-    )
-  if round_.next_h is None and round_.predicted_h is None:
-    host.next_h = next_h
+  if round_.next_h is None:
+    host.next_h = int(record["next_h"])
   _check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
   if losses is not None:
     host.eval_loss = losses.get("", losses.get("mean"))
@@ -455,7 +415,7 @@ def _start(
       ckpt,
       clock,
       also,
-      make_evaluate(run.loss_fn, run.mesh, run.algo),
+      evaluation.make_evaluate(run.loss_fn, run.mesh, run.algo),
       eval_tokens,
       writer,
       t_start,
@@ -486,34 +446,27 @@ def train_and_evaluate(
   # Throughput is timed from the end of the first round, which includes compilation.
   steady = None
   rounds_since_save, preempted = 0, False
-  overlap = bool(config.log.get("overlap", True))
   pending = None  # a dispatched round whose metrics are read after the next dispatch
   try:
     with _stop_signals() as stop:
       while host.step < config.total_steps:
-        state, current = _dispatch_round(loop, state, host, overlap)
+        state, current = _dispatch_round(loop, state, host)
         if pending is not None:  # the previous round, read while this one runs
-          record = _finish_round(loop, host, pending)
-          _log(loop, host, record, progress)
-          steady = steady or (time.time(), record["step"])
+          steady = _record(loop, host, pending, progress, steady)
           pending = None
         stopping = bool(stop)
         rounds_since_save += 1
-        save = (
+        if (
             stopping
             or host.step >= config.total_steps
             or rounds_since_save >= config.checkpoint.every_rounds
-        )
-        if save or not overlap:
+        ):
           # Read (and check) this round before it is saved: a NaN round is never saved.
-          record = _finish_round(loop, host, current)
-          _log(loop, host, record, progress)
-          steady = steady or (time.time(), record["step"])
-          if save:
-            loop.ckpt.save(host.step, state, host.to_json())
-            rounds_since_save = 0
+          steady = _record(loop, host, current, progress, steady)
+          loop.ckpt.save(host.step, state, host.to_json())
+          rounds_since_save = 0
         else:
-          if current.predicted_h is None:  # adaptive: the next round needs next_h
+          if current.next_h is None:  # adaptive: the next round needs next_h
             current = _read_next_h(current, host)
           pending = current
         if stopping and host.step < config.total_steps:
@@ -544,6 +497,14 @@ def train_and_evaluate(
       )
     print(_summary_line(summary), flush=True)
   return summary
+
+
+def _record(loop: _Loop, host: HostState, round_: _Round, progress, steady):
+  """Reads, checks and logs a dispatched round; returns ``steady``, the (time,
+  step) at the end of the first round read."""
+  record = _finish_round(loop, host, round_)
+  _log(loop, host, record, progress)
+  return steady or (time.time(), record["step"])
 
 
 def _log(loop: _Loop, host: HostState, record: dict, progress) -> None:

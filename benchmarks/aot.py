@@ -19,7 +19,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
+from absl import flags
 from jax.sharding import NamedSharding, PartitionSpec
 from ml_collections import config_flags
 

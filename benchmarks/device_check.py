@@ -39,6 +39,8 @@ import jax
 from absl import app, flags
 
 from autoloco_jax import train
+from benchmarks import render
+from benchmarks.render import Lines, Table
 
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Toy sizes on any backend (CI).")
 _OUT_DIR = flags.DEFINE_string("out_dir", "docs/device", "Where the report goes.")
@@ -153,64 +155,74 @@ def memory_stats() -> dict:
   return {k: int(stats[k]) for k in keys if k in stats}
 
 
-def markdown(report: dict) -> str:
-  """The report as a short page."""
-  t, rows = report["training"], report["throughput"]["rows"]
+def prepare(report: dict) -> dict:
+  """The report with the derived cells of its page."""
   peak = report["nominal_bf16_peak"]
-  fmt_mfu = lambda x: "unknown" if x is None else f"{100 * x:.1f}%"
-  lines = [
-      f"# Device check: {report['device_kind']}",
-      "",
-      f"`{report['command']}`, {report['date']}, JAX {report['jax']} on "
-      f"`{report['backend']}` ({report['device_count']} device(s)); nominal dense "
-      "bf16 peak: "
-      + (
-          "unknown"
-          if peak is None
-          else f"{peak / 1e12:.0f} TFLOP/s ({report['peak_name']})"
-      )
-      + (
-          " **dry run: toy sizes, the numbers mean nothing**" if report["dry_run"] else ""
-      ),
-      "",
-      "## Throughput rows",
-      "",
-      f"`{report['throughput']['command']}`: K = {report['throughput']['num_workers']},"
-      f" B = {report['throughput']['batch_per_worker']}, L = "
-      f"{report['throughput']['seq_len']}, {report['throughput']['num_params']:,} "
-      "parameters.",
-      "",
-      "| row | tokens/s | x reference | model TFLOP/s | MFU / nominal bf16 |",
-      "|---|---|---|---|---|",
+  rows = [
+      dict(r, mfu=None if peak is None else r["model_flops_per_sec"] / peak)
+      for r in report["throughput"]["rows"]
   ]
-  for row in rows:
-    mfu = None if peak is None else row["model_flops_per_sec"] / peak
-    lines.append(
-        f"| `{row['name']}` | {row['tokens_per_sec']:.0f} | {row.get('ratio', 1.0):.3f} | "
-        f"{row['model_flops_per_sec'] / 1e12:.2f} | {fmt_mfu(mfu)} |"
-    )
-  lines += [
-      "",
-      "## Training run",
-      "",
-      f"{t['config']} ({t['algorithm']}, K = {t['num_workers']}, B = "
-      f"{t['batch_per_worker']}, L = {t['seq_len']}, {t['dtype']}, "
-      f"{t['num_params']:,} parameters), {t['steps']} steps in {t['syncs']} syncs: "
-      f"**{t['tokens_per_sec']:.0f} tokens/s**, "
-      f"{t['model_flops_per_sec'] / 1e12:.2f} model TFLOP/s, MFU "
-      f"{fmt_mfu(t['mfu_vs_nominal_bf16'])}; final eval loss "
-      f"{t['final_eval_loss']:.3f}; wall {t['wall_seconds']:.0f} s.",
-      "",
-      "Peak device memory: "
-      + (
-          f"{report['memory']['peak_bytes_in_use'] / 2**30:.2f} GiB"
-          if "peak_bytes_in_use" in report["memory"]
-          else "not reported by this backend"
-      )
-      + ".",
-      "",
-  ]
-  return "\n".join(lines)
+  mfu = report["training"]["mfu_vs_nominal_bf16"]
+  return dict(
+      report,
+      rows=rows,
+      peak_cell="unknown"
+      if peak is None
+      else f"{peak / 1e12:.0f} TFLOP/s ({report['peak_name']})",
+      dry_note=" **dry run: toy sizes, the numbers mean nothing**"
+      if report["dry_run"]
+      else "",
+      training_mfu="unknown" if mfu is None else f"{100 * mfu:.1f}%",
+  )
+
+
+#: The page's blocks (``benchmarks/render.py``), in order.
+TABLES = {
+    "header": Lines(
+        (
+            "# Device check: {device_kind}",
+            "",
+            "`{command}`, {date}, JAX {jax} on `{backend}` ({device_count} device(s)); "
+            "nominal dense bf16 peak: {peak_cell}{dry_note}",
+        )
+    ),
+    "rows": Table(
+        lambda r: r["rows"],
+        (
+            ("row", "`{name}`"),
+            ("tokens/s", "{tokens_per_sec:.0f}"),
+            ("x reference", "{ratio:.3f}", "1"),
+            ("model TFLOP/s", "{model_flops_per_sec:/1e12:.2f}"),
+            ("MFU / nominal bf16", "{mfu:.1%}", "unknown"),
+        ),
+        title="## Throughput rows\n\n`{throughput[command]}`: K = "
+        "{throughput[num_workers]}, B = {throughput[batch_per_worker]}, L = "
+        "{throughput[seq_len]}, {throughput[num_params]:,} parameters.",
+    ),
+    "training": Lines(
+        (
+            "{training[config]} ({training[algorithm]}, K = {training[num_workers]}, "
+            "B = {training[batch_per_worker]}, L = {training[seq_len]}, "
+            "{training[dtype]}, {training[num_params]:,} parameters), "
+            "{training[steps]} steps in {training[syncs]} syncs: "
+            "**{training[tokens_per_sec]:.0f} tokens/s**, "
+            "{training[model_flops_per_sec]:/1e12:.2f} model TFLOP/s, MFU "
+            "{training_mfu}; final eval loss {training[final_eval_loss]:.3f}; wall "
+            "{training[wall_seconds]:.0f} s.",
+            "",
+            (
+                "Peak device memory: {memory[peak_bytes_in_use]:/1073741824:.2f} GiB.",
+                "Peak device memory: not reported by this backend.",
+            ),
+        ),
+        title="## Training run",
+    ),
+}
+
+
+def markdown(report: dict) -> str:
+  """The report's page."""
+  return render.page(prepare(report), list(TABLES.values()))
 
 
 def main(argv):

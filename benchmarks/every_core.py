@@ -98,7 +98,12 @@ def main(argv):
       runs=runs,
       **compare(runs),
   )
-  print(json.dumps({k: result[k] for k in ("modes", "tokens_per_sec_ratio", "wall_time_ratio")}, indent=1))
+  print(
+      json.dumps(
+          {k: result[k] for k in ("modes", "tokens_per_sec_ratio", "wall_time_ratio")},
+          indent=1,
+      )
+  )
   if _OUT.value:
     with open(_OUT.value, "w") as f:
       json.dump(result, f, indent=1)

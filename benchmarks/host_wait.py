@@ -1,28 +1,26 @@
-"""Does the host stall the device between rounds? The trainer with and without
-``log.overlap``, side by side in one process.
+"""How much host work is there per round, and how much of it could the
+trainer's one-round-late read hide? ``--repeats`` runs of the trainer, one
+process.
 
   python -m benchmarks.host_wait --config configs/default.py --total_steps 300 \
-      --repeats 2 --out docs/host_wait.json
+      --repeats 3 --out docs/host_wait.json
 
-Runs ``train.train_and_evaluate`` on the config with ``log.overlap`` off (the
-round's metrics read at once: the device idles while the host logs, evaluates,
-reads and stages the next round) and on (the next round dispatched first),
-alternating the order over ``--repeats`` pairs, each run in a fresh temporary
-workdir. From each run's metrics.jsonl, per round after the first (which
-compiles):
+The trainer dispatches round ``r + 1`` before it reads round ``r``
+(``train.py``): host work then runs while the device trains. Each run is
+``train.train_and_evaluate`` in a fresh temporary workdir. From its
+metrics.jsonl, per round after the first (which compiles):
 
 * ``interval_s``: wall time between the host's reads of consecutive rounds
   (``wall_time`` differences), i.e. the round's cost as the run sees it;
 * ``host_wait_s``: the host blocked reading the round's device values;
 * ``host_busy_s = interval_s - host_wait_s``: the host's own work in that
   interval (logging, evaluation reads, checkpoint starts, data, staging,
-  dispatch). Without overlap the device has nothing queued during it, so it
-  is the device's idle time per round; with overlap it runs while the device
-  trains the next round, which was dispatched before the read, so a round
+  dispatch). A blocking loop would leave the device idle for that long each
+  round; here it runs while the device trains the next round, so a round
   whose read still waited (``host_wait_s`` > 1 ms) had no gap before the next.
 
-Reports medians per run and per mode, and the steady tokens/s of each run's
-summary. Timings move with the machine's load; read the two modes' ratio.
+Reports medians per run and over the runs, and ``host_busy_share``, the host's
+own work as a share of a round: the most the one-round-late read can hide.
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from autoloco_jax import metrics as metrics_lib, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config.")
 _TOTAL = flags.DEFINE_integer("total_steps", 300, "Inner steps per run.")
-_REPEATS = flags.DEFINE_integer("repeats", 2, "Pairs of runs (order alternates).")
+_REPEATS = flags.DEFINE_integer("repeats", 3, "Runs of the trainer.")
 _OUT = flags.DEFINE_string("out", "", "Write the JSON here as well.")
 
 
@@ -61,11 +59,10 @@ def round_timings(records: list[dict]) -> dict:
   )
 
 
-def run_once(config, overlap: bool) -> dict:
+def run_once(config) -> dict:
   """One training run in a temporary workdir: its round timings and summary."""
   config = config.copy_and_resolve_references()
   with config.unlocked():
-    config.log.overlap = overlap
     config.log.progress = False
     config.log.tensorboard = False
   with tempfile.TemporaryDirectory() as workdir:
@@ -76,7 +73,6 @@ def run_once(config, overlap: bool) -> dict:
         if not r.get("summary")
     ]
   return dict(
-      overlap=overlap,
       tokens_per_sec=summary["tokens_per_sec"],
       wall_time=summary["wall_time"],
       **round_timings(records),
@@ -89,27 +85,20 @@ def main(argv):
   with config.unlocked():
     config.total_steps = _TOTAL.value
   runs = []
-  for repeat in range(_REPEATS.value):
-    order = (False, True) if repeat % 2 == 0 else (True, False)
-    for overlap in order:
-      runs.append(run_once(config, overlap))
-      print(json.dumps(runs[-1]), flush=True)
-  modes = {}
-  for overlap in (False, True):
-    mine = [r for r in runs if r["overlap"] == overlap]
-    modes["overlap" if overlap else "blocking"] = {
-        key: statistics.median(r[key] for r in mine)
-        for key in ("interval_s", "host_wait_s", "host_busy_s", "tokens_per_sec")
-    }
-  ratio = modes["overlap"]["tokens_per_sec"] / modes["blocking"]["tokens_per_sec"]
+  for _ in range(_REPEATS.value):
+    runs.append(run_once(config))
+    print(json.dumps(runs[-1]), flush=True)
+  keys = ("interval_s", "host_wait_s", "host_busy_s", "data_wait_s", "tokens_per_sec")
+  median = {key: statistics.median(r[key] for r in runs) for key in keys}
   result = dict(
       config=config.algorithm,
       controller=config.interval.controller,
       total_steps=config.total_steps,
+      repeats=len(runs),
       load_avg=list(os.getloadavg()),
       runs=runs,
-      modes=modes,
-      tokens_per_sec_ratio=ratio,
+      median=median,
+      host_busy_share=median["host_busy_s"] / median["interval_s"],
   )
   text = json.dumps(result, indent=1)
   print(text)

@@ -40,11 +40,12 @@ from ml_collections import config_flags
 
 from autoloco_jax import replicas, train
 from benchmarks import aot
+from benchmarks.render import Table
 
 
 def _define_flags() -> None:
   """The command line's flags, defined only when this file runs as a program, so
-  that importing it (the throughput report imports ``scale_markdown``) defines
+  that importing it (``benchmarks/render.py`` imports its ``TABLES``) defines
   none that could clash with the importer's."""
   global _CONFIG, _NUM_WORKERS, _OUT, _SEARCH, _MAX_BYTES, _K_RANGE, _SEARCH_CONFIGS
   _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config.")
@@ -198,59 +199,42 @@ def measure(config) -> dict:
   )
 
 
-def scale_markdown(scale: dict) -> str:
-  """The "Memory scale" section of docs/benchmarks.md from a ``--search`` JSON."""
-  gib = lambda b: f"{b / 2**30:.2f}"
-  budget = next(iter(scale["results"].values()))["max_bytes"]
-  lines = [
-      "## Memory scale",
-      "",
-      f"The largest K that trains on one {scale['backend'].upper()} device within "
-      f"{gib(budget)} GiB, by XLA's compiled memory analysis (compile only, nothing "
-      "trained; `benchmarks/memory.py --search`): a program's peak is its "
-      "arguments + outputs - aliased (donated) bytes + temporaries, the run's the "
-      "larger of the inner loop's and the sync's. *Before*: the layout that kept "
-      "the global parameters and outer optimizer state once per worker, "
-      "reconstructed as this peak plus (K - 1) copies of that outer state "
-      "(8 bytes per parameter); its sync's own temporaries are not included. "
-      "Regenerate with:",
-      "",
-      "```bash",
-      scale["command"] + " --out docs/memory_scale.json",
-      "```",
-      "",
-      "| config | algorithm | params | largest K before | largest K now | GiB at K "
-      "now | state GiB | inner loop GiB | sync GiB | MiB per worker |",
-      "|---|---|---|---|---|---|---|---|---|---|",
-  ]
+def prepare(scale: dict) -> dict:
+  """A ``--search`` result with one row per config for the "Memory scale"
+  block of ``docs/benchmarks.md``: the probe at the largest K that fits, and
+  the slope of the peak between the smallest and largest K probed."""
+  rows = []
   for spec, r in scale["results"].items():
     probes = {p["num_workers"]: p for p in r["probes"]}
-    k = r["largest_k"]
-    p = probes.get(k)
     ks = sorted(probes)
-    # The slope of the peak between the smallest and largest K probed.
-    per_worker = (probes[ks[-1]]["peak"] - probes[ks[0]]["peak"]) / max(ks[-1] - ks[0], 1)
-    params = f"{r['num_params']:,}" if "num_params" in r else "-"
-    lines.append(
-        f"| `{spec}` | {r['algorithm']} | {params} | {r['largest_k_old_layout']} | "
-        f"**{k}** | "
-        + (
-            f"{gib(p['peak'])} | {gib(p['state_bytes'])} | {gib(p['inner_peak'])} | "
-            f"{gib(p['sync_peak'])}"
-            if p
-            else "- | - | - | -"
-        )
-        + f" | {per_worker / 2**20:.1f} |"
+    slope = (probes[ks[-1]]["peak"] - probes[ks[0]]["peak"]) / max(ks[-1] - ks[0], 1)
+    rows.append(dict(r, spec=spec, at_k=probes.get(r["largest_k"], {}), per_worker=slope))
+  budget = next(iter(scale["results"].values()))["max_bytes"]
+  return dict(scale, rows=rows, budget=budget, backend_upper=scale["backend"].upper())
+
+
+_GIB = ":/1073741824:.2f}"
+
+#: The generated blocks (``benchmarks/render.py``).
+TABLES = {
+    "scale": Table(
+        lambda r: r["rows"],
+        (
+            ("config", "`{spec}`"),
+            ("algorithm", "{algorithm}"),
+            ("params", "{num_params:,}"),
+            ("largest K before", "{largest_k_old_layout}"),
+            ("largest K now", "**{largest_k}**"),
+            ("GiB at K now", "{at_k[peak]" + _GIB),
+            ("state GiB", "{at_k[state_bytes]" + _GIB),
+            ("inner loop GiB", "{at_k[inner_peak]" + _GIB),
+            ("sync GiB", "{at_k[sync_peak]" + _GIB),
+            ("MiB per worker", "{per_worker:/1048576:.1f}"),
+        ),
+        title="On one {backend_upper} device within {budget" + _GIB + " GiB:\n\n"
+        "```bash\n{command} --out docs/memory_scale.json\n```",
     )
-  lines += [
-      "",
-      "The inner loop's temporaries (one step's activations and gradients for "
-      "every worker) dominate: the state is a small share of the peak, so the "
-      "single outer copy moves the largest K little. Raw probes: "
-      "`docs/memory_scale.json`.",
-      "",
-  ]
-  return "\n".join(lines)
+}
 
 
 def main(argv):

@@ -2,12 +2,16 @@
 
 The throughput benchmark times some rows in a child process (the shard_map rows
 on simulated devices, the PyTorch rows) but brackets each of their units by a
-unit of its own reference, in its own process, as it does for every row. The
+unit of its own reference, in its own process, as it does for every row;
+``benchmarks/xla_options.py`` runs each variant in a child and brackets it by
+the default's child. The
 child announces itself with one JSON line, then runs units on command:
 
-  parent -> child (stdin):    ``unit NAME STEPS ROUND_H`` | ``quit``
+  parent -> child (stdin):    ``unit NAME STEPS ROUND_H`` | ``call NAME JSON``
+                              | ``quit``
   child -> parent (channel):  ``{"ready": ...}`` once, then ``{"done": NAME}``
-                              after each unit
+                              after each unit, ``{"done": NAME, "result": ...}``
+                              after each call (keyword arguments in JSON)
 
 The channel is the child's original stdout; :func:`channel` points everything
 else the child prints at its stderr (a log file), so a stray print cannot break
@@ -34,17 +38,31 @@ def channel():
   return out
 
 
-def serve(units: dict[str, Callable[[int, int], None]], ready: dict, out) -> None:
+def serve(
+    units: dict[str, Callable[[int, int], None]],
+    ready: dict,
+    out,
+    calls: dict[str, Callable[..., dict]] | None = None,
+) -> None:
   """Child side: writes ``ready``, then runs ``units[NAME](steps, round_h)`` for
-  each ``unit`` command on stdin until ``quit`` or end of input."""
+  each ``unit`` command and ``calls[NAME](**kwargs)`` for each ``call`` command
+  on stdin, until ``quit`` or end of input."""
   out.write(json.dumps(dict(ready=ready), default=float) + "\n")
   for line in sys.stdin:
-    words = line.split()
+    words = line.split(maxsplit=2)
     if not words or words[0] == "quit":
       break
-    name, steps, round_h = words[1], int(words[2]), int(words[3])
+    if words[0] == "call":
+      result = calls[words[1]](**json.loads(words[2]))
+      out.write(json.dumps(dict(done=words[1], result=result), default=float) + "\n")
+      continue
+    name, steps, round_h = words[1], *map(int, words[2].split())
     units[name](steps, round_h)
     out.write(json.dumps(dict(done=name)) + "\n")
+
+
+class ChildExited(RuntimeError):
+  """The child did not answer a command (it exited or replied otherwise)."""
 
 
 class Served:
@@ -70,10 +88,14 @@ class Served:
     )
     self._ready = None
 
-  def _log_tail(self, chars: int = 3000) -> str:
+  def log(self) -> str:
+    """Everything the child wrote to its stderr so far."""
     self._log.flush()
     with open(self.log_path) as f:
-      return f.read()[-chars:]
+      return f.read()
+
+  def _log_tail(self, chars: int = 3000) -> str:
+    return self.log()[-chars:]
 
   def _reply(self) -> dict | None:
     line = self.proc.stdout.readline()
@@ -89,14 +111,28 @@ class Served:
         self._ready = reply["ready"]
     return self._ready
 
+  def _send(self, line: str) -> dict | None:
+    """Writes one command; returns the reply (None if the child is gone)."""
+    try:
+      self.proc.stdin.write(line + "\n")
+      self.proc.stdin.flush()
+    except (BrokenPipeError, OSError):
+      return None
+    return self._reply()
+
   def unit(self, name: str, steps: int, round_h: int = 0) -> None:
-    self.proc.stdin.write(f"unit {name} {steps} {round_h}\n")
-    self.proc.stdin.flush()
-    reply = self._reply()
+    reply = self._send(f"unit {name} {steps} {round_h}")
     if reply != dict(done=name):
-      raise RuntimeError(
+      raise ChildExited(
           f"child row {name} did not finish its unit ({reply}): {self._log_tail()}"
       )
+
+  def call(self, name: str, **kwargs) -> dict:
+    """Runs ``calls[name](**kwargs)`` in the child; returns its result."""
+    reply = self._send(f"call {name} {json.dumps(kwargs)}")
+    if not reply or reply.get("done") != name:
+      raise ChildExited(f"child call {name} failed ({reply}): {self._log_tail()}")
+    return reply["result"]
 
   def close(self) -> None:
     if self.proc.poll() is None:

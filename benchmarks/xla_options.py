@@ -11,40 +11,9 @@ loss check: structure, not speed; ``tests/test_xla_options.py``)::
 
   python -m benchmarks.xla_options --quick --out /tmp/x.json --md /tmp/x.md
 
-The step is the ``reference`` row of ``benchmarks/throughput`` (built by its
-``plan`` and ``runners``): one model, the inner optimizer (clipping + AdamW),
-the global batch of the K = 4 workers' batches, ``--steps`` steps per timed unit
-in a ``while_loop`` over staged batches, at the ``cpu`` size preset.
-
-XLA reads its flags once, when the backend starts, so every variant runs in its
-own child process (a fresh JAX with the variant's ``XLA_FLAGS``, environment or
-model setting), and one more child runs the default. This process drives them
-over pipes and times units in the order default, variant, default
-(``timing.bracketed`` of the throughput benchmark, ``--repeats`` times, one
-variant after another). Measured, per variant:
-
-* ``ratio``: tokens/s of the variant's unit over the mean of its two
-  neighbouring default units; the median and [min, max] over repeats. The
-  ``default_again`` row is the default in a second child: the noise floor of a
-  ratio. Absolute tokens/s move with the machine's load and are reported, not
-  compared.
-* ``numerics``: each child's warm-up trains ``--steps`` steps from the same
-  initialisation on the same synthetic batches; the parameters it reaches are
-  compared with the default child's: bitwise identical, or the largest
-  parameter difference and the difference of the summed training losses.
-* ``candidates``: the variants with bitwise identical numerics whose every
-  ratio beats the largest ``default_again`` ratio, with a median >= 1.05.
-* ``status``: ``ran``; ``unavailable`` when this jaxlib does not know the flag
-  or its value (XLA aborts the child at startup, the other variants still run);
-  ``failed`` otherwise. XLA's warnings about a flag (deprecated, ignored) are kept.
-
-The bf16 loss check: the default child (float32) and the ``bf16`` child
-(``model.dtype=bfloat16``: bf16 activations and matmuls, float32 master weights
-and optimizer state) each train the model ``--curve_steps`` steps on the
-embedded Shakespeare data from the same seed (the same reference loop, its
-learning-rate schedule over those steps) and evaluate the validation loss on the
-trainer's ``config.eval`` batches along the way, each in its own dtype. Reported:
-both curves, the final eval losses and their difference.
+How it is measured, and what each field of the JSON means: the opening of
+``docs/xla_options.md`` (its blocks are rendered from the JSON by
+``benchmarks/render.py``).
 
 ``--extra 'NAME=--xla_flag=value --xla_other=value'`` (repeatable) adds a
 variant without editing the list; ``--variants a,b`` keeps only those.
@@ -53,86 +22,68 @@ variant without editing the list; ``--variants a,b`` keeps only those.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
-from jax import lax
-from jax.sharding import NamedSharding
 
-from autoloco_jax import data as data_lib, model as model_lib, replicas
-from benchmarks.throughput.child import child_env
-from benchmarks.throughput.peak import machine
-from benchmarks.throughput.plan import (
-    Plan,
-    algorithm_config,
-    build_model,
-    make_plan,
-    synthetic_data,
-)
-from benchmarks.throughput.runners import ReferenceRunner
-from benchmarks.throughput.timing import bracketed, summarize, timed, warm_up
+from benchmarks import render, unit_server
+from benchmarks.render import Lines, Table
+from benchmarks.throughput.child import ROOT, child_env
+from benchmarks.throughput.timing import bracketed, summarize
+from benchmarks.xla_options_child import Variant, serve, step_config, variant_plan
 
-_QUICK = flags.DEFINE_bool(
-    "quick", False, "CI mode: a one-layer toy model, one repeat; structure, not speed."
-)
-_OUT = flags.DEFINE_string("out", "docs/xla_options.json", "Where to write the numbers.")
-_MD = flags.DEFINE_string(
-    "md", "docs/xla_options.md", "Where to write the report ('' = none)."
-)
-_REPEATS = flags.DEFINE_integer(
-    "repeats", 0, "Variant units per variant (0: 3, quick 1)."
-)
-_STEPS = flags.DEFINE_integer("steps", 0, "Inner steps per timed unit (0: 10, quick 3).")
-_VARIANTS = flags.DEFINE_list(
-    "variants", [], "Variants to measure (empty: all of VARIANTS)."
-)
-_EXTRA = flags.DEFINE_multi_string(
-    "extra",
-    [],
-    "More variants, NAME='--xla_flag=value ...' (XLA_FLAGS added to the default's).",
-)
-_CURVE_STEPS = flags.DEFINE_integer(
-    "curve_steps", -1, "Steps of the bf16 loss check (-1: 200, quick 20; 0: skip it)."
-)
-_CURVE_POINTS = flags.DEFINE_integer(
-    "curve_points", 4, "Evaluations along the loss check."
-)
-_CHILD = flags.DEFINE_string(
-    "child", "", "Internal: run as the child of this variant (JSON)."
-)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def _define_flags() -> None:
+  """The command line's flags, defined only when this file runs as a program,
+  so that importing it (``benchmarks/render.py`` reads its ``TABLES``) defines
+  none."""
+  global _QUICK, _OUT, _MD, _REPEATS, _STEPS, _VARIANTS, _EXTRA, _CURVE_STEPS, _CURVE_POINTS, _CHILD
+  _QUICK = flags.DEFINE_bool(
+      "quick", False, "CI mode: a one-layer toy model, one repeat; structure, not speed."
+  )
+  _OUT = flags.DEFINE_string(
+      "out", "docs/xla_options.json", "Where to write the numbers."
+  )
+  _MD = flags.DEFINE_string(
+      "md", "docs/xla_options.md", "Where to write the report ('' = none)."
+  )
+  _REPEATS = flags.DEFINE_integer(
+      "repeats", 0, "Variant units per variant (0: 3, quick 1)."
+  )
+  _STEPS = flags.DEFINE_integer(
+      "steps", 0, "Inner steps per timed unit (0: 10, quick 3)."
+  )
+  _VARIANTS = flags.DEFINE_list(
+      "variants", [], "Variants to measure (empty: all of VARIANTS)."
+  )
+  _EXTRA = flags.DEFINE_multi_string(
+      "extra",
+      [],
+      "More variants, NAME='--xla_flag=value ...' (XLA_FLAGS added to the default's).",
+  )
+  _CURVE_STEPS = flags.DEFINE_integer(
+      "curve_steps", -1, "Steps of the bf16 loss check (-1: 200, quick 20; 0: skip it)."
+  )
+  _CURVE_POINTS = flags.DEFINE_integer(
+      "curve_points", 4, "Evaluations along the loss check."
+  )
+  _CHILD = flags.DEFINE_string(
+      "child", "", "Internal: run as the child of this variant (JSON)."
+  )
+
+
 #: Quick mode's cheaper XLA compiles, in every child (the throughput benchmark's
 #: ``--quick`` uses the same two): structure, not speed.
 FAST_COMPILE = (
     "--xla_backend_optimization_level=0",
     "--xla_llvm_disable_expensive_passes=true",
 )
-#: Prefix of the child's protocol lines on its stdout (anything else is ignored).
-MARK = "@xla_options "
-
-
-@dataclasses.dataclass(frozen=True)
-class Variant:
-  """One way to run the same training step."""
-
-  name: str
-  note: str
-  xla_flags: tuple = ()  # added to the default's XLA_FLAGS
-  env: tuple = ()  # (NAME, value) environment variables
-  devices: int = 1  # > 1: the global batch split data-parallel over simulated devices
-  dtype: str = ""  # model.dtype ('' = the config's, float32)
-  attention: str = ""  # '' = model.py's own path; a key of ATTENTION
 
 
 #: The default: no flag, environment or setting changed.
@@ -225,33 +176,6 @@ VARIANTS = (
 )
 
 
-def library_attention(q_BxHxLxK, k_BxHxLxK, v_BxHxLxK):
-  """``model.py``'s non-CPU path: ``jax.nn.dot_product_attention`` on
-  ``[B, L, H, K]`` views of the heads-major inputs."""
-  to_blhk = lambda t: t.transpose(0, 2, 1, 3)
-  o_BxLxHxK = jax.nn.dot_product_attention(
-      to_blhk(q_BxHxLxK), to_blhk(k_BxHxLxK), to_blhk(v_BxHxLxK), is_causal=True
-  )
-  return to_blhk(o_BxLxHxK)
-
-
-#: Replacements of ``model.causal_attention``, patched in the child only.
-ATTENTION = {"library": library_attention}
-
-
-def _plan(quick: bool) -> Plan:
-  return make_plan(
-      quick=quick,
-      num_workers=4,
-      h=0,
-      repeats=0,
-      sweep_repeats=0,
-      scale_workers=[],
-      scale_widths=[],
-      scale_steps=1,
-  )
-
-
 def _steps() -> int:
   return _STEPS.value or (3 if _QUICK.value else 10)
 
@@ -262,134 +186,6 @@ def _repeats() -> int:
 
 def _curve_steps() -> int:
   return _CURVE_STEPS.value if _CURVE_STEPS.value >= 0 else (20 if _QUICK.value else 200)
-
-
-# ----------------------------------------------------------------------------
-# The child: one variant's process.
-
-
-def _config(plan: Plan, variant: Variant):
-  """The reference row's config (the ``diloco`` config at the plan's size, as
-  ``measure.measure_rows`` builds it) with the variant's model dtype."""
-  config = algorithm_config(plan, "diloco")
-  if variant.dtype:
-    config.model.dtype = variant.dtype
-  return config
-
-
-def _data_parallel(runner: ReferenceRunner, devices: int) -> ReferenceRunner:
-  """The reference's global batch split over ``devices`` devices: workers'
-  batches are staged on a mesh of that many devices, the carry replicated on it;
-  GSPMD partitions the step (gradients all-reduced)."""
-  runner.mesh = replicas.make_mesh(runner.config.num_workers, devices)
-  runner.carry = jax.device_put(
-      runner.carry, NamedSharding(runner.mesh, replicas.REPLICATED)
-  )
-  return runner
-
-
-def reference(config, steps: int, devices: int = 1, data=None) -> ReferenceRunner:
-  """The reference row of the throughput benchmark for ``config``, in rounds of
-  at most ``steps`` steps, on ``data`` (default: its synthetic bytes), on
-  ``devices`` devices."""
-  runner = ReferenceRunner(config, build_model(config), data or synthetic_data(config))
-  runner.h = min(runner.h, steps)
-  if devices > 1:
-    runner = _data_parallel(runner, devices)
-  return runner
-
-
-def probe(runner: ReferenceRunner, steps: int, path: str) -> dict:
-  """The warm-up (it compiles): ``steps`` steps from the initialisation; saves
-  the parameters reached to ``path`` (``.npz``, leaves in tree order)."""
-  warm_up(runner)  # one step, compile seconds recorded
-  if steps > 1:
-    runner.round(steps - 1)
-  leaves = [np.asarray(x) for x in jax.tree.leaves(jax.device_get(runner.carry.params))]
-  np.savez(path, *leaves)
-  return dict(
-      params=path,
-      loss_sum=float(runner.carry.loss_sum),
-      compile_seconds=runner.compile_seconds,
-  )
-
-
-def loss_curve(plan: Plan, variant: Variant, steps: int, points: int) -> dict:
-  """``steps`` steps of the reference on the embedded Shakespeare data (the
-  schedule over ``steps``), evaluated ``points`` times on ``config.eval``'s
-  validation batches (and at step 0)."""
-  config = _config(plan, variant)
-  config.total_steps = steps
-  config.inner.warmup_steps = max(steps // 20, 1)
-  data = data_lib.build(config.data, config.num_workers, config.seed)
-  every = max(steps // max(points, 1), 1)
-  runner = reference(config, every, data=data)
-  model = build_model(config)
-  eval_NxBxL1 = data.eval_batches(config.eval.batch_size, config.eval.num_batches)
-
-  @jax.jit
-  def evaluate(params, tokens_NxBxL1):
-    return jnp.mean(lax.map(functools.partial(model.loss_fn, params), tokens_NxBxL1))
-
-  curve = [dict(step=0, eval_loss=float(evaluate(runner.carry.params, eval_NxBxL1)))]
-  done, loss_sum, t0 = 0, 0.0, time.perf_counter()
-  while done < steps:
-    h = min(every, steps - done)
-    runner.round(h)
-    done += h
-    train_loss = (float(runner.carry.loss_sum) - loss_sum) / h
-    loss_sum = float(runner.carry.loss_sum)
-    eval_loss = float(evaluate(runner.carry.params, eval_NxBxL1))
-    curve.append(dict(step=done, train_loss=train_loss, eval_loss=eval_loss))
-  return dict(
-      dtype=config.model.dtype,
-      steps=steps,
-      curve=curve,
-      final_eval_loss=curve[-1]["eval_loss"],
-      seconds=time.perf_counter() - t0,
-  )
-
-
-def _child(spec: dict) -> None:
-  """Serves the parent: ``ready`` after the probe, then ``unit``, ``curve`` and
-  ``exit`` commands, one JSON line each way."""
-  # Protocol lines go to the original stdout; anything else printed (by any
-  # library, from Python or C) goes to stderr, the child's log.
-  channel = os.fdopen(os.dup(1), "w", buffering=1)
-  os.dup2(2, 1)
-  send = lambda **msg: channel.write(MARK + json.dumps(msg, default=float) + "\n")
-
-  fields = spec["variant"]
-  variant = Variant(
-      **dict(
-          fields,
-          xla_flags=tuple(fields["xla_flags"]),
-          env=tuple(tuple(pair) for pair in fields["env"]),
-      )
-  )
-  if variant.attention:
-    model_lib.causal_attention = ATTENTION[variant.attention]
-  plan, steps = _plan(spec["quick"]), spec["steps"]
-  t0 = time.perf_counter()
-  runner = reference(_config(plan, variant), steps, variant.devices)
-  result = probe(runner, steps, spec["params_path"])
-  send(
-      ready=True,
-      setup_seconds=time.perf_counter() - t0,
-      tokens_per_step=runner.tokens_per_step,
-      flops_per_token=runner.flops_per_token,
-      devices=len(runner.mesh.devices.flat),
-      machine=machine(),
-      **result,
-  )
-  for line in sys.stdin:
-    cmd = json.loads(line)
-    if cmd["cmd"] == "unit":
-      send(seconds=timed(lambda: runner.unit(cmd["steps"])))
-    elif cmd["cmd"] == "curve":
-      send(**loss_curve(plan, variant, cmd["steps"], cmd["points"]))
-    else:
-      break
 
 
 # ----------------------------------------------------------------------------
@@ -405,8 +201,8 @@ class ChildFailed(Exception):
 
 
 class Child:
-  """A variant's child process; a row for ``timing.bracketed`` (``unit`` runs
-  in the child, timed here)."""
+  """A variant's child process (``unit_server.Served``); a row for
+  ``timing.bracketed`` (``unit`` runs in the child, timed here)."""
 
   donation_warnings: tuple = ()
 
@@ -420,70 +216,51 @@ class Child:
     # executable is shared between processes with different flags.
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     self.xla_flags = env["XLA_FLAGS"]
-    self.log_path = os.path.join(tmp, f"{variant.name}.log")
     spec = dict(
         variant=dataclasses.asdict(variant),
         quick=_QUICK.value,
         steps=steps,
         params_path=os.path.join(tmp, f"{variant.name}.npz"),
     )
-    with open(self.log_path, "w") as log:
-      self.proc = subprocess.Popen(
-          [sys.executable, "-m", "benchmarks.xla_options", f"--child={json.dumps(spec)}"],
-          cwd=ROOT,
-          env=env,
-          stdin=subprocess.PIPE,
-          stdout=subprocess.PIPE,
-          stderr=log,
-          text=True,
-      )
-    self.ready = self.receive()
+    args = [sys.executable, "-m", "benchmarks.xla_options", f"--child={json.dumps(spec)}"]
+    self.served = unit_server.Served(args, env, ROOT)
+    self.ready = self.served.ready()
+    if "error" in self.ready:
+      reason = self.why()
+      self.served.close()
+      raise ChildFailed(*reason)
     self.tokens_per_step = self.ready["tokens_per_step"]
     self.flops_per_token = self.ready["flops_per_token"]
     self.compile_seconds = self.ready["compile_seconds"]
 
-  def receive(self) -> dict:
-    for line in self.proc.stdout:
-      if line.startswith(MARK):
-        return json.loads(line[len(MARK) :])
-    self.proc.wait()
-    raise ChildFailed(*self.why())
-
-  def command(self, **cmd) -> dict:
-    self.proc.stdin.write(json.dumps(cmd) + "\n")
-    self.proc.stdin.flush()
-    return self.receive()
-
   def unit(self, steps: int, round_h: int = 0) -> None:
-    del round_h  # the child's rounds are at most a unit
-    self.command(cmd="unit", steps=steps)
+    try:
+      self.served.unit("step", steps, round_h)
+    except unit_server.ChildExited as e:
+      raise ChildFailed(*self.why()) from e
 
-  def log(self) -> str:
-    with open(self.log_path) as f:
-      return f.read()
+  def curve(self, steps: int, points: int) -> dict:
+    return self.served.call("curve", steps=steps, points=points)
 
   def why(self) -> tuple[str, str]:
     """(status, reason) of a child that exited: XLA's complaint about a flag, or
     the end of its log."""
-    log = self.log()
+    log = self.served.log()
     for line in log.splitlines():
       if "Unknown flag in XLA_FLAGS" in line or "Illegal value for" in line:
         return "unavailable", line.split("] ", 1)[-1].strip()
-    return "failed", f"exit code {self.proc.returncode}: {log[-1500:]}"
+    return "failed", f"exit code {self.served.proc.poll()}: {log[-1500:]}"
 
   def flag_warnings(self) -> list[str]:
     """XLA's warnings about flags in the child's log (deprecated, ignored)."""
     return [
         line.split("] ", 1)[-1].strip()
-        for line in self.log().splitlines()
+        for line in self.served.log().splitlines()
         if "debug_options_flags" in line or "no longer supported" in line
     ]
 
   def close(self) -> None:
-    if self.proc.poll() is None:
-      self.proc.stdin.write(json.dumps(dict(cmd="exit")) + "\n")
-      self.proc.stdin.close()
-      self.proc.wait(timeout=120)
+    self.served.close()
 
 
 def numerics(default: dict, probe_result: dict) -> dict:
@@ -551,7 +328,7 @@ def measure_variant(default: Child, variant: Variant, steps: int, repeats: int, 
   try:
     timing = bracketed(default, [child], steps, repeats)
   except ChildFailed as e:
-    if default.proc.poll() is not None:
+    if default.served.proc.poll() is not None:
       raise
     row.update(status="failed", reason=f"during the timed units: {e.reason}")
     return row, [], None
@@ -584,10 +361,7 @@ def candidates(rows: list[dict], margin: float = 1.05) -> list[str]:
 
 def bf16_check(default: Child, bf16: Child, steps: int, points: int) -> dict:
   """The loss curves of float32 (``default``) and bfloat16 (``bf16``)."""
-  runs = {
-      c.variant.dtype or "float32": c.command(cmd="curve", steps=steps, points=points)
-      for c in (default, bf16)
-  }
+  runs = {c.variant.dtype or "float32": c.curve(steps, points) for c in (default, bf16)}
   f32, b16 = runs["float32"]["final_eval_loss"], runs["bfloat16"]["final_eval_loss"]
   return dict(
       steps=steps,
@@ -631,8 +405,8 @@ def run() -> dict:
     if child is not None:
       child.close()
   tokens = default.tokens_per_step * steps
-  plan = _plan(_QUICK.value)
-  config = _config(plan, DEFAULT)
+  plan = variant_plan(_QUICK.value)
+  config = step_config(plan, DEFAULT)
   return dict(
       mode="quick" if _QUICK.value else "full",
       command=" ".join(["python -m benchmarks.xla_options"] + sys.argv[1:]),
@@ -667,108 +441,107 @@ def run() -> dict:
 
 
 # ----------------------------------------------------------------------------
-# The report.
+# The generated blocks of docs/xla_options.md (benchmarks/render.py).
 
 
-def _ratio_cell(row: dict) -> str:
-  return f"{row['ratio']:.3f} [{row['ratio_min']:.3f}, {row['ratio_max']:.3f}]"
-
-
-def _table_row(row: dict) -> str:
-  setting = " ".join(f"`{f}`" for f in row["xla_flags"])
-  setting += " ".join(f"`{k}={v}`" for k, v in row["env"].items())
-  what = f"{row['note']} {setting}".strip()
-  if row.get("status") != "ran":
-    return (
-        f"| {row['name']} | {what} | – | – | – | {row['status']}: {row['reason'][:160]} |"
-    )
-  status = "ran"
-  if row.get("warnings"):
-    status += " (XLA: " + "; ".join(w[:120] for w in row["warnings"]) + ")"
-  return (
-      f"| {row['name']} | {what} | {row['tokens_per_sec']:,.0f} | {_ratio_cell(row)} | "
-      f"{row['numerics']['summary']} | {status} |"
+def prepare(result: dict) -> dict:
+  """The result with the table's derived cells."""
+  rows = []
+  for row in result["variants"]:
+    setting = " ".join(f"`{f}`" for f in row["xla_flags"])
+    setting += " ".join(f"`{k}={v}`" for k, v in row["env"].items())
+    status = row["status"]
+    if status != "ran":
+      status += ": " + row["reason"][:160]
+    elif row.get("warnings"):
+      status += " (XLA: " + "; ".join(w[:120] for w in row["warnings"]) + ")"
+    rows.append(dict(row, what=f"{row['note']} {setting}".strip(), status_cell=status))
+  check = result.get("bf16_check")
+  curve = []
+  if check:
+    for a, b in zip(check["float32"]["curve"], check["bfloat16"]["curve"]):
+      f32, b16 = a["eval_loss"], b["eval_loss"]
+      curve.append(dict(step=a["step"], f32=f32, b16=b16, diff=b16 - f32))
+  return dict(
+      result,
+      rows=rows,
+      curve=curve,
+      candidates_cell=", ".join(f"`{n}`" for n in result["candidates"]) or "none",
   )
 
 
-def markdown(result: dict) -> str:
-  """The report: one table of variants, then the bf16 loss check."""
-  s, m = result["setup"], result["machine"]
-  lines = [
-      "# XLA:CPU options, bf16 and the attention path on the reference step",
-      "",
-      f"Generated by `{result['command']}` ({result['mode']} mode) in "
-      f"{result['wall_seconds']:.0f} s; what is measured: the docstring of "
-      "`benchmarks/xla_options.py`.",
-      "",
-      f"Machine: {m['cpu']}, {m['cores']} cores, jax {m['jax']}; load average "
-      f"{result['load_avg_start'][0]:.2f} at the start, {result['load_avg_end'][0]:.2f} "
-      "at the end (absolute tokens/s move with it; the ratios are side by side).",
-      "",
-      f"Step: the `reference` row of `benchmarks/throughput` at size `{s['size']}` "
-      f"(d_model {s['model']['d_model']}, num_layers {s['model']['num_layers']}, "
-      f"L = {s['seq_len']}, global batch {s['num_workers']} x {s['batch_per_worker']}), "
-      f"{s['steps_per_unit']} steps per unit, {s['repeats']} repeat(s) per variant. "
-      f"Default: {result['default']['tokens_per_sec'] or float('nan'):,.0f} tokens/s "
-      f"(median of its units), XLA_FLAGS `{result['base_xla_flags'] or '(none)'}`.",
-      "",
-      "Ratio: the variant's tokens/s over the mean of the two default units around "
-      "it, median [min, max] over repeats; > 1 is faster. `default_again` is the "
-      "noise floor. Numerics: the parameters after each child's warm-up "
-      f"({s['steps_per_unit']} steps from the same initialisation on the same "
-      "batches) against the default child's.",
-      "",
-      "| variant | what | tokens/s | ratio to default | numerics | status |",
-      "|---|---|---:|---|---|---|",
-  ]
-  for row in result["variants"]:
-    lines.append(_table_row(row))
-  lines += [
-      "",
-      "Candidates (bitwise identical numerics, every ratio above the largest "
-      "`default_again` ratio, median >= 1.05): "
-      + (", ".join(f"`{n}`" for n in result["candidates"]) or "none")
-      + ".",
-  ]
-  check = result.get("bf16_check")
-  if check:
-    f32, b16 = check["float32"], check["bfloat16"]
-    lines += [
-        "",
-        f"## bf16 loss check ({check['steps']} steps on Shakespeare, same seed)",
-        "",
-        "| step | eval loss float32 | eval loss bfloat16 | bf16 - f32 |",
-        "|---:|---:|---:|---:|",
-    ]
-    for a, b in zip(f32["curve"], b16["curve"]):
-      lines.append(
-          f"| {a['step']} | {a['eval_loss']:.4f} | {b['eval_loss']:.4f} | "
-          f"{b['eval_loss'] - a['eval_loss']:+.4f} |"
-      )
-    lines += [
-        "",
-        f"Final eval loss: float32 {check['final_eval_loss_float32']:.4f}, bfloat16 "
-        f"{check['final_eval_loss_bfloat16']:.4f}, difference {check['difference']:+.4f} "
-        f"nats (training took {f32['seconds']:.0f} s and {b16['seconds']:.0f} s).",
-    ]
-  return "\n".join(lines) + "\n"
+TABLES = {
+    "run": Lines(
+        (
+            "`{command}` ({mode} mode), {wall_seconds:.0f} s; {machine[cpu]}, "
+            "{machine[cores]} cores, jax {machine[jax]}; load average "
+            "{load_avg_start[0]:.2f} at the start, {load_avg_end[0]:.2f} at the end.",
+            "",
+            "Step: size `{setup[size]}` (d_model {setup[model][d_model]}, num_layers "
+            "{setup[model][num_layers]}, L = {setup[seq_len]}, global batch "
+            "{setup[num_workers]} x {setup[batch_per_worker]}), "
+            "{setup[steps_per_unit]} steps per unit, {setup[repeats]} repeat(s) per "
+            "variant. Default: {default[tokens_per_sec]:,.0f} tokens/s (median of its "
+            "units), XLA_FLAGS `{base_xla_flags}`.",
+        )
+    ),
+    "variants": Table(
+        lambda r: r["rows"],
+        (
+            ("variant", "{name}"),
+            ("what", "{what}"),
+            ("tokens/s", "{tokens_per_sec:,.0f}", "–"),
+            ("ratio to default", "{ratio:.3f} [{ratio_min:.3f}, {ratio_max:.3f}]", "–"),
+            ("numerics", "{numerics[summary]}", "–"),
+            ("status", "{status_cell}"),
+        ),
+    ),
+    "candidates": Lines(
+        (
+            "Candidates (bitwise identical numerics, every ratio above the largest "
+            "`default_again` ratio, median >= 1.05): {candidates_cell}.",
+        )
+    ),
+    "bf16": Table(
+        lambda r: r["curve"],
+        (
+            ("step", "{step}"),
+            ("eval loss float32", "{f32:.4f}"),
+            ("eval loss bfloat16", "{b16:.4f}"),
+            ("bf16 - f32", "{diff:+.4f}"),
+        ),
+        title="{bf16_check[steps]} steps on Shakespeare, same seed:",
+        empty="No loss check in this run (`--curve_steps 0`).",
+    ),
+    "bf16_final": Lines(
+        (
+            "Final eval loss: float32 {bf16_check[final_eval_loss_float32]:.4f}, "
+            "bfloat16 {bf16_check[final_eval_loss_bfloat16]:.4f}, difference "
+            "{bf16_check[difference]:+.4f} nats (training took "
+            "{bf16_check[float32][seconds]:.0f} s and "
+            "{bf16_check[bfloat16][seconds]:.0f} s).",
+        )
+    ),
+}
+
+#: The page whose generated blocks a run fills (its prose is static).
+PAGE, DATA = "docs/xla_options.md", "docs/xla_options.json"
 
 
 def main(argv):
   del argv
   if _CHILD.value:
-    _child(json.loads(_CHILD.value))
+    serve(json.loads(_CHILD.value))
     return
   result = run()
   os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
   with open(_OUT.value, "w") as f:
     json.dump(result, f, indent=1, default=float)
   if _MD.value:
-    os.makedirs(os.path.dirname(_MD.value) or ".", exist_ok=True)
-    with open(_MD.value, "w") as f:
-      f.write(markdown(result))
+    render.write(PAGE, _MD.value, {DATA: result})
   print(f"[xla_options] wrote {_OUT.value} in {result['wall_seconds']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

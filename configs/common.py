@@ -1,13 +1,20 @@
 """Fields every config shares, with a size preset.
 
 Sizes: ``tiny`` (tests, seconds), ``cpu`` (2 CPU cores, a few minutes),
-``study`` (the runs of configs/studies, about a minute each), ``gpu`` (one TPU/GPU VM; documented, not run on the CPU machines).
+``study`` (the runs of configs/studies, about a minute each), ``gpu`` (one
+TPU/GPU VM; documented, not run on the CPU machines).
+
+This file is the one default of every field: the typed constructors
+(``from_config`` in ``autoloco_jax/``) read the fields without defaults of their
+own. The range of each numeric field lives in ``autoloco_jax/ranges.py``, read
+by the check at start (``config_check.validate``) and by the constructors.
 """
 
 import ml_collections
 
 SIZES = {
-    # name: (d_model, layers, heads, mlp, seq_len, batch/worker, total steps, H, eval every)
+    # name: (d_model, layers, heads, mlp, seq_len, batch/worker, total steps, H,
+    # eval every)
     "tiny": (64, 2, 2, 256, 64, 4, 40, 10, 20),
     "cpu": (128, 4, 4, 512, 128, 8, 600, 25, 100),
     # studies (configs/studies): 60-odd runs of about a minute each on 2 cores
@@ -17,183 +24,304 @@ SIZES = {
 
 
 def base(size: str = "cpu") -> ml_collections.ConfigDict:
+  """Every field, at the model, data and step budget of ``size``."""
   if size not in SIZES:
     raise ValueError(f"unknown size {size!r}; choose one of {sorted(SIZES)}")
   d, layers, heads, mlp, seq, batch, steps, h, every = SIZES[size]
   c = ml_collections.ConfigDict()
   c.seed = 0
-  c.algorithm = "diloco"  # ddp | diloco | autoloco | noloco | gasloc (own groups below)
-  c.num_workers = 4  # K simulated workers on the replica axis
-  c.num_devices = 0  # devices on the mesh; 0 = all JAX sees
-  c.total_steps = steps  # T: inner-step budget, the same for every method
-  c.chunk_steps = 0  # batches staged per inner call; 0 = min(64, H_max)
-
-  c.model = ml_collections.ConfigDict(
-      dict(
-          vocab_size=256,  # set from the data at run time
-          d_model=d,
-          num_layers=layers,
-          num_heads=heads,
-          mlp_dim=mlp,
-          seq_len=seq,  # set from data.seq_len at run time
-          tie_embeddings=True,
-          dtype="float32",
-      )
-  )
-
-  c.data = ml_collections.ConfigDict(
-      dict(
-          # shakespeare (embedded) | tfds | files | parquet | jsonl
-          source="shakespeare",
-          name="",  # TFDS catalog name when source=tfds, e.g. lm1b
-          text_key="text",  # text feature (tfds) or column (parquet, jsonl)
-          train_split="train",
-          eval_split="validation",
-          path="",  # file, folder or glob: source=files | parquet | jsonl
-          eval_path="",  # parquet | jsonl: validation shards; '' = val_fraction
-          val_fraction=0.1,  # files, parquet, jsonl: share held out for validation
-          data_dir="",  # datasets and caches; '' = ~/.cache/autoloco_jax/tfds
-          max_bytes=0,  # cap on training text read (0 = all)
-          # bytes | sentencepiece (trained on the training split, cached) |
-          # a path to a SentencePiece .model or a Hugging Face tokenizer.json
-          tokenizer="bytes",
-          vocab_size=1024,  # tokenizer=sentencepiece: pieces to learn
-          seq_len=seq,  # L tokens per sequence
-          batch_size=batch,  # B sequences per worker per inner step
-          partition="iid",  # iid | non_iid worker shards
-      )
-  )
-
-  c.inner = ml_collections.ConfigDict(
-      dict(
-          lr=3e-3 if size != "gpu" else 4e-4,
-          warmup_steps=max(steps // 20, 1),
-          min_lr_ratio=0.1,
-          weight_decay=0.1,
-          b1=0.9,
-          b2=0.95,
-          eps=1e-8,
-          clip_norm=1.0,
-      )
-  )
-
+  # ddp | diloco | autoloco | noloco | gasloc (each has its own group below).
+  c.algorithm = "diloco"
+  # K simulated workers on the replica axis.
+  c.num_workers = 4
+  # Devices on the mesh; 0 = all JAX sees.
+  c.num_devices = 0
+  # T: the inner-step budget, the same for every method.
+  c.total_steps = steps
+  # Batches staged per inner call; 0 = min(64, H_max).
+  c.chunk_steps = 0
+  c.model = _model(d, layers, heads, mlp, seq)
+  c.data = _data(seq, batch)
+  c.inner = _inner(size, steps)
   # Each algorithm's own hyperparameters, named with its paper's symbols.
-  # DiLoCo (and AutoLoCo's reference): outer Nesterov SGD, paper defaults.
-  c.diloco = ml_collections.ConfigDict(
-      dict(alpha=0.7, beta=0.9)  # outer learning rate
-  )  # outer momentum
-  c.autoloco = ml_collections.ConfigDict(
-      dict(
-          correction="none",  # none | momentum | lr | both | table
-          reference="schedule",  # S_ref: schedule (H_ref steps from the round's
-          # start) | peak (H_ref * peak lr)
-          h_ref=0,
-          # correction=table: DiLoCo's ((H, alpha, beta), ...) tuned at fixed H,
-          # interpolated at each round's H (one of them (H_ref, alpha, beta))
-          tuned=(),
-          # the outer momentum buffer when a round's H differs from the last
-          # round's: keep | restart (zero it) | rescale (by r_t / r_{t-1})
-          on_change="keep",
-      )
-  )  # H_ref, the interval (alpha, beta) are tuned for; 0 = interval.h
-  # NoLoCo (public-code defaults): m <- beta m + alpha mean_G(theta - phi) + gamma (mean_G phi - phi)
-  c.noloco = ml_collections.ConfigDict(
-      dict(
-          alpha=0.7, beta=0.5, gamma=ml_collections.FieldReference(None, field_type=float)
-      )
-  )  # None = alpha
-  # GASLoC: y = start + eta (theta - start); theta' = y - alpha Lap(y) + gamma (y - y_prev)
-  c.gasloc = ml_collections.ConfigDict(
-      dict(
-          eta=0.7,  # scale of each worker's drift
-          gamma=0.5,  # momentum on y_t - y_{t-1}
-          alpha=0.0,  # gossip step on the Laplacian; 0 = 1/(degree+1)
-          mix_momentum=False,
-      )
-  )  # True: gossip the momentum term too (DiLoCo on complete)
-  # Who talks to whom in the gossip algorithms (autoloco_jax/topology.py).
-  c.gossip = ml_collections.ConfigDict(
-      dict(
-          topology="matching",  # matching | groups | ring | torus | exponential | complete
-          group_size=2,  # groups: workers per group (matching = 2)
-          pool_size=16,
-      )
-  )  # random partitions drawn from the seed; one per round
+  c.diloco = _diloco()
+  c.autoloco = _autoloco()
+  c.noloco = _noloco()
+  c.gasloc = _gasloc()
+  c.gossip = _gossip()
+  c.interval = _interval(h)
+  c.eval = _eval(size, every)
+  c.comm = ml_collections.ConfigDict()
+  # Bytes per parameter of an uncompressed message (float32).
+  c.comm.bytes_per_param = 4
+  c.stream = _stream()
+  c.compress = _compress()
+  c.network = _network()
+  c.checkpoint = _checkpoint(size)
+  c.faults = _faults()
+  c.log = _log()
+  return c
 
-  c.interval = ml_collections.ConfigDict(
-      dict(
-          controller="fixed",  # fixed | lr_quadratic | loss_ratio | agreement | schedule
-          h=h,  # H (fixed) or H_0 (adaptive)
-          h_min=1,
-          h_max=0,  # bounds of adaptive controllers; 0 = h
-          c=0.0,  # lr_quadratic: H = (c / lr)^2; 0 = sqrt(h) * peak lr
-          target=0.5,
-          grow=1.25,
-          shrink=0.7,
-          ema=0.5,
-          hysteresis=0.15,
-          schedule=(),  # schedule: the rounds' H, replayed open loop (last repeats)
-      )
-  )  # agreement
 
-  c.eval = ml_collections.ConfigDict(
-      dict(every_steps=every, batch_size=16, num_batches=8 if size != "tiny" else 2)
-  )
-  c.comm = ml_collections.ConfigDict(dict(bytes_per_param=4))
-  # Streaming, overlapped syncs of the DiLoCo family (autoloco_jax/streaming.py):
-  # P fragments synced in turn every H/P steps, each exchange in flight for tau
-  # steps, merged on arrival as local <- mix * local + (1 - mix) * global (mix:
-  # the paper's 0.5; used only when tau >= 1), eager: the worker's own
-  # pseudo-gradient stands in for the average until it arrives.
-  c.stream = ml_collections.ConfigDict(
-      dict(fragments=1, mode="strided", tau=0, mix=0.5, eager=False)
-  )  # mode: strided (block p, p+P, ...) | contiguous
-  # What the DiLoCo family and the gossip methods (NoLoCo, GASLoC: gossip.py)
-  # send (autoloco_jax/codecs.py, exchange.py): codec
-  # identity | bf16 | fp8 | fp4 | int8 | int4 | topk; error feedback with decay
-  # ef_beta (None or < 0: off).
-  c.compress = ml_collections.ConfigDict(
-      dict(
-          codec="identity",
-          block_size=128,  # values per float32 scale (fp8, fp4, int8, int4)
-          chunk_size=4096,  # topk: values per chunk
-          density=1 / 64,  # topk: share of each chunk kept
-          value_bits=32,  # topk: bits per kept value (32, 16, 8, 4, 2)
-          ef_beta=ml_collections.FieldReference(None, field_type=float),
-      )
-  )
-  # The simulated clock of every run (autoloco_jax/comm.py, algorithms.md §6).
-  # Tuples: () = the named setting; (x,) = x for every link or worker; K values
-  # = per worker (a link runs at its slower end); a KxK tuple of tuples = per link.
-  c.network = ml_collections.ConfigDict(
-      dict(
-          name="homogeneous",  # ideal | homogeneous (10 Gbit/s, 1 ms) | hetero
-          # (half 10, half 1 Gbit/s; 1 ms in, 50 ms between sites)
-          bandwidth_gbps=(),  # override of the setting's bandwidths, Gbit/s
-          latency_ms=(),  # override of its latencies, ms
-          step_time=0.0,  # s per inner step of one worker; 0 = measured at start
-          speed_factors=(),  # per-worker compute-time multipliers (2 = half speed)
-          also=(),
-      )
-  )  # more named settings timed alongside, logged as
-  # sim_time_<name> (e.g. ("hetero",))
-  c.checkpoint = ml_collections.ConfigDict(
-      dict(
-          every_rounds=5 if size != "gpu" else 2,  # save every N rounds, and at the end
-          keep=2,
-      )
-  )  # checkpoints kept (older ones deleted)
-  # Injected faults (autoloco_jax/faults.py): workers missing rounds, a NaN round.
-  c.faults = ml_collections.ConfigDict(
-      dict(
-          drop_prob=0.0,  # each worker misses each round with this probability
-          drop_schedule="",  # explicit drops, "ROUND:W[,W];ROUND:W", e.g. "2:1;5:0,3"
-          nan_at_round=-1,
-      )
-  )  # poison the parameters before this round (-1: never)
-  # overlap: dispatch the next round before reading this one's metrics (train.py);
-  # False: read them at once (the old path, for comparisons).
-  c.log = ml_collections.ConfigDict(dict(tensorboard=True, progress=True, overlap=True))
+def _model(
+    d: int, layers: int, heads: int, mlp: int, seq: int
+) -> ml_collections.ConfigDict:
+  """The decoder-only transformer (autoloco_jax/model.py)."""
+  m = ml_collections.ConfigDict()
+  # Set from the data at run time.
+  m.vocab_size = 256
+  m.d_model = d
+  m.num_layers = layers
+  m.num_heads = heads
+  m.mlp_dim = mlp
+  # Set from data.seq_len at run time.
+  m.seq_len = seq
+  m.tie_embeddings = True
+  m.dtype = "float32"
+  return m
+
+
+def _data(seq: int, batch: int) -> ml_collections.ConfigDict:
+  """Where the text comes from, how it is tokenized and batched."""
+  c = ml_collections.ConfigDict()
+  # shakespeare (embedded) | tfds | files | parquet | jsonl
+  c.source = "shakespeare"
+  # TFDS catalog name when source=tfds, e.g. lm1b.
+  c.name = ""
+  # The text feature (tfds) or column (parquet, jsonl).
+  c.text_key = "text"
+  c.train_split = "train"
+  c.eval_split = "validation"
+  # File, folder or glob: source=files | parquet | jsonl.
+  c.path = ""
+  # parquet | jsonl: the validation shards; '' = hold out val_fraction.
+  c.eval_path = ""
+  # files, parquet, jsonl: the share held out for validation.
+  c.val_fraction = 0.1
+  # Datasets and caches; '' = ~/.cache/autoloco_jax/tfds.
+  c.data_dir = ""
+  # Cap on the training text read (0 = all).
+  c.max_bytes = 0
+  # bytes | sentencepiece (trained on the training split, cached) | a path to a
+  # SentencePiece .model or a Hugging Face tokenizer.json.
+  c.tokenizer = "bytes"
+  # tokenizer=sentencepiece: the pieces to learn.
+  c.vocab_size = 1024
+  # L tokens per sequence.
+  c.seq_len = seq
+  # B sequences per worker per inner step.
+  c.batch_size = batch
+  # iid | non_iid worker shards.
+  c.partition = "iid"
+  return c
+
+
+def _inner(size: str, steps: int) -> ml_collections.ConfigDict:
+  """Each worker's AdamW, on a warmup-cosine learning-rate schedule."""
+  c = ml_collections.ConfigDict()
+  # Peak learning rate.
+  c.lr = 3e-3 if size != "gpu" else 4e-4
+  c.warmup_steps = max(steps // 20, 1)
+  # The schedule's last learning rate, as a share of the peak.
+  c.min_lr_ratio = 0.1
+  c.weight_decay = 0.1
+  c.b1 = 0.9
+  c.b2 = 0.95
+  c.eps = 1e-8
+  # Global gradient-norm clip.
+  c.clip_norm = 1.0
+  return c
+
+
+def _diloco() -> ml_collections.ConfigDict:
+  """DiLoCo (and AutoLoCo's reference): outer Nesterov SGD, paper defaults."""
+  c = ml_collections.ConfigDict()
+  # Outer learning rate.
+  c.alpha = 0.7
+  # Outer momentum.
+  c.beta = 0.9
+  return c
+
+
+def _autoloco() -> ml_collections.ConfigDict:
+  """AutoLoCo's correction of DiLoCo's outer step (configs/autoloco.py sets its own)."""
+  c = ml_collections.ConfigDict()
+  # none | momentum | lr | both | table.
+  c.correction = "none"
+  # S_ref: schedule (H_ref steps of the schedule from the round's start) | peak
+  # (H_ref * peak lr).
+  c.reference = "schedule"
+  # H_ref, the interval (alpha, beta) are tuned for; 0 = interval.h.
+  c.h_ref = 0
+  # correction=table: DiLoCo's ((H, alpha, beta), ...) tuned at fixed H,
+  # interpolated at each round's H (one of them (H_ref, alpha, beta)).
+  c.tuned = ()
+  # The outer momentum buffer when a round's H differs from the last round's:
+  # keep | restart (zero it) | rescale (by r_t / r_{t-1}).
+  c.on_change = "keep"
+  return c
+
+
+def _noloco() -> ml_collections.ConfigDict:
+  """NoLoCo (public-code defaults):
+  m <- beta m + alpha mean_G(theta - phi) + gamma (mean_G phi - phi)."""
+  c = ml_collections.ConfigDict()
+  c.alpha = 0.7
+  c.beta = 0.5
+  # None = alpha.
+  c.gamma = ml_collections.FieldReference(None, field_type=float)
+  return c
+
+
+def _gasloc() -> ml_collections.ConfigDict:
+  """GASLoC: y = start + eta (theta - start);
+  theta' = y - alpha Lap(y) + gamma (y - y_prev)."""
+  c = ml_collections.ConfigDict()
+  # Scale of each worker's drift.
+  c.eta = 0.7
+  # Momentum on y_t - y_{t-1}.
+  c.gamma = 0.5
+  # Gossip step on the Laplacian; 0 = 1/(degree+1).
+  c.alpha = 0.0
+  # True: gossip the momentum term too (DiLoCo on the complete graph).
+  c.mix_momentum = False
+  return c
+
+
+def _gossip() -> ml_collections.ConfigDict:
+  """Who talks to whom in the gossip algorithms (autoloco_jax/topology.py)."""
+  c = ml_collections.ConfigDict()
+  # matching | groups | ring | torus | exponential | complete
+  c.topology = "matching"
+  # groups: workers per group (matching = 2).
+  c.group_size = 2
+  # Random partitions drawn from the seed; one per round.
+  c.pool_size = 16
+  return c
+
+
+def _interval(h: int) -> ml_collections.ConfigDict:
+  """The number of inner steps H of each round (autoloco_jax/intervals.py)."""
+  c = ml_collections.ConfigDict()
+  # fixed | lr_quadratic | loss_ratio | agreement | schedule
+  c.controller = "fixed"
+  # H (fixed) or H_0 (adaptive).
+  c.h = h
+  # Lower bound of the adaptive controllers.
+  c.h_min = 1
+  # Upper bound of the adaptive controllers; 0 = h.
+  c.h_max = 0
+  # lr_quadratic: H = (c / lr)^2; 0 = sqrt(h) * peak lr.
+  c.c = 0.0
+  # agreement: the workers' agreement to hold.
+  c.target = 0.5
+  # agreement: factor on H while the agreement is above target + hysteresis.
+  c.grow = 1.25
+  # agreement: factor on H while the agreement is below target - hysteresis.
+  c.shrink = 0.7
+  # agreement: EMA decay of the measured agreement; 0 = the raw value.
+  c.ema = 0.5
+  # agreement: half-width of the dead band around target.
+  c.hysteresis = 0.15
+  # schedule: the rounds' H, replayed open loop (the last repeats).
+  c.schedule = ()
+  return c
+
+
+def _eval(size: str, every: int) -> ml_collections.ConfigDict:
+  """Evaluation on the validation split."""
+  c = ml_collections.ConfigDict()
+  c.every_steps = every
+  c.batch_size = 16
+  c.num_batches = 8 if size != "tiny" else 2
+  return c
+
+
+def _stream() -> ml_collections.ConfigDict:
+  """Streaming, overlapped syncs of the DiLoCo family (autoloco_jax/streaming.py)."""
+  c = ml_collections.ConfigDict()
+  # P fragments synced in turn, every H/P steps.
+  c.fragments = 1
+  # strided (blocks p, p+P, ...) | contiguous
+  c.mode = "strided"
+  # Inner steps each exchange is in flight.
+  c.tau = 0
+  # On arrival, local <- mix * local + (1 - mix) * global (the paper's 0.5; used
+  # only when tau >= 1).
+  c.mix = 0.5
+  # The worker's own pseudo-gradient stands in for the average until it arrives.
+  c.eager = False
+  return c
+
+
+def _compress() -> ml_collections.ConfigDict:
+  """What the DiLoCo family and the gossip methods (NoLoCo, GASLoC: gossip.py)
+  send (autoloco_jax/codecs.py, exchange.py)."""
+  c = ml_collections.ConfigDict()
+  # identity | bf16 | fp8 | fp4 | int8 | int4 | topk
+  c.codec = "identity"
+  # Values per float32 scale (fp8, fp4, int8, int4).
+  c.block_size = 128
+  # topk: values per chunk.
+  c.chunk_size = 4096
+  # topk: the share of each chunk kept.
+  c.density = 1 / 64
+  # topk: bits per kept value (32, 16, 8, 4, 2).
+  c.value_bits = 32
+  # Error feedback's decay of the residual; None or < 0: no error feedback.
+  c.ef_beta = ml_collections.FieldReference(None, field_type=float)
+  return c
+
+
+def _network() -> ml_collections.ConfigDict:
+  """The simulated clock of every run (autoloco_jax/comm.py, algorithms.md §6).
+
+  Tuples: () = the named setting; (x,) = x for every link or worker; K values =
+  per worker (a link runs at its slower end); a KxK tuple of tuples = per link.
+  """
+  c = ml_collections.ConfigDict()
+  # ideal | homogeneous (10 Gbit/s, 1 ms) | hetero (half 10, half 1 Gbit/s;
+  # 1 ms in, 50 ms between sites).
+  c.name = "homogeneous"
+  # Override of the setting's bandwidths, Gbit/s.
+  c.bandwidth_gbps = ()
+  # Override of its latencies, ms.
+  c.latency_ms = ()
+  # Seconds per inner step of one worker; 0 = measured at start.
+  c.step_time = 0.0
+  # Per-worker compute-time multipliers (2 = half speed).
+  c.speed_factors = ()
+  # More named settings timed alongside, logged as sim_time_<name> (e.g.
+  # ("hetero",)).
+  c.also = ()
+  return c
+
+
+def _checkpoint(size: str) -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  # Save every N rounds, and at the end.
+  c.every_rounds = 5 if size != "gpu" else 2
+  # Checkpoints kept (older ones deleted).
+  c.keep = 2
+  return c
+
+
+def _faults() -> ml_collections.ConfigDict:
+  """Injected faults (autoloco_jax/faults.py): workers missing rounds, a NaN round."""
+  c = ml_collections.ConfigDict()
+  # Each worker misses each round with this probability.
+  c.drop_prob = 0.0
+  # Explicit drops, "ROUND:W[,W];ROUND:W", e.g. "2:1;5:0,3".
+  c.drop_schedule = ""
+  # Poison the parameters before this round (-1: never).
+  c.nan_at_round = -1
+  return c
+
+
+def _log() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.tensorboard = True
+  c.progress = True
   return c
 
 

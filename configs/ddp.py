@@ -4,7 +4,8 @@ Run (2 CPU cores, about 3 minutes):
   python -m experiments.run --config configs/ddp.py --workdir runs/ddp
 Sizes: ``:tiny``, ``:cpu`` (default), ``:gpu`` (TPU/GPU VM, not run here).
 Expected (cpu): eval loss a little below DiLoCo's (DDP is the quality ceiling) at
-600 syncs, one per inner step.
+600 syncs, one per inner step. Against the others under the study protocol:
+docs/results.md §2 and §3b.
 """
 
 from configs import common

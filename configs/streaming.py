@@ -6,26 +6,14 @@ Sizes: ``:tiny`` (seconds), ``:study``, ``:cpu`` (default), ``:gpu`` (not run he
 
 DiLoCo (K = 4, outer Nesterov 0.7 / 0.9) with the three parts of Streaming
 DiLoCo (Douillard et al. 2025, arXiv 2501.18512; autoloco_jax/streaming.py):
-* P = 4 strided fragments (blocks p, p + 4, ...; the embedding with block 0,
-  the final norm with the last block): every H/4 inner steps one fragment
-  syncs, each fragment every H steps;
-* its exchange is in flight for tau = 5 inner steps (fewer when H/4 is
-  smaller: tau = min(5, H/4 - 1)) and merges on arrival as
-  0.5 local + 0.5 global;
-* pseudo-gradients are sent as float4 e2m1 with a float32 scale per 128
-  values (0.53 bytes per value), accumulated in float32.
-The clock charges each sync a ring all-gather of the fragment's encoded bytes
-(the scaled payloads cannot be summed on the way) and records the peak
-bandwidth a link needs to hide it behind tau steps.
-
-Under the protocol (tuning seeds apart, 5 fresh seeds, paired intervals against a
-tuned DiLoCo) see docs/results.md §2. A first look, one seed each, untuned
-(``network.step_time=0.075``, ``network.name=hetero``):
-* ``:study`` (600 steps, H = 20, P = 4, tau = 4): eval loss 2.072 nats/token in
-  120 fragment syncs, 20.4 MB sent per worker, simulated 45.0 s (all of it
-  compute: every exchange hidden), peak bandwidth 1.2 MB/s; plain DiLoCo on
-  the same settings: 2.106 nats, 30 syncs, 76.8 MB, 54.6 s, 34.1 MB/s.
-* ``:tiny`` (40 steps, H = 10, tau = 1): 3.116 nats against DiLoCo's 3.213.
+P = 4 strided fragments, each synced every H steps, one every H/4; each
+exchange in flight for tau = min(5, H/4 - 1) inner steps, merged on arrival as
+0.5 local + 0.5 global; pseudo-gradients sent as float4 e2m1 with a float32
+scale per 128 values. The clock charges a ring all-gather of the encoded bytes.
+Expected (``:study``, one seed, untuned, network.name=hetero,
+network.step_time=0.075): eval loss 2.072 nats/token in 120 fragment syncs, 20.4
+MB sent per worker (plain DiLoCo: 2.106 nats, 30 syncs, 76.8 MB). Under the
+protocol (5 fresh seeds, against a tuned DiLoCo): docs/results.md §2.
 """
 
 from configs import common

@@ -17,7 +17,6 @@ the study, and the same command goes on from there. When every run is done,
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging as py_logging
@@ -26,6 +25,7 @@ import sys
 import time
 from typing import Any, Iterator
 
+import filelock
 from absl import app, flags
 from ml_collections import config_flags
 
@@ -94,22 +94,23 @@ def run_dir(root: str, config: Any) -> str:
 
 @contextlib.contextmanager
 def run_lock(workdir: str, wait: bool) -> Iterator[bool]:
-  """An exclusive ``flock`` on ``<workdir>.lock`` for as long as the block runs.
+  """An exclusive lock (``filelock``) on ``<workdir>.lock`` for as long as the
+  block runs.
 
   Yields True when held; with ``wait=False`` yields False at once when another
   process holds it. The lock file stays (an empty file); the lock itself goes
   with the process that held it, however that process ends."""
   os.makedirs(os.path.dirname(os.path.abspath(workdir)), exist_ok=True)
-  with open(workdir + ".lock", "a") as f:
-    try:
-      fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    except BlockingIOError:
-      yield False
-      return
-    try:
-      yield True
-    finally:
-      fcntl.flock(f, fcntl.LOCK_UN)
+  lock = filelock.FileLock(workdir + ".lock", blocking=wait)
+  try:
+    lock.acquire()
+  except filelock.Timeout:
+    yield False
+    return
+  try:
+    yield True
+  finally:
+    lock.release()
 
 
 def is_finished(workdir: str) -> bool:

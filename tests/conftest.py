@@ -26,6 +26,8 @@ SLOW_FIRST = (
     "test_sweep.py",
     "test_benchmarks.py",
     "test_multihost.py",
+    # projects/plora/tests: the PLoRA sweep's documented commands at :tiny
+    "test_plora_commands.py",
 )
 
 

@@ -20,9 +20,10 @@ import sys
 import numpy as np
 import pytest
 
+from benchmarks import render
 from benchmarks.throughput import pytorch, timing
 from benchmarks.throughput.plan import algorithm_config, build_model, make_plan
-from benchmarks.throughput.report import markdown, targets
+from benchmarks.throughput.report import SAME_DEVICES, targets
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -62,6 +63,12 @@ def _positive(x) -> bool:
   return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+def _page(result: dict) -> str:
+  """``docs/benchmarks.md`` with its blocks rendered from ``result``."""
+  with open(os.path.join(ROOT, "docs", "benchmarks.md")) as f:
+    return render.fill(f.read(), {"docs/benchmarks.json": result})
+
+
 @pytest.mark.slow
 def test_every_row_present(quick):
   result, _ = quick
@@ -78,35 +85,56 @@ def test_every_row_present(quick):
   sharded = result["sharded"]
   assert "error" not in sharded, sharded.get("error")
   assert sharded["devices"] == 2 and sharded["process"].startswith("child")
-  # Every algorithm of the main process on the default path (N devices) too.
+  # Every algorithm of the main process on the default path (N devices) too,
+  # against the reference on the same 2 devices; the one-device reference is a
+  # row of that process.
   names_at_2 = [r["name"] for r in sharded["rows"]]
-  assert names_at_2[0] == "reference"
+  assert names_at_2[:2] == ["reference@2", "reference"]
   for name in ALGORITHMS:
     assert f"{name}@2" in names_at_2
   for name in OPTIONAL:
     assert (f"{name}@2" in names_at_2) != (f"{name}@2" in sharded["skipped"])
-  assert set(names_at_2[1:]) == {
+  assert set(names_at_2[2:]) == {
       f"{n}@2"
       for n in names
       if n not in ("reference", "naive") and not n.startswith("pytorch")
   }
-  # ...each also bracketed by the main process's one-device reference.
-  assert [r["name"] for r in sharded["vs_main"]["rows"]] == names_at_2[1:]
+
+
+@pytest.mark.slow
+def test_every_row_against_the_reference_on_its_own_devices(quick):
+  """A one-device row against ``reference``, an ``@2`` row against the
+  data-parallel ``reference@2`` of its own process: both raw rates, their
+  ratio, and the ratio to the one-device reference of the same process."""
+  result, _ = quick
+  for row in result["main"]["rows"][1:]:
+    assert row["reference"] == "reference" and row["equal_devices"], row["name"]
+    assert row["devices"] == row["reference_devices"] == 1
+  rows = {r["name"]: r for r in result["sharded"]["rows"]}
+  assert rows["reference@2"]["devices"] == 2 and "ratio" not in rows["reference@2"]
+  one = rows["reference"]  # what splitting the reference over 2 devices gains
+  assert one["reference"] == "reference@2" and not one["equal_devices"]
+  assert _positive(one["ratio"]) and "ratio_vs_one_device" not in one
+  for name in ALGORITHMS:
+    row = rows[f"{name}@2"]
+    assert row["reference"] == "reference@2" and row["equal_devices"]
+    assert row["devices"] == row["reference_devices"] == 2
+    assert _positive(row["tokens_per_sec"])
+    assert _positive(row["reference_tokens_per_sec"])
+    assert _positive(row["ratio"]) and _positive(row["ratio_vs_one_device"])
+    assert result["targets"][f"{name}@2 {SAME_DEVICES}"]["value"] == row["ratio"]
 
 
 @pytest.mark.slow
 def test_ratios_finite_and_positive(quick):
   result, _ = quick
-  for row in result["sharded"]["vs_main"]["rows"]:
-    assert _positive(row["tokens_per_sec"]) and _positive(row["ratio"]), row["name"]
-    assert len(row["ratios"]) == result["sharded"]["repeats"]
   for block in (result["main"], result["sharded"]):
     assert _positive(block["matmul_peak_max"])
     for row in block["rows"]:
       assert _positive(row["tokens_per_sec"]), row["name"]
       assert _positive(row["model_flops_per_sec"]), row["name"]
       assert _positive(row["mfu_vs_measured_peak"]), row["name"]
-      if row["name"] != "reference":
+      if row is not block["rows"][0]:  # the first is the bracketing reference
         assert _positive(row["ratio"]), row["name"]
         assert len(row["ratios"]) == block["repeats"]
   assert _positive(result["hot_path"]["scan_vs_while"]["ratio"])
@@ -131,7 +159,7 @@ def test_compilations_counted_once(quick):
     for name, c in block["compiles"].items():
       assert c["distinct_h"] > 1, name  # H changed between rounds...
       assert c["inner"] == 1, name  # ...and nothing recompiled
-      if name != "reference":
+      if not name.startswith("reference"):
         assert c["sync"] == 1, name
       assert c["once"]
       assert c["compile_seconds"] > 0, name
@@ -156,18 +184,16 @@ def test_scaling_and_hot_path_present(quick):
 @pytest.mark.slow
 def test_markdown_has_every_row_and_the_command(quick):
   result, md = quick
-  assert "python -m benchmarks.throughput" in md
+  assert md == _page(result)  # --md is the page rendered from --out
+  assert "python -m benchmarks.throughput --quick" in md
   assert result["machine"]["uptime"] in md
   for row in result["main"]["rows"] + result["sharded"]["rows"]:
     assert f"`{row['name']}`" in md
   for target in result["targets"]:
     assert target in md
-  for row in result["sharded"]["vs_main"]["rows"]:
-    assert (
-        f"{row['name']} / reference (1 device, main process) tokens/s"
-        in result["targets"]
-    )
-  assert "### The default path: 2 devices" in md
+  assert "### The default path, at equal devices" in md
+  # Every @2 row and target has its equal-devices number.
+  assert "| not measured |" not in md and "| not recorded |" not in md
 
 
 @pytest.mark.slow
@@ -179,15 +205,14 @@ def test_pytorch_row_or_one_line_note(quick):
     row = next(r for r in result["main"]["rows"] if r["name"] == "pytorch")
     assert _positive(row["tokens_per_sec"]) and _positive(row["mfu_vs_measured_peak"])
     assert result["main"]["pytorch"]["num_params"] == result["main"]["num_params"]
-    assert "### Against PyTorch" in md
+    assert "| `pytorch` |" in md and "PyTorch row: none" not in md
     for name in ("reference",) + ALGORITHMS:
       assert f"{name} / pytorch tokens/s" in result["targets"]
   else:
     assert "pytorch" not in names
     assert result["main"]["pytorch"] == {"skipped": pytorch.NOT_INSTALLED}
-    assert [line for line in md.splitlines() if "torch" in line.lower()] == [
-        f"PyTorch row: none: {pytorch.NOT_INSTALLED}."
-    ]
+    assert f"PyTorch row: none: {pytorch.NOT_INSTALLED}." in md
+    assert "| `pytorch" not in md and "x pytorch" not in md
 
 
 @pytest.mark.slow
@@ -216,10 +241,58 @@ def test_without_torch_the_report_says_so_in_one_line(quick, monkeypatch):
   result["main"]["pytorch"] = info
   result["targets"] = targets(result)
   assert not [t for t in result["targets"] if "pytorch" in t]
-  md = markdown(result)
-  assert [line for line in md.splitlines() if "torch" in line.lower()] == [
-      f"PyTorch row: none: {pytorch.NOT_INSTALLED}."
+  md = _page(result)
+  assert f"PyTorch row: none: {pytorch.NOT_INSTALLED}." in md
+  assert "| `pytorch" not in md and "x pytorch" not in md
+
+
+@pytest.mark.slow
+def test_render_only_rewrites_the_page_from_the_json(quick, tmp_path):
+  """``--render_only``: the page from the numbers in ``--out``, nothing measured."""
+  result, md = quick
+  (tmp_path / "b.json").write_text(json.dumps(result))
+  env = dict(os.environ)
+  env.pop("XLA_FLAGS", None)
+  args = [f"--out={tmp_path / 'b.json'}", f"--md={tmp_path / 'b.md'}"]
+  proc = subprocess.run(
+      [sys.executable, "-m", "benchmarks.throughput", "--render_only", *args],
+      cwd=ROOT,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert (tmp_path / "b.md").read_text() == md
+
+
+def test_committed_pages_are_rendered_from_their_committed_json():
+  """``python -m benchmarks.render --check``: every generated block of the
+  benchmark pages is what their JSON renders to."""
+  pages = [os.path.join(ROOT, "docs", p) for p in ("benchmarks.md", "xla_options.md")]
+  assert render.main(["--check", *pages]) == 0
+
+
+def test_render_formats_scales_and_falls_back():
+  table = render.Table(
+      lambda r: r["rows"],
+      (("a", "{x:/1e3:.1f}"), ("b", "**{y[z]:.0%}**", "none"), ("c", "{s}")),
+      title="{title}",
+  )
+  text = table.render(
+      dict(title="T", rows=[dict(x=2500, y=dict(z=0.5), s="p|q"), dict(x=None, s="")])
+  )
+  assert text.splitlines() == [
+      "T",
+      "",
+      "| a | b | c |",
+      "|---|---|---|",
+      "| 2.5 | **50%** | p\\|q |",
+      "| - | none |  |",
   ]
+  lines = render.Lines(("kept {n}", "dropped {missing}", ("{missing}", "fallback")))
+  assert lines.render(dict(n=float("nan"))) == "fallback"
+  assert lines.render(dict(n=1)) == "kept 1\nfallback"
 
 
 _MODEL_KEYS = ("vocab_size", "d_model", "num_layers", "num_heads", "mlp_dim", "seq_len")

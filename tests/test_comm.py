@@ -17,7 +17,6 @@ GBPS = 125e6  # bytes/s in 1 Gbit/s
 def test_traffic_hand_values():
   assert comm.ring_allreduce(P, 4, B) == comm.Traffic(2 * 3 / 4 * MB, 6)
   assert comm.ring_allreduce(P, 1, B) == comm.Traffic(0.0, 0)
-  assert comm.pairwise_exchange(P, B) == comm.Traffic(MB, 1)
 
 
 def test_network_links_from_scalars_lists_and_matrices():

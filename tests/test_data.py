@@ -7,7 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from autoloco_jax import data, shakespeare, sources
+from autoloco_jax import data, shakespeare, sources, tokenizers
 
 SEQ_LEN = 64
 
@@ -64,11 +64,11 @@ def synthetic_data(num_rows=12, num_workers=2, seed=3):
 
 def test_tokenizer_round_trip_non_ascii():
   text = "Ophélie dit: «être» — 夢 🎭\n"
-  tokens = data.encode(text)
-  assert tokens.dtype == np.uint8
+  tok = tokenizers.ByteTokenizer()
+  tokens = tok.encode(text)
   assert len(tokens) == len(text.encode("utf-8")) > len(text)
-  assert data.decode(tokens) == text
-  assert data.VOCAB_SIZE == 256
+  assert tokens.max() < tokenizers.VOCAB_SIZE == data.VOCAB_SIZE == 256
+  assert tok.decode(tokens) == text
 
 
 def test_strip_markdown_snippet():
@@ -112,7 +112,7 @@ def test_validation_plays_never_in_training(plays, iid_data):
     for start in range(len(text) // 10, len(text) - 300, len(text) // 10):
       assert text[start : start + 300] not in train_text, play["title"]
   # And the packed sequences: no validation sequence occurs in the training stream.
-  train_stream = data.SEPARATOR.join(p["text"].encode() for p in plays["train"])
+  train_stream = tokenizers.SEPARATOR.join(p["text"].encode() for p in plays["train"])
   for row in iid_data.eval_batches(batch_size=10, num_batches=2).reshape(-1, SEQ_LEN + 1):
     assert row.astype(np.uint8).tobytes() not in train_stream
 
@@ -145,7 +145,7 @@ def test_non_iid_workers_have_disjoint_documents(plays, non_iid_data):
   np.testing.assert_array_equal(np.concatenate(docs), np.arange(len(plays["train"])))
   assert all(len(d) > 0 for d in docs)
   streams = [
-      data.SEPARATOR.join(plays["train"][i]["text"].encode() for i in docs[k])
+      tokenizers.SEPARATOR.join(plays["train"][i]["text"].encode() for i in docs[k])
       for k in range(4)
   ]
   # Each worker's sequences come from its own plays only.

@@ -20,12 +20,8 @@ def test_compare_takes_medians_per_mode_and_their_ratio():
   assert out["wall_time_ratio"] == pytest.approx(11.0 / 18.0)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("mode", every_core.MODES)
-def test_each_mode_is_a_real_run_with_a_summary(mode):
-  run = every_core.run_once(mode, "configs/diloco.py:tiny", total_steps=4)
-  assert run["mode"] == mode
-  assert run["tokens_per_sec"] > 0 and run["wall_time"] > 0
+# Each mode as a real run with a summary: the docstring command's test
+# (tests/test_benchmark_commands.py) runs both through the entry point.
 
 
 def test_a_failed_run_raises_with_its_stderr():

@@ -171,7 +171,7 @@ def test_learns(topo):
 
 def test_errors():
   mesh = replicas.make_mesh(4, 1)
-  with pytest.raises(ValueError, match="gamma in"):
+  with pytest.raises(ValueError, match=r"config.gasloc.gamma must be in \[0.0, 1.0\)"):
     algorithms.make(gasloc_config(gamma=1.0), toy_loss, mesh)
   with pytest.raises(ValueError, match="speed_factors"):
     algorithms.make(gasloc_config(speeds=(1.0, 2.0)), toy_loss, mesh)

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from autoloco_jax import intervals
+from autoloco_jax import intervals, signals
 
 # name -> factory() with small bounds, as at CPU scale.
 CONTROLLERS = {
@@ -27,7 +27,7 @@ NAMES = sorted(CONTROLLERS)
 
 
 def stats(*, rnd=0, step=0, h=16, lr=1e-3, loss=3.0, rho=0.5, k=4):
-  return intervals.sync_stats(
+  return signals.sync_stats(
       round=rnd,
       step=step,
       h=h,
@@ -265,11 +265,11 @@ def test_loss_ratio_first_valid_loss_is_the_reference():
 
 
 def test_normalized_agreement():
-  np.testing.assert_allclose(intervals.normalized_agreement(0.25, 4), 0.0, atol=1e-7)
-  np.testing.assert_allclose(intervals.normalized_agreement(1.0, 4), 1.0)
-  assert float(intervals.normalized_agreement(0.3, 1)) == 1.0
-  assert float(jax.jit(intervals.normalized_agreement)(0.3, jnp.int32(1))) == 1.0
-  assert float(intervals.agreement_ratio(0.0, 0.0)) == 1.0  # nobody moved
+  np.testing.assert_allclose(signals.normalized_agreement(0.25, 4), 0.0, atol=1e-7)
+  np.testing.assert_allclose(signals.normalized_agreement(1.0, 4), 1.0)
+  assert float(signals.normalized_agreement(0.3, 1)) == 1.0
+  assert float(jax.jit(signals.normalized_agreement)(0.3, jnp.int32(1))) == 1.0
+  assert float(signals.agreement_ratio(0.0, 0.0)) == 1.0  # nobody moved
   # Shared part d plus independent noise: a ≈ ‖d‖² / (‖d‖² + σ²), for any K.
   rng = np.random.default_rng(0)
   dim = 20000
@@ -277,14 +277,14 @@ def test_normalized_agreement():
     d = rng.normal(size=dim)
     noise = 0.5 * rng.normal(size=(k, dim))  # σ² = 0.25 ‖d‖² in expectation
     delta_k = d + noise
-    rho = intervals.agreement_ratio(
+    rho = signals.agreement_ratio(
         np.sum(delta_k.mean(0) ** 2), np.mean(np.sum(delta_k**2, axis=1))
     )
-    np.testing.assert_allclose(intervals.normalized_agreement(rho, k), 0.8, atol=0.02)
+    np.testing.assert_allclose(signals.normalized_agreement(rho, k), 0.8, atol=0.02)
 
 
 def test_sync_stats_derives_norm_and_agreement():
-  s = intervals.sync_stats(
+  s = signals.sync_stats(
       round=3,
       step=96,
       h=32,

@@ -130,7 +130,7 @@ def test_learns_and_reports_its_communication():
 def test_errors():
   mesh = replicas.make_mesh(4, 1)
   cfg = noloco_config(beta=1.0)
-  with pytest.raises(ValueError, match="momentum beta"):
+  with pytest.raises(ValueError, match=r"config.noloco.beta must be in \[0.0, 1.0\)"):
     algorithms.make(cfg, toy_loss, mesh)
   cfg = noloco_config()
   cfg.interval.controller = "lr_quadratic"

@@ -67,7 +67,6 @@ def test_strided_and_contiguous_fragments_of_the_transformer():
   for block in range(6):
     assert fragment_of(contiguous, f"block_{block}") == {block // 2}
   assert fragments.leaf_fragments(shapes, 1) == [0] * len(paths)
-  assert sum(fragments.fragment_sizes(shapes, 4)) == model_lib.param_count(shapes)
 
 
 def test_a_tree_without_blocks_has_one_unit_per_leaf():

@@ -24,6 +24,16 @@ HELD_OUT = "The quick brown fox jumps over the lazy dog, then returns the value.
 ODD = "naïve café — 你好 🙂\ttabs\n\n  and  spaces  \r\n"
 
 
+def encode_documents(tok, docs) -> np.ndarray:
+  """The documents' tokens joined by the separator, as `data.tokenize` packs them."""
+  return data.tokenize((d.encode() for d in docs), tok, np.dtype(np.int32)).tokens_T
+
+
+def bytes_per_token(tok, texts) -> float:
+  """UTF-8 bytes of `texts` per token, each text encoded alone."""
+  return sum(len(t.encode()) for t in texts) / sum(len(tok.encode(t)) for t in texts)
+
+
 def _docstrings(module: str) -> list[str]:
   path = os.path.join(sysconfig.get_paths()["stdlib"], module)
   with open(path, encoding="utf-8") as f:
@@ -70,20 +80,24 @@ def _count_trainings(monkeypatch):
 # Bytes
 
 
-def test_bytes_tokenizer_matches_data_module(corpus):
+def utf8(text: str) -> np.ndarray:
+  return np.frombuffer(text.encode("utf-8"), np.uint8)
+
+
+def test_bytes_tokenizer_is_utf8_bytes(corpus):
   tok = toks.ByteTokenizer()
-  assert tok.vocab_size == 256 == data.VOCAB_SIZE
+  assert tok.vocab_size == 256 == toks.VOCAB_SIZE
   for text in [HELD_OUT, ODD, ""] + corpus[:5]:
     ids = tok.encode(text)
     assert ids.dtype == np.int32 and ids.ndim == 1
-    np.testing.assert_array_equal(ids, data.encode(text))
-    assert tok.decode(ids) == text == data.decode(data.encode(text))
-  np.testing.assert_array_equal(tok.separator_ids, data.encode(data.SEPARATOR.decode()))
-  joined = toks.encode_documents(tok, corpus[:3])
+    np.testing.assert_array_equal(ids, utf8(text))
+    assert tok.decode(ids) == text == tok.decode(utf8(text))
+  np.testing.assert_array_equal(tok.separator_ids, utf8(toks.SEPARATOR.decode()))
+  joined = encode_documents(tok, corpus[:3])
   np.testing.assert_array_equal(
-      joined, np.frombuffer(data.SEPARATOR.join(d.encode() for d in corpus[:3]), np.uint8)
+      joined, np.frombuffer(toks.SEPARATOR.join(d.encode() for d in corpus[:3]), np.uint8)
   )
-  assert toks.bytes_per_token(tok, [HELD_OUT, ODD]) == 1.0
+  assert bytes_per_token(tok, [HELD_OUT, ODD]) == 1.0
   assert tok.fingerprint() == toks.ByteTokenizer().fingerprint()
 
 
@@ -102,13 +116,13 @@ def test_sentencepiece_trains_and_round_trips(spm_path, corpus):
   # Lossless, even for characters never seen in training (byte fallback).
   for text in [HELD_OUT, ODD, ""] + corpus[:5]:
     assert tok.decode(tok.encode(text)) == text
-  # Documents are separated by EOS, which decodes as data.SEPARATOR.
+  # Documents are separated by EOS, which decodes as toks.SEPARATOR.
   np.testing.assert_array_equal(tok.separator_ids, [2])
   docs = [HELD_OUT, ODD, corpus[0]]
-  joined = toks.encode_documents(tok, docs)
+  joined = encode_documents(tok, docs)
   assert (joined == 2).sum() == 2
-  assert tok.decode(joined) == data.SEPARATOR.decode().join(docs)
-  assert toks.bytes_per_token(tok, corpus[-20:]) > 1.3
+  assert tok.decode(joined) == toks.SEPARATOR.decode().join(docs)
+  assert bytes_per_token(tok, corpus[-20:]) > 1.3
   assert len(tok.fingerprint()) == 16
 
 
@@ -151,7 +165,7 @@ def test_sentencepiece_small_vocab_without_byte_fallback(corpus, tmp_path):
   tok = toks.SentencePieceTokenizer(path)
   assert tok.vocab_size == 300
   assert tok.decode(tok.encode(HELD_OUT)) == HELD_OUT
-  assert toks.bytes_per_token(tok, [HELD_OUT]) > 1.0
+  assert bytes_per_token(tok, [HELD_OUT]) > 1.0
 
 
 def test_existing_model_path_loads(spm_path, tmp_path):
@@ -210,10 +224,8 @@ def test_hf_tokenizer_json_loads_and_round_trips(corpus, tmp_path):
     assert ids.dtype == np.int32 and ids.ndim == 1
     assert tok.decode(ids) == text
   docs = [HELD_OUT, ODD]
-  assert tok.decode(toks.encode_documents(tok, docs)) == data.SEPARATOR.decode().join(
-      docs
-  )
-  assert toks.bytes_per_token(tok, corpus[-20:]) > 1.3
+  assert tok.decode(encode_documents(tok, docs)) == toks.SEPARATOR.decode().join(docs)
+  assert bytes_per_token(tok, corpus[-20:]) > 1.3
   # A folder holding tokenizer.json works too.
   by_dir = toks.from_config(dict(tokenizer=str(tmp_path)), _never_called, tmp_path)
   assert by_dir.fingerprint() == tok.fingerprint()
@@ -223,11 +235,9 @@ def test_hf_tokenizer_without_eos_separates_by_blank_line(corpus, tmp_path):
   path = _train_hf(corpus, tmp_path / "plain.json", special_tokens=("<unk>",))
   tok = toks.HFTokenizer(path)
   assert tok.separator_token is None
-  np.testing.assert_array_equal(tok.separator_ids, tok.encode(data.SEPARATOR.decode()))
+  np.testing.assert_array_equal(tok.separator_ids, tok.encode(toks.SEPARATOR.decode()))
   docs = [HELD_OUT, "second document"]
-  assert tok.decode(toks.encode_documents(tok, docs)) == data.SEPARATOR.decode().join(
-      docs
-  )
+  assert tok.decode(encode_documents(tok, docs)) == toks.SEPARATOR.decode().join(docs)
 
 
 # ----------------------------------------------------------------------------
@@ -238,15 +248,15 @@ def test_bits_per_byte_conversion(spm_path, corpus):
   """Same text, two tokenizers: equal loss per byte means equal bpb."""
   texts = corpus[-20:]
   tok = toks.SentencePieceTokenizer(spm_path)
-  bpt = toks.bytes_per_token(tok, texts)
   num_bytes = sum(len(t.encode()) for t in texts)
   num_tokens = sum(len(tok.encode(t)) for t in texts)
-  assert bpt == pytest.approx(num_bytes / num_tokens)
+  rows = np.zeros((2, 9), np.uint8)
+  worker_data = data.WorkerData(
+      rows, [np.arange(2)], rows, 0, bytes_per_token=num_bytes / num_tokens
+  )
   nats_total = 1234.5
-  bpb = (nats_total / num_tokens) / (math.log(2) * bpt)
+  bpb = worker_data.bits_per_byte(nats_total / num_tokens)
   assert bpb == pytest.approx(nats_total / num_bytes / math.log(2))
-  with pytest.raises(ValueError, match="at least one token"):
-    toks.bytes_per_token(tok, [""])
 
 
 def test_errors(corpus, spm_path, tmp_path):

@@ -25,7 +25,7 @@ def assert_perfect_matching(partner):
 
 @pytest.mark.parametrize("k", [2, 4, 8, 16])
 def test_every_matching_is_perfect(k):
-  topo = topology.matching(k, seed=5)
+  topo = topology.groups(k, 2, seed=5)
   assert topo.degree == 1
   for table in topo.pool_NxDxK:
     assert_perfect_matching(table[0])
@@ -37,8 +37,8 @@ def test_every_matching_is_perfect(k):
 
 
 def test_matchings_are_deterministic_by_seed_and_round_and_vary():
-  a, b = topology.matching(8, seed=3), topology.matching(8, seed=3)
-  other = topology.matching(8, seed=4)
+  a, b = topology.groups(8, 2, seed=3), topology.groups(8, 2, seed=3)
+  other = topology.groups(8, 2, seed=4)
   for r in range(20):
     np.testing.assert_array_equal(a.neighbors(r), b.neighbors(r))
   seq = lambda t: [t.neighbors(r)[0].tobytes() for r in range(20)]
@@ -46,13 +46,13 @@ def test_matchings_are_deterministic_by_seed_and_round_and_vary():
   assert seq(a) != seq(other)  # depends on the seed
   # 4 workers have exactly 3 perfect matchings: the pool holds all of them,
   # and 12 rounds visit more than one.
-  four = topology.matching(4, seed=0, pool_size=16)
+  four = topology.groups(4, 2, seed=0, pool_size=16)
   assert four.pool_size == 3
   assert len({four.neighbors(r).tobytes() for r in range(12)}) >= 2
 
 
 def test_round_index_is_the_same_on_host_and_on_every_device():
-  topo = topology.matching(8, seed=11)
+  topo = topology.groups(8, 2, seed=11)
   mesh = replicas.make_mesh(8, 4)
 
   def block(ids_K, r):
@@ -142,8 +142,8 @@ def mixed(topo, tree, devices, rounds, op):
 @pytest.mark.parametrize(
     "topo,op",
     [
-        (topology.matching(4, seed=2), "mean"),
-        (topology.matching(8, seed=2, pool_size=4), "laplacian"),
+        (topology.groups(4, 2, seed=2), "mean"),
+        (topology.groups(8, 2, seed=2, pool_size=4), "laplacian"),
         (topology.groups(8, 4, seed=1, pool_size=3), "mean"),
         (topology.ring(8), "laplacian"),
         (topology.torus(8), "laplacian"),
@@ -175,7 +175,7 @@ def test_sharded_mixing_equals_single_device_and_numpy(topo, op):
 def test_matching_sends_one_row_per_device_and_never_all_gathers():
   # 8 workers on 4 devices (2 per device): each table needs at most 2 single-row
   # ppermutes; the program holds no all-gather or all-reduce of the parameters.
-  topo = topology.matching(8, seed=0)
+  topo = topology.groups(8, 2, seed=0)
   for table in topo.pool_NxDxK:
     p = topology.plan(table[0], 4)
     assert len(p.colours) <= 2
@@ -218,7 +218,7 @@ def test_hash_is_identical_on_host_and_device():
 
 def test_errors():
   with pytest.raises(ValueError, match="even number of workers"):
-    topology.matching(5)
+    topology.groups(5, 2)
   with pytest.raises(ValueError, match="divide num_workers"):
     topology.groups(8, 3)
   with pytest.raises(ValueError, match="unknown topology 'star'"):

@@ -1,7 +1,7 @@
 """``python -m benchmarks.throughput``: the command-line flags and the run.
 
 The flags are defined here only (not on import of the package), so another
-program that imports the benchmark (``experiments/plora_sweep.py`` has its own
+program that imports the benchmark (``projects/plora/sweep.py`` has its own
 ``--render_only``) defines no clashing flag.
 """
 
@@ -16,17 +16,16 @@ import time
 import jax
 from absl import app, flags
 
-from benchmarks import unit_server
+from benchmarks import render, unit_server
 from benchmarks.throughput.child import start_child
 from benchmarks.throughput.measure import (
     hot_path,
     measure_rows,
     scaling,
-    versus_reference,
 )
 from benchmarks.throughput.peak import machine, shape_matmul
 from benchmarks.throughput.plan import Plan, make_plan
-from benchmarks.throughput.report import markdown, targets
+from benchmarks.throughput.report import targets
 
 _QUICK = flags.DEFINE_bool(
     "quick",
@@ -74,8 +73,8 @@ _SCALE_STEPS = flags.DEFINE_integer(
 _CHILD = flags.DEFINE_integer(
     "child_devices",
     0,
-    "Internal: measure the shard_map rows on this many devices, report them on "
-    "stdout, then serve their timed units (benchmarks/unit_server.py).",
+    "Internal: measure the shard_map rows on this many devices and report them "
+    "on stdout (benchmarks/unit_server.py).",
 )
 _SIZE = flags.DEFINE_string(
     "size", "cpu", "Size preset of a full run (configs/common.py: cpu, gpu, ...)."
@@ -110,7 +109,8 @@ _ROWS_ONLY = flags.DEFINE_bool(
 _RENDER = flags.DEFINE_bool(
     "render_only",
     False,
-    "Only rewrite --md from the numbers " "already in --out (no measurement).",
+    "Only rewrite --md from the numbers already in --out (no measurement; "
+    "python -m benchmarks.render docs/benchmarks.md does the same for the page).",
 )
 
 _FAST_COMPILE = [
@@ -162,51 +162,42 @@ def _start_child():
   )
 
 
-def _with_memory_scale(text: str) -> str:
-  """The report, and the "Memory scale" section when ``memory_scale.json``
-  (``python -m benchmarks.memory --search``) lies next to it."""
-  path = os.path.join(os.path.dirname(_MD.value) or ".", "memory_scale.json")
-  if not os.path.exists(path):
-    return text
-  from benchmarks import memory
-
-  with open(path) as f:
-    return text.rstrip("\n") + "\n\n" + memory.scale_markdown(json.load(f))
+#: The page whose generated blocks a run fills (its prose is static).
+PAGE, DATA = "docs/benchmarks.md", "docs/benchmarks.json"
 
 
-def _write(result: dict) -> None:
+def _write_json(result: dict) -> None:
   os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
   with open(_OUT.value, "w") as f:
     json.dump(result, f, indent=1, default=float)
+
+
+def _write_md(result: dict) -> None:
+  """``--md``: the page with its blocks filled from ``result``."""
   if _MD.value:
-    os.makedirs(os.path.dirname(_MD.value) or ".", exist_ok=True)
-    with open(_MD.value, "w") as f:
-      f.write(_with_memory_scale(markdown(result)))
+    render.write(PAGE, _MD.value, {DATA: result})
 
 
 def _render_only() -> None:
   with open(_OUT.value) as f:
-    result = json.load(f)
-  result["targets"] = targets(result)
-  with open(_MD.value, "w") as f:
-    f.write(_with_memory_scale(markdown(result)))
+    _write_md(json.load(f))
 
 
 def _child(plan: Plan, t0: float) -> None:
   """The child process: the shard_map rows on ``--child_devices`` devices,
-  measured against its own reference; then their units, served to the parent."""
+  measured against the reference on those devices, announced to the parent
+  (``benchmarks/unit_server.py``)."""
   out = unit_server.channel()
   if jax.device_count() < _CHILD.value:
     raise SystemExit(f"--child_devices={_CHILD.value} but JAX sees {jax.device_count()}")
-  result, live = measure_rows(plan, _CHILD.value, with_naive=False)
+  result, _ = measure_rows(plan, _CHILD.value, with_naive=False)
   result.update(machine=machine(), wall_seconds=time.perf_counter() - t0)
-  unit_server.serve({name: r.unit for name, r in live.items()}, result, out)
+  unit_server.serve({}, result, out)
 
 
-def _sharded(plan: Plan, child, result: dict, reference, t0: float) -> None:
-  """The shard_map rows (``<algorithm>@N``): a child process on CPU, this
-  process on several devices. Each row is also bracketed by ``reference``, this
-  process's one-device reference (``vs_main``)."""
+def _sharded(plan: Plan, child, result: dict, t0: float) -> None:
+  """The shard_map rows (``<algorithm>@N``), each against ``reference@N`` on the
+  same N devices: a child process on CPU, this process on several devices."""
   if _SIM_DEVICES.value <= 1:
     if child:
       child.close()
@@ -218,7 +209,6 @@ def _sharded(plan: Plan, child, result: dict, reference, t0: float) -> None:
       sharded = child.ready()
       if "rows" in sharded:
         sharded["process"] = "child process, simulated CPU devices"
-        sharded["vs_main"] = versus_reference(plan, reference, child, sharded)
     finally:
       child.close()
     result["sharded"] = sharded
@@ -226,11 +216,6 @@ def _sharded(plan: Plan, child, result: dict, reference, t0: float) -> None:
   elif jax.device_count() > 1:
     result["sharded"], _ = measure_rows(plan, jax.device_count(), with_naive=False)
     result["sharded"]["process"] = "same process"
-    # Its reference is this process's one-device reference already.
-    result["sharded"]["vs_main"] = dict(
-        rows=[r for r in result["sharded"]["rows"] if r["name"] != "reference"],
-        reference=result["sharded"]["rows"][0],
-    )
 
 
 def _run(plan: Plan, t0: float) -> None:
@@ -261,23 +246,21 @@ def _run(plan: Plan, t0: float) -> None:
     result.update(
         load_avg_end=list(os.getloadavg()), wall_seconds=time.perf_counter() - t0
     )
-    os.makedirs(os.path.dirname(_OUT.value) or ".", exist_ok=True)
-    with open(_OUT.value, "w") as f:
-      json.dump(result, f, indent=1, default=float)
+    _write_json(result)
     print(f"[throughput] wrote {_OUT.value} (rows only)", flush=True)
     return
   if "diloco" in runners:
     result["hot_path"] = hot_path(plan, runners, result["main"])
-  reference = runners["reference"]
   del runners
   print(f"[throughput] hot path done ({time.perf_counter() - t0:.0f} s)", flush=True)
   result["shape_matmul"] = shape_matmul(plan)
   result["scaling"] = scaling(plan)
   print(f"[throughput] scaling done ({time.perf_counter() - t0:.0f} s)", flush=True)
-  _sharded(plan, child, result, reference, t0)
+  _sharded(plan, child, result, t0)
   result.update(load_avg_end=list(os.getloadavg()), wall_seconds=time.perf_counter() - t0)
   result["targets"] = targets(result)
-  _write(result)
+  _write_json(result)
+  _write_md(result)
   print(f"[throughput] wrote {_OUT.value} in {result['wall_seconds']:.0f} s", flush=True)
 
 

@@ -3,9 +3,9 @@
 Simulated CPU devices need ``XLA_FLAGS=--xla_force_host_platform_device_count=N``
 before JAX starts, so on CPU these rows are measured by a fresh process of
 ``python -m benchmarks.throughput --child_devices=N``. It measures its rows
-against a reference of its own, announces the result, then serves timed units
-of the same rows (``benchmarks/unit_server.py``) so that this process can
-bracket them by its own one-device reference too.
+against ``reference@N`` (the reference on the same N devices) and the
+one-device reference of that process, then announces the result
+(``benchmarks/unit_server.py``) and waits for the parent to quit.
 """
 
 from __future__ import annotations
@@ -33,6 +33,6 @@ def child_env(devices: int) -> dict:
 def start_child(devices: int, flags: list[str]) -> Served:
   """Starts the shard_map rows in a fresh process with ``devices`` simulated CPU
   devices and the command-line ``flags`` of the plan. Its ``ready()`` waits for
-  its result (or ``{"error": ...}``); then it serves units until ``close()``."""
+  its result (or ``{"error": ...}``); ``close()`` ends it."""
   args = [sys.executable, "-m", "benchmarks.throughput", f"--child_devices={devices}"]
   return Served(args + list(flags), child_env(devices), ROOT)

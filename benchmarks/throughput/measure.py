@@ -16,7 +16,6 @@ from benchmarks.throughput.runners import (
     AlgoRunner,
     NaiveRunner,
     ReferenceRunner,
-    RemoteRow,
     Runner,
     scan_inner,
 )
@@ -95,12 +94,37 @@ def _build_rows(
   return rows, skipped
 
 
+def row_devices(name: str) -> int:
+  """The devices of a row by its name: ``<row>@N`` on N, any other on one."""
+  return int(name.rpartition("@")[2]) if "@" in name else 1
+
+
+def _equal_devices(rows: list[dict]) -> None:
+  """Marks each row's devices and its reference's; on N devices also each
+  row's ratio to the one-device ``reference`` row of the same process (the
+  quotient of the two rows' per-repeat ratios to ``reference@N``)."""
+  one = next((r for r in rows if r["name"] == "reference" and "ratio" in r), None)
+  for r in rows:
+    r["devices"] = row_devices(r["name"])
+    if "ratio" not in r:
+      continue
+    r["reference_devices"] = row_devices(r["reference"])
+    r["equal_devices"] = r["devices"] == r["reference_devices"]
+    if one is not None and r is not one:
+      r["ratio_vs_one_device"] = median(a / b for a, b in zip(r["ratios"], one["ratios"]))
+
+
 def measure_rows(
     plan: Plan, devices: int, with_naive: bool, with_torch: bool = False
 ) -> tuple[dict, dict]:
   """The reference and the algorithm rows, K workers on ``devices`` devices;
   ``with_torch``: the PyTorch rows too (``pytorch.start``: a child process, timed
   unit by unit from here), when torch is installed.
+
+  Every row is bracketed by the reference on the same devices: on one device
+  the one-model ``reference``; on ``devices > 1`` the ``reference@N`` that splits
+  the global batch data-parallel over them, with the one-device ``reference`` as
+  a row of its own (what splitting the reference gains).
 
   Returns the result and the live runners (reused by the hot-path checks)."""
   base = algorithm_config(plan, "diloco", num_devices=devices)
@@ -110,8 +134,10 @@ def measure_rows(
   model = build_model(base)
   data = synthetic_data(base)
   mesh = replicas.make_mesh(plan.num_workers, devices)
-  reference = warm_up(_shorten(ReferenceRunner(base, model, data), steps))
+  reference = warm_up(_shorten(ReferenceRunner(base, model, data, devices), steps))
   rows, skipped = _build_rows(plan, devices, with_naive, steps, data, mesh)
+  if devices > 1:
+    rows.insert(0, warm_up(_shorten(ReferenceRunner(base, model, data), steps)))
   remote, torch_info, served = [], None, None
   if with_torch and pytorch.wanted(plan):
     remote, torch_info, served = pytorch.start(plan, base, model, steps)
@@ -151,6 +177,7 @@ def measure_rows(
       compiles={},
       pytorch=torch_info,
   )
+  _equal_devices(result["rows"])
   check_hs = tuple(h for h in (2, 1, 3) if h <= steps)  # H changes every round
   for runner in [reference] + rows:
     result["compiles"][runner.name] = compile_check(runner, check_hs)
@@ -159,31 +186,6 @@ def measure_rows(
   if devices == 1 and "diloco" in live:
     _shared[_sweep_key(base)] = (reference, live["diloco"])
   return result, live
-
-
-def versus_reference(plan: Plan, reference: Runner, served, block: dict) -> dict:
-  """The rows of a served child process (``block``: the result it measured
-  against its own reference), each unit bracketed again by this process's
-  one-device ``reference``. Returns ``{rows, reference}`` summaries."""
-  steps = block["steps_per_unit"]
-  tokens_per_step = block["num_workers"] * block["batch_per_worker"] * block["seq_len"]
-  rows = [
-      RemoteRow(
-          r["name"],
-          served,
-          r["h"],
-          tokens_per_step,
-          block["flops_per_token"],
-          r["compile_seconds"],
-      )
-      for r in block["rows"]
-      if r["name"] != "reference"
-  ]
-  timing = bracketed(reference, rows, steps, plan.repeats)
-  return dict(
-      rows=[summarize(r, timing[r.name], steps) for r in rows],
-      reference=summarize(reference, timing[reference.name], steps),
-  )
 
 
 def _stage_uint8(batch_KxnxBxL1: np.ndarray, chunk: int, mesh) -> jax.Array:

@@ -136,9 +136,8 @@ class AlgoRunner(Runner):
 
 class RemoteRow:
   """A row timed in another process, one unit per command
-  (``benchmarks/unit_server.py``): the shard_map rows of the simulated-devices
-  child, the PyTorch rows. Bracketed here like any row; its compile counts and
-  its own process's measurements come from that process."""
+  (``benchmarks/unit_server.py``): the PyTorch rows. Bracketed here like any
+  row; its own process's measurements come from that process."""
 
   donation_warnings: tuple = ()
 
@@ -190,15 +189,26 @@ def _reference_loop(loss_fn: Callable, tx: optax.GradientTransformation) -> Call
 class ReferenceRunner(Runner):
   """One model, the inner optimizer, global batch ``K × B``: the inner loop's
   structure (``while_loop`` with a traced count over the same staged buffer,
-  the loss summed on device, one host read per round) without the replica axis."""
+  the loss summed on device, one host read per round) without the replica axis.
 
-  def __init__(self, config: Any, model: Model, data):
-    super().__init__("reference", config, model, data)
-    self.mesh = replicas.make_mesh(config.num_workers, 1)
+  On ``devices > 1`` devices (row ``reference@N``) the global batch is split
+  data-parallel over them: the workers' batches staged on a mesh of that many
+  devices, the carry replicated on it, GSPMD partitions the step (gradients
+  all-reduced). It is the reference of the ``<algorithm>@N`` rows: the same
+  devices, without the replica axis."""
+
+  def __init__(self, config: Any, model: Model, data, devices: int = 1):
+    name = "reference" if devices == 1 else f"reference@{devices}"
+    super().__init__(name, config, model, data)
+    self.devices = devices
+    self.mesh = replicas.make_mesh(config.num_workers, devices)
     self.chunk = rounds.chunk_size(config.chunk_steps, self.h)
     tx = inner.optimizer(config.inner, inner.schedule(config.inner, config.total_steps))
     self.run = _reference_loop(model.loss_fn, tx)
-    carry = RefCarry(model.params, tx.init(model.params), jnp.zeros((), jnp.float32))
+    # A copy of the shared parameters, as in ``AlgoRunner`` (donation on a
+    # multi-device mesh would delete the cached ones).
+    params = jax.tree.map(lambda x: x.copy(), model.params)
+    carry = RefCarry(params, tx.init(params), jnp.zeros((), jnp.float32))
     self.carry = jax.device_put(
         carry, NamedSharding(self.mesh, replicas.REPLICATED), may_alias=False
     )

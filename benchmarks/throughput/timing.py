@@ -75,8 +75,15 @@ def bracketed(
   row's own H). A row's ratio uses the mean of its two
   neighbouring reference units; odd repeats reverse the row order; ``peak`` (a
   matmul rate) is measured once per repeat and paired with that repeat's units.
-  Returns ``{name: {seconds, ratio, peak}}`` (lists over units)."""
-  out = {r.name: dict(seconds=[], ratio=[], peak=[]) for r in [reference] + rows}
+  Returns ``{name: {seconds, ratio, peak, reference_tokens_per_sec}}`` (lists
+  over units; the last: the mean rate of the two reference units around each
+  of the row's) and ``reference``, the reference's name, in each row's dict."""
+  out = {
+      r.name: dict(seconds=[], ratio=[], peak=[], reference_tokens_per_sec=[])
+      for r in [reference] + rows
+  }
+  for row in rows:
+    out[row.name]["reference"] = reference.name
   for rep in range(repeats):
     p = peak() if peak else float("nan")
     order = rows if rep % 2 == 0 else rows[::-1]
@@ -88,9 +95,10 @@ def bracketed(
       t_after = timed(lambda: reference.unit(steps, round_h))
       out[reference.name]["seconds"].append(t_after)
       out[reference.name]["peak"].append(p)
-      ref_rate = reference.tokens_per_step / ((t_before + t_after) / 2)
+      ref_rate = reference.tokens_per_step * steps / ((t_before + t_after) / 2)
       out[row.name]["seconds"].append(t)
-      out[row.name]["ratio"].append((row.tokens_per_step / t) / ref_rate)
+      out[row.name]["ratio"].append((row.tokens_per_step * steps / t) / ref_rate)
+      out[row.name]["reference_tokens_per_sec"].append(ref_rate)
       out[row.name]["peak"].append(p)
       t_before = t_after
   return out
@@ -112,6 +120,8 @@ def summarize(runner: Runner, timing: dict, steps: int, round_h: int = 0) -> dic
   )
   if timing["ratio"]:
     row.update(
+        reference=timing["reference"],
+        reference_tokens_per_sec=median(timing["reference_tokens_per_sec"]),
         ratio=median(timing["ratio"]),
         ratios=timing["ratio"],
         ratio_min=min(timing["ratio"]),

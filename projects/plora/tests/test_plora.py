@@ -22,8 +22,8 @@ import optax
 import pytest
 
 from autoloco_jax import data as data_lib, inner, model
-from autoloco_jax.projects import plora
-from autoloco_jax.projects.plora import lora
+from projects import plora
+from projects.plora import lora
 from tests.helpers import assert_trees_close, host_params
 
 MODEL = dict(

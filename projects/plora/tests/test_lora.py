@@ -17,7 +17,7 @@ import optax
 import pytest
 
 from autoloco_jax import inner, model
-from autoloco_jax.projects.plora import lora
+from projects.plora import lora
 from tests.helpers import assert_trees_close, host_params
 
 MODEL = dict(

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Sequence
 
-from autoloco_jax.projects.plora.costs import CostModel, MemoryModel
-from autoloco_jax.projects.plora.jobs import LoraConfig, _check_configs, union_targets
+from projects.plora.costs import CostModel, MemoryModel
+from projects.plora.jobs import LoraConfig, _check_configs, union_targets
 
 MIXED_RANKS = ("pad", "group")
 _MIB = 2.0**20

@@ -19,8 +19,10 @@ Modules, each with its own part of the story:
 * :mod:`planner`: the packing that fits the budget with the least makespan
   (:func:`plan`; :func:`fixed_plan`, :func:`sequential_plan` for baselines).
 
-Use as ``from autoloco_jax.projects import plora`` and ``plora.plan(...)``,
-``plora.run_plan(...)``; the adapters are ``plora.lora``.
+Use as ``from projects import plora`` and ``plora.plan(...)``,
+``plora.run_plan(...)``; the adapters are ``plora.lora``. The experiment that
+compares a packed sweep with one job after another is :mod:`projects.plora.sweep`
+(its config ``projects/plora/config.py``, its tables :mod:`projects.plora.report`).
 
 References:
   Yan et al., PLoRA: Efficient LoRA Hyperparameter Tuning for Large Models,
@@ -30,22 +32,22 @@ References:
 
 # ``replicas`` is re-exported: callers build a group's mesh as ``plora.replicas.make_mesh``.
 from autoloco_jax import replicas
-from autoloco_jax.projects.plora import costs, jobs, lora, packed, planner
-from autoloco_jax.projects.plora.costs import (
+from projects.plora import costs, jobs, lora, packed, planner
+from projects.plora.costs import (
     CostModel,
     MemoryModel,
     measure_cost_model,
     time_group_step,
     time_groups,
 )
-from autoloco_jax.projects.plora.jobs import (
+from projects.plora.jobs import (
     OPT_FIELDS,
     LoraConfig,
     _check_configs,
     adapter_optimizer,
     union_targets,
 )
-from autoloco_jax.projects.plora.packed import (
+from projects.plora.packed import (
     Group,
     GroupResult,
     GroupState,
@@ -57,7 +59,7 @@ from autoloco_jax.projects.plora.packed import (
     run_group,
     run_plan,
 )
-from autoloco_jax.projects.plora.planner import (
+from projects.plora.planner import (
     MIXED_RANKS,
     Plan,
     PlannedGroup,

@@ -33,8 +33,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from autoloco_jax import inner, model as model_lib, replicas, rounds
-from autoloco_jax.projects.plora import lora
-from autoloco_jax.projects.plora.jobs import (
+from projects.plora import lora
+from projects.plora.jobs import (
     LoraConfig,
     _check_configs,
     _opt_key,
@@ -43,7 +43,7 @@ from autoloco_jax.projects.plora.jobs import (
 )
 
 if TYPE_CHECKING:
-  from autoloco_jax.projects.plora.planner import Plan
+  from projects.plora.planner import Plan
 
 # ----------------------------------------------------------------------------
 # A group: N adapters as one jitted program on the mesh.
@@ -311,6 +311,48 @@ class GroupResult(NamedTuple):
   tokens: int
 
 
+def _check_run(
+    configs: Sequence[LoraConfig],
+    streams: Mapping[str, Any],
+    chunk_steps: int,
+    total_steps: int,
+    batch_size: int,
+) -> None:
+  """Every job has a data stream and the step counts are positive."""
+  missing = [c.name for c in configs if c.name not in streams]
+  if missing:
+    raise ValueError(f"no data stream for configs {missing}")
+  if chunk_steps < 1 or total_steps < 1 or batch_size < 1:
+    raise ValueError(
+        "chunk_steps, total_steps and batch_size must be >= 1, got "
+        f"{chunk_steps}, {total_steps}, {batch_size}"
+    )
+
+
+def _reader(
+    configs: Sequence[LoraConfig],
+    streams: Mapping[str, Any],
+    num_slots: int,
+    batch_size: int,
+) -> Callable[[int], np.ndarray]:
+  """``read(num_steps)``: the next batches of every job, each from its own stream
+  (read from position 0); filler slots read zeros."""
+  positions = {c.name: np.zeros(1, np.int64) for c in configs}
+
+  def read(num_steps: int) -> np.ndarray:
+    rows = []
+    for c in configs:
+      tokens_1xHxBxL1, positions[c.name] = streams[c.name].train_batches(
+          positions[c.name], num_steps, batch_size
+      )
+      rows.append(tokens_1xHxBxL1[0])
+    tokens_NxHxBxL1 = np.zeros((num_slots, num_steps) + rows[0].shape[1:], np.int32)
+    tokens_NxHxBxL1[: len(rows)] = np.stack(rows)
+    return tokens_NxHxBxL1
+
+  return read
+
+
 def run_group(
     apply: Callable,
     base_params: Any,
@@ -340,14 +382,7 @@ def run_group(
   """
   t0 = time.perf_counter()
   configs = _check_configs(configs)
-  missing = [c.name for c in configs if c.name not in streams]
-  if missing:
-    raise ValueError(f"no data stream for configs {missing}")
-  if chunk_steps < 1 or total_steps < 1 or batch_size < 1:
-    raise ValueError(
-        "chunk_steps, total_steps and batch_size must be >= 1, got "
-        f"{chunk_steps}, {total_steps}, {batch_size}"
-    )
+  _check_run(configs, streams, chunk_steps, total_steps, batch_size)
   num_slots = -(-len(configs) // num_devices) * num_devices
   mesh = replicas.make_mesh(num_slots, num_devices)
   group = make_group(
@@ -364,19 +399,7 @@ def run_group(
   base = place_base(base_params, mesh)
   state = group.init_state()
   chunk = rounds.chunk_size(chunk_steps, total_steps)
-  positions = {c.name: np.zeros(1, np.int64) for c in configs}
-
-  def read_next(num_steps: int) -> np.ndarray:
-    """The next ``num_steps`` batches of every job; filler slots read zeros."""
-    rows = []
-    for c in configs:
-      tokens_1xHxBxL1, positions[c.name] = streams[c.name].train_batches(
-          positions[c.name], num_steps, batch_size
-      )
-      rows.append(tokens_1xHxBxL1[0])
-    tokens_NxHxBxL1 = np.zeros((num_slots, num_steps) + rows[0].shape[1:], np.int32)
-    tokens_NxHxBxL1[: len(rows)] = np.stack(rows)
-    return tokens_NxHxBxL1
+  read_next = _reader(configs, streams, num_slots, batch_size)
 
   # The first chunk is read before the clock starts; it compiles the program
   # and is the first one trained on.

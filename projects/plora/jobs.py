@@ -18,7 +18,7 @@ import jax
 import optax
 
 from autoloco_jax import inner
-from autoloco_jax.projects.plora import lora
+from projects.plora import lora
 
 # ----------------------------------------------------------------------------
 # Configs.

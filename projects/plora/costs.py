@@ -24,9 +24,9 @@ import jax
 import numpy as np
 
 from autoloco_jax import model as model_lib, replicas
-from autoloco_jax.projects.plora import lora
-from autoloco_jax.projects.plora.jobs import LoraConfig
-from autoloco_jax.projects.plora.packed import make_group, place_base
+from projects.plora import lora
+from projects.plora.jobs import LoraConfig
+from projects.plora.packed import make_group, place_base
 
 # ----------------------------------------------------------------------------
 # Memory and cost models.

@@ -1,0 +1,80 @@
+"""Every command that a benchmark's docstring shows runs, at its smallest size.
+
+The throughput benchmark (``--quick``, ``--render_only``), ``xla_options
+--quick`` and ``device_check.sh --dry_run`` have their own test files; this one
+runs the rest as a user would, each on a ``:tiny`` config, and checks the JSON
+it writes."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = "configs/diloco.py:tiny"
+
+
+def _every_core(result: dict) -> bool:
+  """Both modes ran as real runs, each with a summary (this replaces the
+  per-mode runs ``tests/test_every_core.py`` used to start itself)."""
+  modes = {r["mode"] for r in result["runs"]}
+  positive = all(r["tokens_per_sec"] > 0 and r["wall_time"] > 0 for r in result["runs"])
+  return (
+      modes == {"default", "one_device"} and positive and "tokens_per_sec_ratio" in result
+  )
+
+
+#: (module, its arguments at the smallest size, a check of the JSON it writes).
+COMMANDS = [
+    (
+        "benchmarks.memory",
+        ["--config", TINY, "--num_workers", "2"],
+        lambda r: r["state_fields"] and r["num_workers"] == 2,
+    ),
+    (
+        "benchmarks.memory",
+        ["--search", "--max_bytes", "1GiB", "--k_range", "1,2", "--search_configs", TINY],
+        lambda r: r["results"][TINY]["largest_k"] == 2,
+    ),
+    (
+        "benchmarks.aot",
+        ["--config", "configs/autoloco.py:tiny"],
+        lambda r: r["inner"]["argument_bytes"] > 0,
+    ),
+    (
+        "benchmarks.every_core",
+        ["--config", TINY, "--total_steps", "4", "--repeats", "1"],
+        _every_core,
+    ),
+    (
+        "benchmarks.host_wait",
+        ["--config", TINY, "--total_steps", "4", "--repeats", "1"],
+        bool,
+    ),
+    ("benchmarks.checkpoint_cost", ["--config", TINY, "--repeats", "1"], bool),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "module, args, check",
+    COMMANDS,
+    ids=[f"{m}{' ' + a[0] if a[0] == '--search' else ''}" for m, a, _ in COMMANDS],
+)
+def test_docstring_command_runs_at_its_smallest_size(module, args, check, tmp_path):
+  out = tmp_path / "out.json"
+  env = dict(os.environ)
+  env.pop("XLA_FLAGS", None)  # one CPU device, as a user's shell has
+  proc = subprocess.run(
+      [sys.executable, "-m", module, *args, f"--out={out}"],
+      cwd=ROOT,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=600,
+  )
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+  result = json.loads(out.read_text())
+  assert check(result), result
