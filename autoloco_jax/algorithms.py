@@ -128,11 +128,13 @@ class Setup:
         h=int(config.interval.h),
     )
 
-  def inner_loop(self, *, sync_grads: bool = False) -> Callable:
+  def inner_loop(self) -> Callable:
     """The per-device inner loop (:func:`inner.make_inner_loop`)."""
-    return inner.make_inner_loop(
-        self.loss_fn, self.inner_tx, self.lr_schedule, sync_grads=sync_grads
-    )
+    return inner.make_inner_loop(self.loss_fn, self.inner_tx, self.lr_schedule)
+
+  def synced_loop(self) -> Callable:
+    """DDP's per-device inner loop on one model (:func:`inner.make_synced_loop`)."""
+    return inner.make_synced_loop(self.loss_fn, self.inner_tx, self.lr_schedule)
 
   def init_workers(self, params: Any) -> tuple[Any, Any]:
     """``(params_K, inner_opt_K)``: K copies of ``params`` and their fresh
@@ -167,6 +169,15 @@ def jit_inner(
     return state._replace(
         params_K=params_K, inner_opt_K=opt_K, acc=acc, step=state.step + num_steps
     )
+
+  return jit_inner_block(block, mesh)
+
+
+def jit_inner_block(block: Callable, mesh: Mesh) -> Callable:
+  """Wraps a per-device ``block(state, tokens_KxCxBxL1, num_steps) -> state``
+  (which advances ``state.step`` itself) as the jitted, donating inner step over
+  the whole mesh; :func:`jit_inner` for algorithms whose state is not
+  ``params_K`` and ``inner_opt_K`` (DDP)."""
 
   @functools.partial(jax.jit, donate_argnums=0)
   def inner_fn(state: TrainState, tokens_KxCxBxL1, num_steps):

@@ -1,27 +1,47 @@
 """DDP: the fully synchronous baseline on the same replica axis.
 
-Every inner step all-reduces the gradients (mean over the K workers) and every
-worker applies the same AdamW step, so all workers hold identical parameters and
-optimizer states: one model trained on the global batch ``K × B``. It pays one
+Every inner step all-reduces the gradients (mean over the K workers) and applies
+one AdamW step: one model trained on the global batch ``K × B``. It pays one
 all-reduce of the parameter size per step and is the quality ceiling the
 low-communication methods are measured against (``docs/algorithms.md`` §1).
 
+Since the workers always agree, the parameters and their AdamW state exist once
+per device (:class:`DDPState`, replicated over the mesh), as DiLoCo's global
+parameters do; only the round's per-worker statistics carry the replica axis,
+and ``TrainState.params_K`` and ``inner_opt_K`` are ``None``. Within one inner
+call each device steps its block of workers' copies as before
+(:func:`inner.make_synced_loop` says why).
+
 A DDP "round" is only a chunk of ``config.interval.h`` steps between two
-metric reads; its sync exchanges nothing beyond what the steps already did, and
-DDP has no state of its own between rounds (``TrainState.outer`` is ``None``).
+metric reads; its sync exchanges nothing beyond what the steps already did.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
 from autoloco_jax import comm, exchange, inner, replicas
 from autoloco_jax import state as state_lib, streaming
-from autoloco_jax.algorithms import Algorithm, Setup, jit_inner, jit_sync
+from autoloco_jax.algorithms import Algorithm, Setup, jit_inner_block, jit_sync
+
+
+class DDPState(NamedTuple):
+  """DDP's one model, one copy per device (replicated).
+
+  Attributes:
+    params: the parameters ``θ_s``.
+    opt: their inner optimizer state (clipping and AdamW moments).
+  """
+
+  params: Any
+  opt: Any
+
+  def specs(self) -> "DDPState":
+    return DDPState(params=replicas.REPLICATED, opt=replicas.REPLICATED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +66,19 @@ class DDP:
     k = setup.num_workers
 
     def init_state(params) -> state_lib.TrainState:
-      params_K, inner_opt_K = setup.init_workers(params)
-      return state_lib.init(params_K, inner_opt_K, None, k)
+      model = DDPState(params=params, opt=setup.inner_tx.init(params))
+      return state_lib.init(None, None, model, k)
+
+    loop = setup.synced_loop()
+
+    def inner_block(state: state_lib.TrainState, tokens_KxCxBxL1, num_steps):
+      model = state.outer
+      params, opt, acc = loop(
+          model.params, model.opt, state.acc, tokens_KxCxBxL1, num_steps, state.step
+      )
+      return state._replace(
+          outer=DDPState(params, opt), acc=acc, step=state.step + num_steps
+      )
 
     def sync_block(state: state_lib.TrainState, present_K):
       del present_K  # DDP does not support faults
@@ -55,7 +86,7 @@ class DDP:
       metrics.update(
           round=state.round,
           next_h=jnp.asarray(self.h, jnp.int32),
-          param_norm=jnp.sqrt(replicas.worker_mean(replicas.sq_norm_K(state.params_K))),
+          param_norm=jnp.sqrt(replicas.sq_norm(state.outer.params)),
       )
       return state._replace(acc=inner.reset(state.acc), round=state.round + 1), metrics
 
@@ -65,8 +96,9 @@ class DDP:
     return Algorithm(
         name=self.name,
         init_state=init_state,
-        inner=jit_inner(setup.inner_loop(sync_grads=True), setup.mesh),
+        inner=jit_inner_block(inner_block, setup.mesh),
         sync=jit_sync(sync_block, setup.mesh),
+        eval_params=lambda state: {"": state.outer.params},
         comm_pattern=comm_pattern,
         h_max=self.h,
         planned_h=lambda round_index: self.h,

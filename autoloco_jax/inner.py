@@ -9,7 +9,8 @@ reads them (no host round-trip inside a round).
 Inner optimizer (DiLoCo, arXiv 2311.08105, section 2): global-norm gradient
 clipping, then AdamW with decoupled weight decay on matrices only, under a linear
 warmup + cosine schedule ``η(s)`` indexed by the global inner step ``s``. Its
-state is per worker and persists across rounds; it is never averaged.
+state is per worker and persists across rounds; it is never averaged (DDP's
+workers share one model and its state, :func:`make_synced_loop`).
 """
 
 from __future__ import annotations
@@ -141,7 +142,9 @@ def make_inner_loop(
     tx: the inner optimizer (applied per worker with ``vmap``).
     lr_schedule: ``η(s)``; must be the schedule inside ``tx`` so ``S_t`` is the
       sum of the learning rates actually applied.
-    sync_grads: average gradients over all workers before every update (DDP).
+    sync_grads: average gradients over all workers before every update (DDP);
+      the block's parameters and optimizer states are then identical copies,
+      the same on every device (replicated, not per-worker values).
 
   Returns:
     ``run(params_K, opt_K, acc, tokens_KxCxBxL1, num_steps, step0, steps_K=None)
@@ -162,7 +165,12 @@ def make_inner_loop(
 
   def step(i, params_K, opt_K, acc, tokens_KxCxBxL1, step0, steps_K):
     tokens_KxBxL1 = lax.dynamic_index_in_dim(tokens_KxCxBxL1, i, 1, keepdims=False)
-    loss_K, grads_K = grad_fn(params_K, tokens_KxBxL1)
+    # Each worker differentiates its own device-varying copy: the gradient of
+    # a replicated value would be summed over the devices.
+    own_K = (
+        lax.pcast(params_K, replicas.REPLICA, to="varying") if sync_grads else params_K
+    )
+    loss_K, grads_K = grad_fn(own_K, tokens_KxBxL1)
     grad_norm_K = jax.vmap(optax.tree.norm)(grads_K)
     if sync_grads:
       grads_K = replicas.broadcast_block(replicas.worker_mean(grads_K), grads_K)
@@ -209,5 +217,43 @@ def make_inner_loop(
         (jnp.zeros((), jnp.int32), params_K, opt_K, acc),
     )
     return params_K, opt_K, acc
+
+  return run
+
+
+def make_synced_loop(
+    loss_fn: Callable, tx: optax.GradientTransformation, lr_schedule: optax.Schedule
+) -> Callable:
+  """Builds DDP's per-device inner loop on one model (one copy per device).
+
+  Every step computes each local worker's loss and gradient on its own batch,
+  averages the gradients over all K workers (one all-reduce) and applies ``tx``:
+
+  .. math:: θ_{s+1} = θ_s + \\mathrm{tx}\\Big(\\frac{1}{K}\\sum_k ∇ℓ(θ_s; x_{s,k})\\Big)
+
+  For the length of one call the loop carries the block's ``K / D`` identical
+  copies and runs :func:`make_inner_loop`'s step on them unchanged, so DDP
+  stays bit for bit what it was with K stored copies: XLA CPU compiles the
+  fused AdamW update of one copy to code that rounds a few elements one unit
+  in the last place away from the update of a block. Between calls, and in
+  checkpoints, the model exists once per device.
+
+  Args: as :func:`make_inner_loop`.
+
+  Returns:
+    ``run(params, opt, acc, tokens_KxCxBxL1, num_steps, step0) -> (params,
+    opt, acc)``: as :func:`make_inner_loop`'s, with one replicated ``params``
+    and ``opt`` instead of a block of them; ``acc`` keeps each worker's loss
+    and gradient norm. Must be called inside :func:`replicas.map_workers`.
+  """
+  block_run = make_inner_loop(loss_fn, tx, lr_schedule, sync_grads=True)
+
+  def run(params, opt, acc, tokens_KxCxBxL1, num_steps, step0):
+    copies = lambda tree: replicas.broadcast_block(tree, tokens_KxCxBxL1)
+    params_K, opt_K, acc = block_run(
+        copies(params), copies(opt), acc, tokens_KxCxBxL1, num_steps, step0
+    )
+    params, opt = jax.tree.map(lambda x: x[0], (params_K, opt_K))
+    return params, opt, acc
 
   return run

@@ -18,11 +18,14 @@ class TrainState(NamedTuple):
   mesh's ``replica`` axis; the rest is replicated.
 
   Attributes:
-    params_K: fast weights ``θ_{t,k}``, the parameters the inner steps move.
-    inner_opt_K: inner optimizer state (AdamW moments), local to each worker.
+    params_K: fast weights ``θ_{t,k}``, the parameters the inner steps move;
+      ``None`` for DDP, whose workers always agree: its one model is ``outer``.
+    inner_opt_K: inner optimizer state (AdamW moments), local to each worker;
+      ``None`` for DDP.
     outer: the algorithm's own state between rounds, a NamedTuple with a
       ``specs()`` method (``diloco.DiLoCoState``, ``noloco.NoLoCoState``,
-      ``gasloc.GASLoCState``); ``None`` for DDP, which has none.
+      ``gasloc.GASLoCState``; ``ddp.DDPState``: the parameters and their AdamW
+      state, one copy per device).
     acc: statistics of the current round (:class:`RoundAcc`).
     step: global inner step ``s`` (number of inner steps taken so far).
     round: number of completed syncs ``t``.
@@ -38,9 +41,10 @@ class TrainState(NamedTuple):
   def specs(self) -> "TrainState":
     """Partition specs (a prefix tree) matching this state's layout."""
     w, r = replicas.WORKERS, replicas.REPLICATED
+    on = lambda field, spec: None if field is None else spec
     return TrainState(
-        params_K=w,
-        inner_opt_K=w,
+        params_K=on(self.params_K, w),
+        inner_opt_K=on(self.inner_opt_K, w),
         outer=None if self.outer is None else self.outer.specs(),
         acc=RoundAcc.specs(),
         step=r,

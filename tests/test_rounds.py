@@ -25,7 +25,6 @@ from tests.helpers import (
     tokens,
     toy_loss,
     toy_params,
-    worker0,
 )
 
 
@@ -124,10 +123,9 @@ def test_ddp_equals_adamw_on_the_global_batch():
     grads = jax.grad(toy_loss)(params, global_batch)
     updates, opt = tx.update(grads, opt, params)
     params = optax.apply_updates(params, updates)
-  assert_trees_close(worker0(state.params_K), params)
-  # All workers hold the same model.
-  p = jax.device_get(state.params_K)
-  jax.tree.map(lambda x: np.testing.assert_array_equal(x[0], x[1]), p)
+  assert_trees_close(jax.device_get(state.outer.params), params)
+  # All workers hold the same model: there is one copy of it.
+  assert state.params_K is None and state.inner_opt_K is None
 
 
 def test_mesh_errors():
@@ -144,6 +142,35 @@ def test_unknown_algorithm():
   cfg.algorithm = "fedavg"
   with pytest.raises(ValueError, match="unknown algorithm 'fedavg'"):
     algorithms.make(cfg, toy_loss, replicas.make_mesh(4, 1))
+
+
+def test_ddp_model_is_one_copy_per_device():
+  # DDP's parameters and AdamW moments exist once per device, not K times.
+  K, D = 8, 2
+  mesh = replicas.make_mesh(K, D)
+  algo = algorithms.make(config("ddp", K=K), toy_loss, mesh)
+  state = state_lib.place(algo.init_state(toy_params()), mesh)
+  state, _ = algo.sync(
+      algo.inner(state, replicas.put_workers(tokens(K, 3), mesh), np.int32(3)),
+      everyone(K, mesh),
+  )
+  params = toy_params()
+  param_bytes = sum(x.nbytes for x in jax.tree.leaves(params))
+  device = mesh.devices.flat[0]
+  on_device = lambda tree: sum(
+      s.data.nbytes
+      for x in jax.tree.leaves(tree)
+      for s in x.addressable_shards
+      if s.device == device
+  )
+  chex.assert_trees_all_equal_shapes(state.outer.params, params)
+  assert on_device(state.outer.params) == param_bytes
+  cfg = config("ddp", K=K)
+  opt = inner.optimizer(cfg.inner, inner.schedule(cfg.inner, cfg.total_steps))
+  assert on_device(state.outer.opt) == sum(  # μ, ν and the step count
+      x.nbytes for x in jax.tree.leaves(opt.init(params))
+  )
+  assert state.params_K is None and state.inner_opt_K is None
 
 
 @pytest.mark.parametrize("name", ["diloco", "autoloco"])
