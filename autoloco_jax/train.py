@@ -297,7 +297,12 @@ def _dispatch_round(
   K = config.num_workers
   round_index, h = host.rounds, min(host.next_h, config.total_steps - host.step)
   if round_index == config.faults.nan_at_round:
-    state = state._replace(params_K=_poison(state.params_K))
+    if state.params_K is None:  # DDP: its one model is state.outer
+      state = state._replace(
+          outer=state.outer._replace(params=_poison(state.outer.params))
+      )
+    else:
+      state = state._replace(params_K=_poison(state.params_K))
   present = (
       faults.present_workers(config.faults, K, round_index, config.seed)
       if faults.enabled(config.faults)

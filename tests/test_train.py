@@ -11,6 +11,7 @@ import pytest
 
 from autoloco_jax import checkpoint, comm, train
 from configs import autoloco as autoloco_config
+from configs import ddp as ddp_config
 from tests.helpers import ROOT, rounds, tiny
 
 
@@ -293,3 +294,13 @@ def test_nan_between_checkpoints_stops_one_round_later_unsaved(tmp_path):
     train.train_and_evaluate(cfg, str(tmp_path))
   assert max(checkpoint.Checkpointer(str(tmp_path)).steps()) == 10
   assert [r["round"] for r in rounds(tmp_path)] == [1, 2]
+
+
+@pytest.mark.slow
+def test_an_injected_nan_stops_ddp_too(tmp_path):
+  """DDP keeps one model per device (``state.outer``, no ``params_K``): the
+  injected NaN poisons it, and the run stops naming the round."""
+  cfg = tiny(ddp_config, total_steps=20, **{"network.step_time": 0.01})
+  cfg.faults.nan_at_round = 1
+  with pytest.raises(FloatingPointError, match="is nan in round 2"):
+    train.train_and_evaluate(cfg, str(tmp_path))
