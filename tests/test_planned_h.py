@@ -2,11 +2,13 @@
 controllers (``algo.planned_h``) is what the sync returns, computed by the same
 functions (``intervals``' ``plan``, ``streaming.StreamedSync.round_length``)."""
 
+import jax
 import numpy as np
 import pytest
 
-from autoloco_jax import intervals, replicas
-from tests.helpers import config, run_rounds
+from autoloco_jax import algorithms, intervals, replicas
+from autoloco_jax import rounds as rounds_lib, state as state_lib
+from tests.helpers import config, tokens, toy_loss, toy_params
 
 K = 2
 
@@ -36,24 +38,35 @@ def _config(case):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_host_plans_the_h_the_sync_returns(case):
+  """Rounds of the planned lengths, one after another: each sync's ``next_h``
+  is what the host planned for it."""
   cfg = _config(case)
   mesh = replicas.make_mesh(K, 1)
-  algo, _, _ = run_rounds(cfg, mesh, [1])
+  algo = algorithms.make(cfg, toy_loss, mesh)
   assert algo.planned_h is not None
-  # Drive rounds of the planned lengths: each sync's next_h is the plan.
-  hs = [algo.first_h or int(cfg.interval.h)]
+  state = state_lib.place(algo.init_state(toy_params()), mesh)
+  data, start = tokens(K, 64), 0
+  h, seen = algo.first_h or int(cfg.interval.h), []
+
+  def read(n):
+    nonlocal start
+    start += n
+    return data[:, start - n : start]
+
   for r in range(7):
-    hs.append(algo.planned_h(r))
-  _, _, metrics = run_rounds(cfg, mesh, hs[:-1])
-  assert [int(m["next_h"]) for m in metrics] == hs[1:]
-  assert len(set(hs)) >= (2 if "schedule" in case or "overlap" in case else 1)
+    state, metrics = rounds_lib.run_round(algo, state, read, h, algo.h_max, mesh)
+    planned = algo.planned_h(r)
+    assert int(jax.device_get(metrics["next_h"])) == planned, (case, r)
+    seen.append(h)
+    h = planned
+  assert len(set(seen)) >= (2 if "schedule" in case or "overlap" in case else 1)
 
 
 def test_adaptive_controllers_plan_nothing():
   cfg = config("autoloco", K=K, h=4)
   cfg.interval.controller = "loss_ratio"
   cfg.interval.h_min, cfg.interval.h_max = 2, 8
-  algo, _, _ = run_rounds(cfg, replicas.make_mesh(K, 1), [1])
+  algo = algorithms.make(cfg, toy_loss, replicas.make_mesh(K, 1))
   assert algo.planned_h is None
 
 
