@@ -47,6 +47,8 @@ class Algorithm:
     comm_pattern: ``(round_index, h) -> comm.RoundComm``, what a round computes
       and sends per worker, for the simulated clock.
     h_max: the longest round the algorithm can ask for (sizes the data buffer).
+    h_min: the shortest round its controller asks for (``rounds.round_steps``:
+      a run's remainder shorter than that joins the round before it).
     supports_faults: whether ``sync`` honours ``present_K`` (averages over the
       workers present); the trainer refuses injected faults otherwise.
     eval_params: optional jitted ``state -> {name: params}`` of the models to
@@ -69,6 +71,7 @@ class Algorithm:
   comm_pattern: Callable[[int, int], comm.RoundComm]
   h_max: int
   supports_faults: bool
+  h_min: int = 1
   eval_params: Callable[[TrainState], dict] | None = None
   first_h: int | None = None
   planned_h: Callable[[int], int] | None = None

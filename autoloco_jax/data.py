@@ -49,7 +49,7 @@ from typing import Any, Iterable, NamedTuple
 import filelock
 import numpy as np
 
-from autoloco_jax import sources, tokenizers
+from autoloco_jax import eval_sets, sources, tokenizers
 
 #: The byte tokenizer's vocabulary (`tokenizers.VOCAB_SIZE`), for callers that
 #: size a model before any data is built.
@@ -331,15 +331,14 @@ class WorkerData:
       vocab_size: int = VOCAB_SIZE,
       seq_len: int | None = None,
       train_starts: np.ndarray | None = None,
-      eval_starts: np.ndarray | None = None,
       bytes_per_token: float = 1.0,
+      eval_doc_starts: np.ndarray | None = None,
   ):
     """Use `build`. Takes packed rows `[N, L + 1]` (train and eval), or token
     streams with `seq_len` and row starts; `shards` index the training rows."""
     if train_starts is None:  # rows given as a [N, L + 1] array
       seq_len = train_tokens.shape[1] - 1
       train_starts = np.arange(len(train_tokens), dtype=np.int64) * (seq_len + 1)
-      eval_starts = np.arange(len(eval_tokens), dtype=np.int64) * (seq_len + 1)
       train_tokens, eval_tokens = train_tokens.reshape(-1), eval_tokens.reshape(-1)
     self.vocab_size = int(vocab_size)
     self.seq_len = int(seq_len)
@@ -348,7 +347,9 @@ class WorkerData:
     self.bytes_per_token = float(bytes_per_token)
     self._train_tokens, self._eval_tokens = train_tokens, eval_tokens
     self._train_starts = np.asarray(train_starts, np.int64)
-    self._eval_starts = np.asarray(eval_starts, np.int64)
+    self._eval_doc_starts = np.asarray(
+        [0] if eval_doc_starts is None else eval_doc_starts, np.int64
+    )
     self._shards = [np.asarray(shard, dtype=np.int64) for shard in shards]
     # Non-iid only: indices (into the training documents) each worker packed.
     self.worker_documents = worker_documents
@@ -367,8 +368,8 @@ class WorkerData:
 
   @property
   def num_eval_sequences(self) -> int:
-    """Number of validation sequences available to `eval_batches`."""
-    return len(self._eval_starts)
+    """Number of whole validation windows available to `eval_batches`."""
+    return len(eval_sets.window_starts(len(self._eval_tokens), self.seq_len))
 
   def init_positions(self) -> np.ndarray:
     """int64 [K] of zeros: no worker has consumed any sequence yet."""
@@ -432,25 +433,37 @@ class WorkerData:
     )
     return tokens_KxHxBxL1, positions_K.astype(np.int64) + count
 
-  def eval_batches(self, batch_size: int, num_batches: int) -> np.ndarray:
-    """The first num_batches * batch_size validation sequences, [N, B, L + 1].
+  @property
+  def num_eval_documents(self) -> int:
+    """Number of validation documents (``eval_sets.per_document``'s D)."""
+    return len(self._eval_doc_starts)
 
-    Always the same sequences, so evaluations are comparable across steps and runs.
-    """
-    needed = batch_size * num_batches
+  def eval_set(
+      self, batch_size: int, num_batches: int, max_tokens: int = 0
+  ) -> eval_sets.EvalSet:
+    """Validation batches, the same for every run: ``num_batches = 0``, the
+    whole split, every target once (cut to an evenly spread sample of
+    ``max_tokens`` targets when it is larger, ``max_tokens > 0``); else
+    ``num_batches`` batches of whole windows spread evenly over the split
+    (``autoloco_jax/eval_sets.py``)."""
+    if num_batches == 0:
+      return eval_sets.whole(
+          self._eval_tokens, self._eval_doc_starts, self.seq_len, batch_size,
+          self.bytes_per_token, max_tokens,
+      )
+    return eval_sets.spread(
+        self._eval_tokens, self._eval_doc_starts, self.seq_len, batch_size,
+        num_batches, self.bytes_per_token,
+    )
+
+  def eval_batches(self, batch_size: int, num_batches: int) -> np.ndarray:
+    """``num_batches * batch_size`` validation windows spread evenly over the
+    split, [N, B, L + 1] (``eval_set``'s tokens; every weight is 1)."""
     if batch_size < 1 or num_batches < 1:
       raise ValueError(
           f"batch_size and num_batches must be >= 1, got {batch_size} and {num_batches}"
       )
-    if needed > self.num_eval_sequences:
-      raise ValueError(
-          f"too little validation data: {num_batches} batches of {batch_size} need {needed} "
-          f"sequences, only {self.num_eval_sequences} available"
-      )
-    offsets = self._eval_starts[:needed, None] + np.arange(self.seq_len + 1)
-    return np.asarray(self._eval_tokens[offsets]).reshape(
-        num_batches, batch_size, self.seq_len + 1
-    )
+    return self.eval_set(batch_size, num_batches).tokens_NxBxL1
 
   def unigram_entropy(self) -> float:
     """Entropy (nats per token) of the unigram distribution of the validation tokens.
@@ -547,8 +560,8 @@ def build(data_cfg: DataSpec | Any, num_workers: int, seed: int) -> WorkerData:
         f"of {seq_len + 1} tokens; the smallest of {num_workers} worker shards has "
         f"{smallest}, fewer than one batch of {batch_size}"
     )
-  eval_starts = row_starts(0, len(validation.tokens_T), seq_len)
-  if len(eval_starts) == 0:
+  eval_windows = len(eval_sets.window_starts(len(validation.tokens_T), seq_len))
+  if eval_windows == 0:
     raise ValueError(
         f"too little validation data: {validation.num_bytes} bytes, "
         f"less than one sequence of {seq_len + 1} tokens"
@@ -572,7 +585,7 @@ def build(data_cfg: DataSpec | Any, num_workers: int, seed: int) -> WorkerData:
       "eval_bytes_per_token": bytes_per_token,
       "packed_sequences": len(starts),
       "train_sequences": int(sum(map(len, shards))),
-      "eval_sequences": len(eval_starts),
+      "eval_sequences": eval_windows,
   }
   return WorkerData(
       train.tokens_T,
@@ -584,6 +597,6 @@ def build(data_cfg: DataSpec | Any, num_workers: int, seed: int) -> WorkerData:
       vocab_size=tokenizer.vocab_size,
       seq_len=seq_len,
       train_starts=starts,
-      eval_starts=eval_starts,
       bytes_per_token=bytes_per_token,
+      eval_doc_starts=validation.doc_starts,
   )

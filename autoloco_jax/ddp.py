@@ -101,6 +101,7 @@ class DDP:
         eval_params=lambda state: {"": state.outer.params},
         comm_pattern=comm_pattern,
         h_max=self.h,
+        h_min=self.h,
         planned_h=lambda round_index: self.h,
         supports_faults=False,
     )

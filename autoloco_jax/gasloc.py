@@ -216,6 +216,7 @@ class GASLoC:
             topo, lambda h: np.minimum(steps_K, h), compression, shapes
         ),
         h_max=self.h,
+        h_min=self.h,
         planned_h=lambda round_index: self.h,
         supports_faults=False,
         eval_params=gossip.make_eval_params(setup.mesh),

@@ -360,6 +360,15 @@ def loss_fn(apply: Callable, params, tokens_BxL1: jax.Array) -> jax.Array:
   return optax.softmax_cross_entropy_with_integer_labels(logits_BxLxV, targets_BxL).mean()
 
 
+def token_losses(apply: Callable, params, tokens_BxL1: jax.Array) -> jax.Array:
+  """Next-token cross-entropy (nats) of every target, ``[B, L]``: ``loss_fn``
+  before its mean (the evaluation weights and sums them)."""
+  logits_BxLxV = apply(params, tokens_BxL1[:, :-1])
+  return optax.softmax_cross_entropy_with_integer_labels(
+      logits_BxLxV, tokens_BxL1[:, 1:]
+  )
+
+
 def param_count(params) -> int:
   """Total number of scalar parameters in a params pytree.
 

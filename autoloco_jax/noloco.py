@@ -167,6 +167,7 @@ class NoLoCo:
             topo, lambda h: np.full(k, h, np.int64), compression, shapes
         ),
         h_max=self.h,
+        h_min=self.h,
         planned_h=lambda round_index: self.h,
         supports_faults=False,
         eval_params=gossip.make_eval_params(setup.mesh),

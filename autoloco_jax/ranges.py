@@ -130,9 +130,16 @@ FIELDS = {
     "interval.shrink": OPEN_UNIT,
     "interval.ema": BELOW_ONE,
     "interval.hysteresis": NONNEGATIVE,
+    "interval.syncs": NATURAL,
+    "interval.ratio": POSITIVE,
+    "interval.split": UNIT,
     "eval.every_steps": COUNT,
     "eval.batch_size": COUNT,
-    "eval.num_batches": COUNT,
+    # 0 = the whole validation split.
+    "eval.num_batches": NATURAL,
+    "eval.final_num_batches": NATURAL,
+    # 0 = no cap.
+    "eval.max_tokens": NATURAL,
     "comm.bytes_per_param": POSITIVE,
     "stream.fragments": COUNT,
     "stream.tau": NATURAL,

@@ -37,6 +37,20 @@ def chunk_size(chunk_steps: int, h_max: int) -> int:
   return min(chunk_steps or DEFAULT_CHUNK, h_max)
 
 
+def round_steps(next_h: int, remaining: int, h_min: int) -> int:
+  """Inner steps of the next round: ``next_h``, or all ``remaining`` steps of
+  the run when fewer remain or when the rest after ``next_h`` would be a stub
+  round shorter than ``min(h_min, next_h)``, which then joins this one.
+
+  A stub round would cost a sync, and a full outer (momentum) step, for a
+  handful of inner steps right before the final evaluation. With a fixed
+  ``H`` (``h_min = H``) that divides the run, no round changes.
+  """
+  if remaining - next_h < min(h_min, next_h):
+    return remaining
+  return next_h
+
+
 def stage(batch_KxnxBxL1: np.ndarray, chunk: int, mesh: Mesh) -> jax.Array:
   """Pads ``n <= C`` batches to ``C`` and places them on the mesh (workers split
   over devices), in the batch's own dtype (uint8 tokens move a quarter of the

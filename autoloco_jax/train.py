@@ -205,7 +205,8 @@ class _Loop(NamedTuple):
   clock: comm.SimClock
   also: dict
   evaluate: Any
-  eval_tokens: Any
+  evaluate_tokens: Any
+  eval_batches: evaluation.EvalBatches
   writer: metrics_lib.Writer | None
   t_start: float
   start_step: int
@@ -295,7 +296,8 @@ def _dispatch_round(
   gives it)."""
   config, run = loop.config, loop.run
   K = config.num_workers
-  round_index, h = host.rounds, min(host.next_h, config.total_steps - host.step)
+  round_index = host.rounds
+  h = rounds.round_steps(host.next_h, config.total_steps - host.step, run.algo.h_min)
   if round_index == config.faults.nan_at_round:
     if state.params_K is None:  # DDP: its one model is state.outer
       state = state._replace(
@@ -334,7 +336,7 @@ def _dispatch_round(
   losses = None
   if host.step >= host.next_eval or host.step >= config.total_steps:
     # On this round's state, before the next round donates it.
-    losses = loop.evaluate(state, loop.eval_tokens)
+    losses = loop.evaluate(state, loop.eval_batches)
     every = config.eval.every_steps
     host.next_eval = (host.step // every + 1) * every
   return state, _Round(record, device_metrics, losses, planned)
@@ -375,6 +377,7 @@ def _finish_round(loop: _Loop, host: HostState, round_: _Round) -> dict:
         eval_loss=host.eval_loss, eval_bpb=loop.run.data.bits_per_byte(host.eval_loss)
     )
     record.update({f"eval_loss_{name}": v for name, v in losses.items() if name})
+    record.update(evaluation.size_record(loop.eval_batches.host))
     _check_finite(record, ("eval_loss",))
   return record
 
@@ -398,8 +401,8 @@ def _start(
       run.num_params / 1e6,
       config.total_steps,
   )
-  eval_tokens = replicas.put_replicated(
-      run.data.eval_batches(config.eval.batch_size, config.eval.num_batches), run.mesh
+  eval_batches = evaluation.place(
+      run.data.eval_set(config.eval.batch_size, config.eval.num_batches), run.mesh
   )
   # Metrics, TensorBoard and progress come from process 0 only.
   writer = (
@@ -420,8 +423,10 @@ def _start(
       ckpt,
       clock,
       also,
-      evaluation.make_evaluate(run.loss_fn, run.mesh, run.algo),
-      eval_tokens,
+      *evaluation.make_evaluate(
+          functools.partial(model_lib.token_losses, run.apply), run.mesh, run.algo
+      ),
+      eval_batches,
       writer,
       t_start,
       host.step,
@@ -494,7 +499,8 @@ def train_and_evaluate(
           flush=True,
       )
     return dict(preempted=True, step=host.step)
-  summary = _summary(loop, host, steady)
+  final = _final_eval(loop, state, workdir)
+  summary = _summary(loop, host, steady, final)
   if leader:
     with open(os.path.join(workdir, "metrics.jsonl"), "a") as f:
       f.write(
@@ -522,9 +528,45 @@ def _log(loop: _Loop, host: HostState, record: dict, progress) -> None:
   )
 
 
-def _summary(loop: _Loop, host: HostState, steady: tuple[float, int] | None) -> dict:
+def _final_eval(loop: _Loop, state: state_lib.TrainState, workdir: str) -> dict:
+  """The final evaluation: the whole validation split (``eval.final_num_batches
+  = 0``, capped at ``eval.max_tokens`` targets) or a spread sample of it. Its
+  per-document losses go to ``final_eval.json`` in ``workdir``; returns the
+  summary's ``final_eval_*`` fields (losses, size, seconds)."""
+  config, run = loop.config, loop.run
+  jax.block_until_ready(state)
+  start = time.perf_counter()
+  eval_set = run.data.eval_set(
+      config.eval.batch_size, config.eval.final_num_batches, config.eval.max_tokens
+  )
+  losses = loop.evaluate_tokens(state, evaluation.place(eval_set, run.mesh))
+  means, documents = evaluation.final_report(
+      jax.device_get(losses), eval_set, run.data.num_eval_documents
+  )
+  seconds = time.perf_counter() - start
+  main = means.get("", means.get("mean"))
+  fields = dict(
+      final_eval_loss=main,
+      final_eval_bpb=run.data.bits_per_byte(main),
+      **{f"final_eval_loss_{name}": v for name, v in means.items() if name},
+      **evaluation.size_record(eval_set, "final_eval"),
+      final_eval_whole=eval_set.whole,
+      final_eval_seconds=seconds,
+  )
+  if not math.isfinite(main):
+    raise FloatingPointError(f"the final evaluation's loss is {main}")
+  if distributed.is_leader():
+    with open(os.path.join(workdir, "final_eval.json"), "w") as f:
+      json.dump(dict(fields, documents=documents), f)
+  return fields
+
+
+def _summary(
+    loop: _Loop, host: HostState, steady: tuple[float, int] | None, final: dict
+) -> dict:
   """The run's final record; throughput counts from ``steady``, the (time,
-  step) at the end of the first round this process ran."""
+  step) at the end of the first round this process ran; ``final`` is
+  ``_final_eval``'s fields."""
   config, run = loop.config, loop.run
   tokens_per_step = config.num_workers * config.data.batch_size * config.data.seq_len
   t_steady, steady_step = steady if steady else (time.time(), host.step)
@@ -536,11 +578,12 @@ def _summary(loop: _Loop, host: HostState, steady: tuple[float, int] | None) -> 
   steady_time = time.time() - t_steady
   tokens_per_sec = steady_tokens / steady_time if steady_tokens else float("nan")
   clock = loop.clock.metrics()
+  wall_time = time.time() - loop.t_start
   return dict(
       summary=True,
       algorithm=run.algo.name,
-      final_eval_loss=host.eval_loss,
-      final_eval_bpb=run.data.bits_per_byte(host.eval_loss),
+      **final,
+      last_sample_eval_loss=host.eval_loss,
       syncs=clock["syncs"],
       bytes_per_worker=clock["bytes_per_worker"],
       peak_bandwidth=clock["peak_bandwidth_max"],
@@ -555,7 +598,8 @@ def _summary(loop: _Loop, host: HostState, steady: tuple[float, int] | None) -> 
       model_flops_per_sec=tokens_per_sec * run.flops_per_token,
       num_params=run.num_params,
       devices=int(run.mesh.devices.size),
-      wall_time=time.time() - loop.t_start,
+      wall_time=wall_time,
+      final_eval_share=final["final_eval_seconds"] / wall_time,
       # Compilations of the round functions in this process: 1 each when H
       # changes never recompile.
       inner_compilations=run.algo.inner._cache_size(),
@@ -569,7 +613,8 @@ def _summary(loop: _Loop, host: HostState, steady: tuple[float, int] | None) -> 
 def _summary_line(s: dict) -> str:
   return (
       f"[{s['algorithm']}] final eval {s['final_eval_bpb']:.3f} bits/byte "
-      f"({s['final_eval_loss']:.4f} nats/token, {s['tokenizer']}) | syncs {s['syncs']} | "
+      f"({s['final_eval_loss']:.4f} nats/token, {s['tokenizer']}, "
+      f"{s['final_eval_tokens']} tokens) | syncs {s['syncs']} | "
       f"{s['bytes_per_worker'] / 1e6:.1f} MB sent per worker | "
       f"simulated {s['sim_time']:.1f} s ({s['network']}) | "
       f"{s['tokens_per_sec']:.0f} tokens/s | wall {s['wall_time']:.1f} s"

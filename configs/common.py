@@ -203,7 +203,7 @@ def _gossip() -> ml_collections.ConfigDict:
 def _interval(h: int) -> ml_collections.ConfigDict:
   """The number of inner steps H of each round (autoloco_jax/intervals.py)."""
   c = ml_collections.ConfigDict()
-  # fixed | lr_quadratic | loss_ratio | agreement | schedule
+  # fixed | lr_quadratic | loss_ratio | agreement | schedule | budget
   c.controller = "fixed"
   # H (fixed) or H_0 (adaptive).
   c.h = h
@@ -225,6 +225,14 @@ def _interval(h: int) -> ml_collections.ConfigDict:
   c.hysteresis = 0.15
   # schedule: the rounds' H, replayed open loop (the last repeats).
   c.schedule = ()
+  # budget: the syncs the run may spend (autoloco_jax/budget.py).
+  c.syncs = 0
+  # budget: constant | linear | exponential | two_phase
+  c.shape = "linear"
+  # budget: the first round's H over the last one's.
+  c.ratio = 3.0
+  # budget, two_phase: the fraction of the rounds that are long.
+  c.split = 0.5
   return c
 
 
@@ -232,8 +240,17 @@ def _eval(size: str, every: int) -> ml_collections.ConfigDict:
   """Evaluation on the validation split."""
   c = ml_collections.ConfigDict()
   c.every_steps = every
+  # Windows per evaluation batch.
   c.batch_size = 16
+  # Evaluations during training: this many batches of windows spread evenly
+  # over the whole split (0 = the whole split).
   c.num_batches = 8 if size != "tiny" else 2
+  # The final evaluation: 0 = the whole split, every target once (cut to
+  # max_tokens); n > 0 = a spread sample of n batches.
+  c.final_num_batches = 0 if size != "tiny" else 4
+  # Cap on the targets of a whole-split evaluation: a larger split is sampled
+  # evenly to it (0 = no cap). The embedded corpora fit under it whole.
+  c.max_tokens = 2_000_000
   return c
 
 
