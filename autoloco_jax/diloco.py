@@ -97,11 +97,13 @@ class DiLoCo:
   @classmethod
   def from_config(cls, config: Any) -> "DiLoCo":
     """From ``config.diloco`` (``alpha``, ``beta``), ``config.interval``
-    (``h`` is the first ``H``; a ``schedule`` controller starts at its own first
-    value), ``config.stream`` and ``config.compress``."""
-    controller = intervals.from_config(config.interval, config.inner.lr)
+    (``h`` is the first ``H``; a ``schedule`` or ``budget`` controller starts at
+    its own first value), ``config.stream`` and ``config.compress``."""
+    controller = intervals.from_config(
+        config.interval, config.inner.lr, config.total_steps
+    )
     h0 = int(config.interval.h)
-    if config.interval.controller == "schedule":
+    if config.interval.controller in ("schedule", "budget"):
       h0 = int(controller.init().h)
     return cls(
         alpha=float(config.diloco.alpha),
@@ -159,9 +161,10 @@ class DiLoCo:
         sync=jit_sync(piece, setup.mesh),
         comm_pattern=piece.comm_pattern(shapes, k),
         h_max=h_longest if stream.plain else stream.slot_length(h_longest),
+        h_min=self.controller.h_min,
         supports_faults=stream.tau == 0,
         eval_params=None if stream.plain else _global_params(setup.mesh),
-        first_h=None if stream.plain else stream.slot_length(self.h0),
+        first_h=self.h0 if stream.plain else stream.slot_length(self.h0),
         planned_h=sync_pieces.planned_h(self.controller, piece),
     )
 

@@ -563,7 +563,7 @@ def make(name: str, **kwargs: Any) -> IntervalController:
   return CONTROLLERS[name](**kwargs)
 
 
-def from_config(cfg: Any, peak_lr: float) -> IntervalController:
+def from_config(cfg: Any, peak_lr: float, total_steps: int = 0) -> IntervalController:
   """The controller named by an ``interval`` config group.
 
   Fields: ``controller``, ``h`` (``H`` for ``fixed``, ``H_0`` otherwise),
@@ -571,7 +571,9 @@ def from_config(cfg: Any, peak_lr: float) -> IntervalController:
   ``sqrt(h) · η_peak``, so that ``H = h`` at the peak inner lr ``peak_lr`` and
   grows as ``(η_peak / η)^2 · h`` while the schedule decays) and
   ``target, grow, shrink, ema, hysteresis`` (``agreement``), ``schedule``
-  (``schedule``: the rounds' intervals, replayed open loop).
+  (``schedule``: the rounds' intervals, replayed open loop), ``syncs, shape,
+  ratio, split`` (``budget``: ``syncs`` rounds over the run's ``total_steps``
+  placed by ``autoloco_jax/budget.py``, then replayed as a ``schedule``).
   """
   name, h = cfg.controller, int(cfg.h)
   h_min = int(cfg.h_min or 1)
@@ -580,6 +582,11 @@ def from_config(cfg: Any, peak_lr: float) -> IntervalController:
     return make(name, h=h)
   if name == 'schedule':
     return make(name, hs=tuple(int(x) for x in cfg.schedule or ()))
+  if name == 'budget':
+    from autoloco_jax import budget
+
+    hs = budget.schedule(total_steps, int(cfg.syncs), cfg.shape, cfg.ratio, cfg.split)
+    return make('schedule', hs=hs)
   if name == 'lr_quadratic':
     c = cfg.c or (h**0.5) * peak_lr
     return make(name, c=c, h_min=h_min, h_max=h_max)

@@ -1,0 +1,188 @@
+"""The paper's metric: the syncs a tuned baseline needs to reach a method's loss.
+
+For each seed ``s`` the tuned DiLoCo runs (one per fixed ``H``, each with its
+tuned outer pair) give points ``(S_{s,i}, L_{s,i})``: syncs and final loss. The
+frontier is a **pooled log-linear fit**, one slope for every seed and one
+intercept per seed (ordinary least squares with seed fixed effects):
+
+    L_{s,i} = a_s + b log S_{s,i},
+    b = sum_{s,i} (x_{s,i} - xbar_s)(L_{s,i} - Lbar_s) / sum_{s,i} (x_{s,i} - xbar_s)^2,
+    a_s = Lbar_s - b xbar_s,               x = log S.
+
+It is monotone by construction when ``b < 0`` (more syncs, lower loss; a fit
+with ``b >= 0`` is a flat frontier and no saving is defined). The pooled slope
+borrows strength across seeds, where a per-seed curve through six noisy points
+is often non-monotone; its residual spread is reported so the fit can be judged.
+
+For a candidate with ``(S_s, L_s)`` on seed ``s``:
+
+* syncs DiLoCo needs for that loss: ``S*_s = exp((L_s - a_s) / b)``;
+* **syncs saved at equal loss**: ``1 - S_s / S*_s``;
+* **loss against the frontier at equal syncs**: ``L_s - (a_s + b log S_s)``.
+
+The interval is a paired bootstrap over seeds: resample the seeds with
+replacement, refit the frontier on the resample (so the fit's uncertainty is in
+the interval), take the mean over the resample; the 2.5% and 97.5% quantiles of
+those means are the 95% interval.
+
+"Equal quality" is tied to the frontier's slope: the tolerance is the loss
+DiLoCo loses for ``10%`` fewer syncs in that cell, ``|b| ln(1/0.9)``, so one
+tolerance means the same in a flat cell and a steep one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+#: Fewer syncs whose loss cost defines "equal quality" (see ``tolerance``).
+TOLERANCE_FRACTION = 0.10
+BOOTSTRAP_SAMPLES = 10_000
+
+
+def fit_frontier(
+    syncs_SxI: np.ndarray, loss_SxI: np.ndarray
+) -> tuple[np.ndarray, float, float]:
+  """``(a_S, b, residual_sd)``: the pooled log-linear frontier of the module
+  docstring over ``S`` seeds and ``I`` fixed intervals."""
+  x = np.log(np.asarray(syncs_SxI, np.float64))
+  y = np.asarray(loss_SxI, np.float64)
+  if x.shape != y.shape or x.ndim != 2 or x.shape[1] < 2:
+    raise ValueError(f"need [seeds, >= 2 intervals] arrays, got {x.shape} and {y.shape}")
+  xc = x - x.mean(axis=1, keepdims=True)
+  yc = y - y.mean(axis=1, keepdims=True)
+  denominator = float((xc * xc).sum())
+  if denominator == 0:
+    raise ValueError("the frontier's runs all have the same sync count")
+  b = float((xc * yc).sum() / denominator)
+  a = y.mean(axis=1) - b * x.mean(axis=1)
+  residuals = y - (a[:, None] + b * x)
+  dof = max(y.size - x.shape[0] - 1, 1)
+  return a, b, float(math.sqrt((residuals**2).sum() / dof))
+
+
+def tolerance(slope: float, fraction: float = TOLERANCE_FRACTION) -> float:
+  """The loss the frontier loses for ``fraction`` fewer syncs: ``|b| ln(1/(1-f))``."""
+  return abs(slope) * math.log(1.0 / (1.0 - fraction))
+
+
+def per_seed(
+    a_S: np.ndarray, b: float, syncs_S: np.ndarray, loss_S: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+  """``(saved_S, delta_S)``: each seed's syncs saved at equal loss and loss
+  against the frontier at equal syncs (NaN savings where ``b >= 0``)."""
+  syncs_S = np.asarray(syncs_S, np.float64)
+  loss_S = np.asarray(loss_S, np.float64)
+  delta = loss_S - (a_S + b * np.log(syncs_S))
+  if b >= 0:
+    return np.full_like(delta, np.nan), delta
+  needed = np.exp((loss_S - a_S) / b)
+  return 1.0 - syncs_S / needed, delta
+
+
+def bootstrap(
+    frontier_syncs_SxI: np.ndarray,
+    frontier_loss_SxI: np.ndarray,
+    syncs_S: np.ndarray,
+    loss_S: np.ndarray,
+    samples: int = BOOTSTRAP_SAMPLES,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict:
+  """The candidate against the frontier, paired by seed, with bootstrap intervals.
+
+  Returns ``dict(n, slope, residual_sd, tolerance, saved, delta, per_seed_saved,
+  per_seed_delta, needed_in_range)``; ``saved`` and ``delta`` are
+  ``dict(mean, low, high, half_width)`` (bootstrap quantiles, ``level``) and
+  ``needed_in_range`` counts the seeds whose ``S*`` lies inside the range of
+  the frontier's own sync counts (outside it the fit extrapolates).
+  """
+  fs = np.asarray(frontier_syncs_SxI, np.float64)
+  fl = np.asarray(frontier_loss_SxI, np.float64)
+  syncs_S, loss_S = np.asarray(syncs_S, np.float64), np.asarray(loss_S, np.float64)
+  n = len(syncs_S)
+  a, b, resid = fit_frontier(fs, fl)
+  saved, delta = per_seed(a, b, syncs_S, loss_S)
+  rng = np.random.default_rng(seed)
+  means = np.empty((samples, 2))
+  for j in range(samples):
+    pick = rng.integers(0, n, n)
+    a_j, b_j, _ = fit_frontier(fs[pick], fl[pick])
+    saved_j, delta_j = per_seed(a_j, b_j, syncs_S[pick], loss_S[pick])
+    means[j] = saved_j.mean(), delta_j.mean()
+  tail = (1.0 - level) / 2.0
+  needed = syncs_S / (1.0 - saved) if b < 0 else np.full(n, np.nan)
+  in_range = (needed >= fs.min(axis=1)) & (needed <= fs.max(axis=1))
+  return dict(
+      n=n,
+      slope=b,
+      residual_sd=resid,
+      tolerance=tolerance(b),
+      saved=_interval(saved.mean(), means[:, 0], tail),
+      delta=_interval(delta.mean(), means[:, 1], tail),
+      per_seed_saved=saved.tolist(),
+      per_seed_delta=delta.tolist(),
+      needed_in_range=int(in_range.sum()),
+  )
+
+
+def _interval(mean: float, draws: np.ndarray, tail: float) -> dict:
+  draws = draws[np.isfinite(draws)]
+  if not len(draws) or not math.isfinite(mean):
+    return dict(mean=mean, low=float("nan"), high=float("nan"), half_width=float("nan"))
+  low, high = np.quantile(draws, [tail, 1.0 - tail])
+  return dict(
+      mean=float(mean), low=float(low), high=float(high),
+      half_width=float((high - low) / 2.0),
+  )
+
+
+def seeds_needed(
+    sd: float, half_width: float, level: float = 0.95, minimum: int = 10
+) -> int:
+  """The seeds a paired t-interval needs for a half-width of ``half_width``
+  when the per-seed differences have spread ``sd``: the smallest ``n >=
+  minimum`` with ``t_{(1+level)/2, n-1} sd / sqrt(n) <= half_width``."""
+  from scipy import stats
+
+  if half_width <= 0:
+    raise ValueError(f"half_width must be > 0, got {half_width}")
+  n = max(minimum, 2)
+  while stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n) > half_width:
+    n += 1
+    if n > 100_000:
+      break
+  return n
+
+
+def resolvable(sd: float, n: int, level: float = 0.95) -> float:
+  """The half-width a paired t-interval over ``n`` seeds reaches at spread ``sd``."""
+  from scipy import stats
+
+  if n < 2:
+    return float("inf")
+  return float(stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n))
+
+
+def from_runs(
+    runs: dict[str, list[dict]],
+    frontier: Sequence[str],
+    candidate: str,
+    key: str = "final_eval_bpb",
+) -> dict:
+  """:func:`bootstrap` of ``candidate`` against the ``frontier`` labels, their
+  runs paired by seed (every label on the same seeds, in the same order)."""
+  seeds = [r["seed"] for r in runs[candidate]]
+  for label in frontier:
+    if [r["seed"] for r in runs[label]] != seeds:
+      raise ValueError(f"{label} and {candidate} are not on the same seeds")
+  fs = np.array([[r["summary"]["syncs"] for r in runs[l]] for l in frontier]).T
+  fl = np.array([[r["summary"][key] for r in runs[l]] for l in frontier]).T
+  out = bootstrap(
+      fs, fl,
+      [r["summary"]["syncs"] for r in runs[candidate]],
+      [r["summary"][key] for r in runs[candidate]],
+  )
+  return dict(out, candidate=candidate, frontier=list(frontier), seeds=seeds)
