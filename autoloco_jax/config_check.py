@@ -23,6 +23,10 @@ ADDED_DEFAULTS = {
     "compress.value_bits": 32,
     "compress.ef_beta": None,
     "autoloco.on_change": "keep",
+    "interval.syncs": 0,
+    "interval.shape": "linear",
+    "interval.ratio": 3.0,
+    "interval.split": 0.5,
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.

@@ -1,13 +1,13 @@
 """The evidence study's tables, from its phases' reports, for docs/results.md.
 
-  python -m experiments.evidence_tables                  # docs/studies/evidence
-  python -m experiments.evidence_tables --dir runs/studies/evidence-quick
+  python -m experiments.evidence_tables                  # docs/studies/evidence_v2
+  python -m experiments.evidence_tables --dir runs/studies/evidence-v2-quick
 
 Reads ``<dir>/<regime>_<corpus>/<phase>/summary.json`` (written by
 ``experiments/sweep.py`` for ``configs/studies/evidence.py``, whose logic is
 ``experiments/evidence.py``) and writes ``<dir>/tables.md``: per regime and corpus,
-the regime check, the tuned pairs, the design choice and the fresh-seed report with
-its paired intervals. Phases not yet run are listed as missing.
+the regime check, the tuned pairs, every design's syncs saved at equal loss on
+the tuning seeds, and the fresh-seed report with its intervals and seed count. Phases not yet run are listed as missing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from experiments import evidence, seed_stats
+from experiments import evidence, report_text
 
 
 def _load(path: str) -> dict | None:
@@ -85,47 +85,25 @@ def tune_section(summary: dict, regime: str, corpus: str, quick: bool) -> list[s
   return lines + [""]
 
 
-def design_section(
-    summary: dict, regime: str, corpus: str, phase: str = "design"
-) -> list[str]:
-  """The design phase's variants: each one's gap to the tuned frontier (means) and
-  its paired difference from the best variant, seed by seed (95% t-interval over
-  the tuning seeds: with 3 seeds, t = 4.3, so only large differences show)."""
-  stats = summary["stats"]
-  gaps = evidence.design_gaps(stats)
-  eligible = {l: g for l, g in gaps.items() if g is not None}
-  best = min(eligible, key=eligible.get) if eligible else None
-  intro = (
-      "AutoLoCo's variants on the tuning seeds against the tuned frontier "
-      if phase == "design"
-      else "Designs added after this cell's design phase, beside its tuned frontier "
-      "and chosen design re-run on this machine "
+def design_section(summary: dict, regime: str, corpus: str) -> list[str]:
+  """The design phase: every design's syncs saved at equal loss and loss at
+  equal syncs against the tuned frontier, with bootstrap intervals over the
+  tuning seeds (choosing, not reporting: 3 seeds resolve only large effects)."""
+  best = max(
+      (l for l, e in summary["syncs_saved"].items() if _finite(e["saved"]["mean"])),
+      key=lambda l: summary["syncs_saved"][l]["saved"]["mean"],
+      default=None,
   )
   lines = [
-      intro + f"({_cmd(phase, regime, corpus)}); the best one is in bold (only "
-      "variants whose syncs fall inside the frontier's range are eligible):",
+      f"Designs on the tuning seeds ({_cmd('design', regime, corpus)}); the design "
+      f"chosen for the report saves the most syncs at equal loss: `{best}`.",
       "",
-      "| variant | bits/byte (mean ± sd) | syncs | minus the frontier at its syncs "
-      "| minus the best, paired 95% CI |",
-      "| --- | --- | ---: | ---: | --- |",
   ]
-  for label in summary["labels"]:
-    if label not in gaps:
-      continue
-    s, gap = stats[label], gaps[label]
-    name = f"**`{label}`**" if label == best else f"`{label}`"
-    vs_best = ""
-    if best and label != best:
-      diffs = np.subtract(s["loss_by_seed"], stats[best]["loss_by_seed"])
-      ci = seed_stats.paired_interval(diffs)
-      vs_best = f"{ci['mean']:+.4f} [{ci['low']:+.4f}, {ci['high']:+.4f}]"
-    lines.append(
-        f"| {name} | {s['final_eval_bpb'][0]:.4f} ± {s['final_eval_bpb'][1]:.4f} | "
-        f"{s['syncs'][0]:.1f} | "
-        + ("outside the frontier's syncs" if gap is None else f"{gap:+.4f}")
-        + f" | {vs_best} |"
-    )
-  return lines + [""]
+  return lines + report_text.syncs_saved_table(summary) + [""]
+
+
+def _finite(value) -> bool:
+  return isinstance(value, float) and np.isfinite(value)
 
 
 def _comparison_row(c: dict) -> str:
@@ -139,43 +117,6 @@ def _comparison_row(c: dict) -> str:
     saved += f" ({c['frontier_reaches']} of {c['loss']['n']} seeds)"
   ref = "tuned frontier" if c["reference"] == "frontier" else f"`{c['reference']}`"
   return f"| `{c['candidate']}` | {ref} | {_ci(c)} | {c['verdict']} | {saved} |"
-
-
-def report_added_section(
-    added: dict, committed: dict, regime: str, corpus: str
-) -> list[str]:
-  """Designs run after the cell's report on its fresh seeds, paired seed by seed
-  with the committed report's runs (``seed_stats.compare`` over their union). The
-  DiLoCo run at H_ref that both hold must match: it checks this machine trains
-  the committed runs' trajectories."""
-  check = next(l for l in added["labels"] if l.startswith("diloco_"))
-  drift = max(
-      abs(a - b)
-      for a, b in zip(
-          added["stats"][check]["loss_by_seed"], committed["stats"][check]["loss_by_seed"]
-      )
-  )
-  # The comparisons use the committed runs; the re-run only checks them.
-  runs = {**added["runs"], **committed["runs"]}
-  lines = [
-      f"Designs added after the report, on its fresh seeds "
-      f"({_cmd('report_added', regime, corpus)}), paired with the committed report's "
-      f"runs. `{check}` of this phase (a re-run, or the report's own run where the "
-      f"report ran on the same machine) differs from the committed one by at most "
-      f"{drift:.1e} bits/byte on a seed"
-      + (" (the same trajectories)." if drift < 1e-3 else ": **not reproduced**.")
-      + " `autoloco` is the report's chosen design.",
-      "",
-      "| candidate | reference | Δ bits/byte, 95% CI | verdict | syncs saved, 95% CI |",
-      "| --- | --- | --- | --- | --- |",
-  ]
-  for label in added["labels"]:
-    if label == check:
-      continue
-    for ref in ("autoloco", check, "frontier"):
-      c = seed_stats.compare(runs, label, ref, committed["frontier"], evidence.TOLERANCE)
-      lines.append(_comparison_row(c))
-  return lines + [""]
 
 
 def report_section(summary: dict, regime: str, corpus: str) -> list[str]:
@@ -199,6 +140,7 @@ def report_section(summary: dict, regime: str, corpus: str) -> list[str]:
       "| --- | --- | --- | --- | --- |",
   ]
   lines += [_comparison_row(c) for c in summary["comparisons"]]
+  lines += ["", *report_text.syncs_saved_table(summary)]
   frontier = summary["frontier"]
   first, last = frontier[0], frontier[-1]
   for c in summary["comparisons"]:
@@ -304,8 +246,9 @@ def tables(root: str) -> str:
       "",
       f"Written by `python -m experiments.evidence_tables --dir {root}` from the phase "
       "reports beside this file. Loss: final eval bits/byte. Δ: candidate minus "
-      f"reference, paired by seed; 95% Student-t interval; equal quality = inside "
-      f"±{evidence.TOLERANCE} bits/byte.",
+      "reference, paired by seed; 95% Student-t interval. Syncs saved: against the "
+      "pooled log-linear frontier, paired bootstrap 95% interval "
+      "(`experiments/syncs_saved.py`).",
       "",
   ]
   for regime in evidence.REGIMES:
@@ -319,14 +262,8 @@ def tables(root: str) -> str:
         out += tune_section(got["tune"], regime, corpus, quick)
       if got["design"]:
         out += design_section(got["design"], regime, corpus)
-      added = _load(os.path.join(here, "design_added", "summary.json"))
-      if added:
-        out += design_section(added, regime, corpus, "design_added")
       if got["report"]:
         out += report_section(got["report"], regime, corpus)
-        added = _load(os.path.join(here, "report_added", "summary.json"))
-        if added:
-          out += report_added_section(added, got["report"], regime, corpus)
       missing = [p for p in evidence.PHASES if not got[p]]
       if missing:
         out += [f"Not run yet: {', '.join(missing)}.", ""]

@@ -23,6 +23,7 @@ import numpy as np
 
 from experiments.plots import plot_curves, plot_frontier, plot_rounds, write_plots
 from experiments.report_text import claim_sentence, comparison_sentence, markdown
+from experiments import syncs_saved
 from experiments.runlog import load_run, sim_key
 from experiments.seed_stats import (
     compare,
@@ -92,10 +93,17 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
       compare(runs, cand, ref, tuple(study.frontier), tolerance)
       for cand, ref in study.get("comparisons", ())
   ]
+  # The paper's metric: syncs the tuned frontier needs for each label's loss.
+  saved = {
+      label: syncs_saved.from_runs(runs, tuple(study.frontier), label)
+      for label in study.get("syncs_saved", ())
+  }
   return dict(
       name=study.name,
       title=study.title,
       comparisons=comparisons,
+      syncs_saved=saved,
+      power=dict(study.get("power") or {}),
       quick=bool(study.quick),
       seeds=list(study.seeds),
       labels=list(study.labels),

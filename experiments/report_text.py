@@ -71,7 +71,49 @@ def markdown(study: Any, result: dict) -> str:
         "",
     ]
     lines += [f"* {comparison_sentence(c)}" for c in result["comparisons"]]
+  if result.get("syncs_saved"):
+    lines += ["", *syncs_saved_table(result)]
   return "\n".join(lines) + "\n"
+
+
+def _ci(entry: dict, fmt: str) -> str:
+  return f"{fmt.format(entry['mean'])} [{fmt.format(entry['low'])}, {fmt.format(entry['high'])}]"
+
+
+def syncs_saved_table(result: dict) -> list[str]:
+  """Each label's syncs saved at equal loss and loss at equal syncs against the
+  pooled log-linear frontier (``experiments/syncs_saved.py``), with the eval's
+  size and the seed count."""
+  entries = result["syncs_saved"]
+  first = next(iter(entries.values()))
+  runs = result["runs"][first["candidate"]]
+  tokens = {r["summary"].get("final_eval_tokens") for r in runs}
+  lines = [
+      f"Syncs saved at equal loss against the tuned frontier ({', '.join(first['frontier'])}:"
+      f" pooled log-linear fit, slope {first['slope']:.4f} bits/byte per e-fold of syncs,"
+      f" residual sd {first['residual_sd']:.4f}); paired bootstrap 95% intervals over"
+      f" {first['n']} seeds; final eval on {', '.join(map(str, sorted(tokens, key=str)))}"
+      f" tokens. Tolerance (the frontier's loss for 10% fewer syncs):"
+      f" {first['tolerance']:.4f} bits/byte.",
+      "",
+      "| run | syncs | syncs saved at equal loss | Δ loss at equal syncs | seeds with S* in range |",
+      "| --- | ---: | ---: | ---: | ---: |",
+  ]
+  for label, e in entries.items():
+    syncs = sum(r["summary"]["syncs"] for r in result["runs"][label]) / e["n"]
+    lines.append(
+        f"| `{label}` | {syncs:.1f} | {_ci(e['saved'], '{:+.1%}')} | "
+        f"{_ci(e['delta'], '{:+.4f}')} | {e['needed_in_range']}/{e['n']} |"
+    )
+  power = result.get("power") or {}
+  if power:
+    lines += [
+        "",
+        f"Seeds: {power['seeds']} (the tuning seeds' sd {power['sd']:.4f} needs "
+        f"{power['needed']} for a half-width of {power['tolerance']:.4f}; "
+        f"these reach {power['half_width'] if power['half_width'] is None else format(power['half_width'], '.4f')}).",
+    ]
+  return lines
 
 
 def _table_head(nets) -> list[str]:

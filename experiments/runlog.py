@@ -23,6 +23,10 @@ SUMMARY_KEYS = (
     "wall_time",
     "num_params",
     "peak_bandwidth",
+    "final_eval_tokens",
+    "final_eval_whole",
+    "final_eval_seconds",
+    "final_eval_share",
 )
 
 

@@ -114,7 +114,11 @@ def run_lock(workdir: str, wait: bool) -> Iterator[bool]:
 
 
 def is_finished(workdir: str) -> bool:
-  """True if ``workdir/metrics.jsonl`` ends with a run's summary line."""
+  """True if ``workdir/metrics.jsonl`` ends with a run's summary line, written
+  by a trainer that logs its final evaluation's size (``final_eval_tokens``).
+  An older summary (the first 8 KB eval) counts as unfinished: training it
+  again resumes from its last checkpoint, at the end, and runs only the final
+  evaluation."""
   path = os.path.join(workdir, "metrics.jsonl")
   if not os.path.exists(path):
     return False
@@ -126,7 +130,11 @@ def is_finished(workdir: str) -> bool:
     last = json.loads(lines[-1])
   except json.JSONDecodeError:
     return False
-  return bool(last.get("summary")) and not last.get("preempted")
+  return (
+      bool(last.get("summary"))
+      and not last.get("preempted")
+      and "final_eval_tokens" in last
+  )
 
 
 def check_study(study: Any) -> None:

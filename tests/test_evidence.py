@@ -90,9 +90,9 @@ def test_the_config_file_is_an_entry_point_to_the_study(dirs):
 
 def test_coarse_is_the_whole_grid_at_each_frontier_interval_on_one_seed(dirs):
   s = evidence.study("coarse,base,shakespeare")
-  assert len(s.labels) == 84 == len(evidence.ALPHAS) * len(evidence.BETAS) * 4
+  assert len(s.labels) == 36 == len(evidence.ALPHAS) * len(evidence.BETAS) * 6
   assert tuple(s.seeds) == (0,)
-  assert evidence.frontier_hs(False) == (20, 30, 40, 60)
+  assert evidence.frontier_hs(False) == (10, 14, 20, 30, 40, 60)
   sweep.check_study(s)
   for label in s.labels:
     h, a, b = evidence.parse_label(label)
@@ -101,7 +101,7 @@ def test_coarse_is_the_whole_grid_at_each_frontier_interval_on_one_seed(dirs):
     assert (run.diloco.alpha, run.diloco.beta) == (a, b)
     assert run.num_workers == 4 and run.data.source == "shakespeare"
   hab = {evidence.parse_label(label) for label in s.labels}
-  assert {h for h, _, _ in hab} == {20, 30, 40, 60}
+  assert {h for h, _, _ in hab} == {10, 14, 20, 30, 40, 60}
   assert {a for _, a, _ in hab} == set(evidence.ALPHAS)
   assert {b for _, _, b in hab} == set(evidence.BETAS)
   assert s.report_dir == os.path.join(dirs[0], "base_shakespeare", "coarse")
@@ -110,10 +110,10 @@ def test_coarse_is_the_whole_grid_at_each_frontier_interval_on_one_seed(dirs):
 def test_long_python_regime_runs(dirs):
   s = evidence.study("regime,long,python")
   sweep.check_study(s)
-  assert tuple(s.labels) == ("diloco_h20", "diloco_h60")
+  assert tuple(s.labels) == ("diloco_h10", "diloco_h60")
   assert tuple(s.seeds) == evidence.TUNING_SEEDS
-  assert tuple(s.comparisons) == (("diloco_h60", "diloco_h20"),)
-  for label, h in (("diloco_h20", 20), ("diloco_h60", 60)):
+  assert tuple(s.comparisons) == (("diloco_h60", "diloco_h10"),)
+  for label, h in (("diloco_h10", 10), ("diloco_h60", 60)):
     run = s.runs[label]
     assert run.num_workers == 8
     assert run.data.partition == "non_iid"
@@ -123,8 +123,12 @@ def test_long_python_regime_runs(dirs):
     assert run.interval.h == h
     assert (run.diloco.alpha, run.diloco.beta) == (0.7, 0.9)
   # The base regime on shakespeare keeps the study defaults.
-  b = evidence.study("regime,base,shakespeare").runs["diloco_h20"]
+  b = evidence.study("regime,base,shakespeare").runs["diloco_h10"]
   assert (b.num_workers, b.data.partition, b.data.source) == (4, "iid", "shakespeare")
+  # The many-rounds regime: the base regime run 3,000 steps (150 syncs at H_ref).
+  m = evidence.study("regime,many,python").runs["diloco_h60"]
+  assert (m.num_workers, m.total_steps, m.data.source) == (4, 3000, "files")
+  assert m.eval.final_num_batches == 0  # the whole validation split
 
 
 @pytest.mark.parametrize("quick", [False, True])
@@ -143,25 +147,23 @@ def test_tune_without_coarse_names_the_command_to_run(dirs, quick):
 
 def test_tune_keeps_the_best_pairs_of_each_interval(dirs):
   l = evidence.diloco_label
-  assert evidence.frontier_hs(True) == (10, 30)
-  write_coarse(
-      True,
-      {
-          l(10, 0.7, 0.8): 2.3,
-          l(10, 0.7, 0.9): 2.1,
-          l(10, 1.0, 0.8): 2.2,
-          l(10, 1.0, 0.9): 2.4,
-          l(30, 0.7, 0.8): 2.0,
-          l(30, 0.7, 0.9): 2.5,
-          l(30, 1.0, 0.8): 2.6,
-          l(30, 1.0, 0.9): 2.05,
-          # Not on the grid: never a candidate, however good.
-          l(30, 0.5, 0.8): 1.0,
-      },
-  )
+  assert evidence.frontier_hs(True) == (5, 10, 30)
+  losses = {}
+  for h in (5, 10, 30):
+    losses.update(
+        {l(h, 0.7, 0.8): 2.3, l(h, 0.7, 0.9): 2.1, l(h, 1.0, 0.8): 2.2, l(h, 1.0, 0.9): 2.4}
+    )
+  losses[l(30, 0.7, 0.8)] = 2.0  # at H = 30 the order changes
+  losses[l(30, 0.7, 0.9)] = 2.5
+  losses[l(30, 1.0, 0.8)] = 2.6
+  losses[l(30, 1.0, 0.9)] = 2.05
+  losses[l(30, 0.5, 0.8)] = 1.0  # not on the grid: never a candidate, however good
+  write_coarse(True, losses)
   s = evidence.study("tune,base,shakespeare,quick")
   sweep.check_study(s)
   assert tuple(s.labels) == (
+      l(5, 0.7, 0.9),
+      l(5, 1.0, 0.8),
       l(10, 0.7, 0.9),
       l(10, 1.0, 0.8),
       l(30, 0.7, 0.8),
@@ -196,131 +198,92 @@ def test_tune_keeps_the_top_pairs_per_interval_in_full_mode(dirs):
     assert kept == set(pairs[: evidence.TOP - 1]) | {pairs[-1]}
 
 
-@pytest.mark.parametrize("regime, corpus", [("long", "shakespeare"), ("base", "python")])
-def test_other_cells_search_the_pruned_grid_and_designs(dirs, regime, corpus):
-  coarse = evidence.study(f"coarse,{regime},{corpus}")
-  pairs = {evidence.parse_label(label)[1:] for label in coarse.labels}
-  betas = evidence.PRUNED_BETAS + evidence.EXTRA_BETAS.get(corpus, ())
-  assert pairs == {(a, b) for a in evidence.PRUNED_ALPHAS for b in betas}
-  assert len(coarse.labels) == len(pairs) * len(evidence.frontier_hs(False))
-  if corpus == "shakespeare":
-    assert pairs < set(evidence.grid(False))  # a subset of the full cell's grid
-  # Tune: the best TOP_PRUNED of each H (loss falls along the grid's order).
-  losses = {}
-  for h in evidence.frontier_hs(False):
-    for i, (a, b) in enumerate(evidence.grid(False, regime, corpus)):
-      losses[evidence.diloco_label(h, a, b)] = 3.0 - 0.01 * i
-  write_coarse(False, losses, regime, corpus)
-  tune = evidence.study(f"tune,{regime},{corpus}")
-  last = evidence.grid(False, regime, corpus)[-evidence.TOP_PRUNED :]
-  for h in evidence.frontier_hs(False):
-    kept = {
-        evidence.parse_label(x)[1:] for x in tune.labels if x.startswith(f"diloco_h{h}_")
-    }
-    assert kept == set(last)
-  # Design: the pruned variants only, each as in the full cell's DESIGNS.
-  path = evidence.report_dir("tune", regime, corpus, False)
+def write_tune(regime="base", corpus="python", quick=False):
+  """A tune summary whose best pair at every H is the grid's last."""
+  path = evidence.report_dir("tune", regime, corpus, quick)
   os.makedirs(path)
-  stats = {label: {"final_eval_bpb": [losses[label], 0.0]} for label in tune.labels}
+  stats = {}
+  for h in evidence.frontier_hs(quick):
+    for i, (a, b) in enumerate(evidence.grid(quick, regime, corpus)):
+      stats[evidence.diloco_label(h, a, b)] = {"final_eval_bpb": [3.0 - 0.01 * i, 0.0]}
   with open(os.path.join(path, "summary.json"), "w") as f:
     json.dump({"stats": stats}, f)
-  design = evidence.study(f"design,{regime},{corpus}")
+
+
+def test_design_runs_every_design_beside_the_tuned_frontier(dirs):
+  write_tune()
+  design = evidence.study("design,base,python")
   sweep.check_study(design)
-  autos = [label for label in design.labels if label.startswith("autoloco")]
-  assert tuple(autos) == evidence.PRUNED_DESIGNS
-  full = evidence.designs(False)
-  assert set(evidence.designs(False, regime, corpus)) < set(full)
-  assert evidence.top(False) == evidence.TOP
-  # The table design carries the cell's tuned pair at every frontier H.
-  table = design.runs["autoloco_h0x1p5_table"].autoloco
-  assert table.correction == "table"
-  tuned = evidence.tuned_pairs(dict(regime=regime, corpus=corpus, quick=False))
-  assert tuple(tuple(row) for row in table.tuned) == tuple(
-      (h, a, b) for h, (a, b) in tuned.items()
-  )
-  assert tuned[evidence.h_ref(False)] == (
-      design.runs["autoloco_h0x1p5_table"].diloco.alpha,
-      design.runs["autoloco_h0x1p5_table"].diloco.beta,
-  )
-  # design_added: the frontier beside the added designs only, on the tuning seeds.
-  added = evidence.study(f"design_added,{regime},{corpus}")
-  sweep.check_study(added)
-  assert added.seeds == evidence.TUNING_SEEDS
-  assert added.labels == added.frontier + evidence.ADDED_DESIGNS
-  assert added.report_dir.endswith(os.path.join(f"{regime}_{corpus}", "design_added"))
-  for label in evidence.ADDED_DESIGNS:
-    assert added.runs[label] == design.runs[label]
-
-
-# --- designs added after a cell's report -------------------------------------------
-
-
-def test_report_added_runs_the_added_design_beside_the_reports_reference(dirs):
-  losses = {}
+  best = evidence.grid(False, "base", "python")[-1]
+  assert best == (1.0, 0.9) and evidence.grid(False, "base", "python")[0] == (0.7, 0.3)
+  assert design.frontier == tuple(f"diloco_h{h}" for h in (10, 14, 20, 30, 40, 60))
+  assert design.labels == design.frontier + tuple(evidence.DESIGNS)
+  assert design.syncs_saved == tuple(evidence.DESIGNS)
+  assert design.seeds == evidence.TUNING_SEEDS
   for h in evidence.frontier_hs(False):
-    for i, (a, b) in enumerate(evidence.grid(False)):
-      losses[evidence.diloco_label(h, a, b)] = 3.0 - 0.01 * i
-  path = evidence.report_dir("tune", "base", "shakespeare", False)
-  os.makedirs(path)
-  stats = {label: {"final_eval_bpb": [loss, 0.0]} for label, loss in losses.items()}
-  with open(os.path.join(path, "summary.json"), "w") as f:
-    json.dump({"stats": stats}, f)
-  added = evidence.study("report_added,base,shakespeare")
-  sweep.check_study(added)
-  href = evidence.h_ref(False)
-  want = evidence.REPORT_ADDED[("base", "shakespeare")]
-  assert added.labels == (f"diloco_h{href}",) + want
-  assert added.seeds == evidence.REPORT_SEEDS
-  assert added.runs["autoloco_h0x1p5_rescale"].autoloco.on_change == "rescale"
-  # The DiLoCo run is the report's own (the same run directory: the same trajectory).
-  design = evidence.study("design,base,shakespeare")
-  ref = added.runs[f"diloco_h{href}"]
-  assert sweep.run_dir("r", ref) == sweep.run_dir("r", design.runs[f"diloco_h{href}"])
-  assert not evidence.REPORT_ADDED.get(("long", "python"))
+    run = design.runs[f"diloco_h{h}"]
+    assert (run.interval.h, run.diloco.alpha, run.diloco.beta) == (h, *best)
+  # A budget of 0.73 T / H_ref = 0.73 * 600 / 20 = 21.9 -> 22 syncs, by its shape.
+  linear = design.runs["budget_linear_r4"]
+  assert (linear.algorithm, linear.interval.controller) == ("autoloco", "budget")
+  assert (linear.interval.syncs, linear.interval.shape, linear.interval.ratio) == (
+      22, "linear", 4.0,
+  )
+  assert (linear.diloco.alpha, linear.diloco.beta, linear.autoloco.h_ref) == (*best, 20)
+  # Closed loop, front-loaded: from 3 H_ref, never below H_ref.
+  loss_ratio = design.runs["loss_ratio_hmin_ref"].interval
+  assert (loss_ratio.controller, loss_ratio.h, loss_ratio.h_min, loss_ratio.h_max) == (
+      "loss_ratio", 60, 20, 80,
+  )
+  agreement = design.runs["agreement_hmin_ref"].interval
+  assert (agreement.controller, agreement.h_min, agreement.target) == ("agreement", 20, 0.7)
 
 
-def fake_run(seed, loss, syncs):
-  return {"seed": seed, "summary": {"final_eval_bpb": loss, "syncs": syncs}}
-
-
-def fake_summary(losses, syncs, labels, frontier=()):
-  """``losses[label]``: per-seed final losses on seeds 100, 101, 102."""
-  runs = {
-      l: [fake_run(100 + i, x, syncs[l]) for i, x in enumerate(losses[l])] for l in labels
-  }
-  stats = {l: {"loss_by_seed": list(losses[l])} for l in labels}
-  return dict(labels=list(labels), runs=runs, stats=stats, frontier=list(frontier))
-
-
-@pytest.mark.parametrize(
-    "drift, said", [(0.0, "the same trajectories"), (0.01, "not reproduced")]
-)
-def test_report_added_tables_pair_with_the_committed_report(drift, said):
-  from experiments import evidence_tables
-
-  syncs = {"diloco_h20": 30, "diloco_h30": 20, "autoloco": 26, "autoloco_x": 26}
-  committed = fake_summary(
-      {
-          "diloco_h20": [2.90, 2.92, 2.94],
-          "diloco_h30": [3.00, 3.02, 3.04],
-          "autoloco": [2.95, 2.96, 2.97],
+def _design_summary(saved, per_seed_delta, tolerance):
+  return {
+      "syncs_saved": {
+          label: {"saved": {"mean": v}, "per_seed_delta": per_seed_delta,
+                  "tolerance": tolerance}
+          for label, v in saved.items()
       },
-      syncs,
-      ("diloco_h20", "diloco_h30", "autoloco"),
-      frontier=("diloco_h20", "diloco_h30"),
+      "stats": {label: {"syncs": [20.0, 0.0]} for label in saved},
+      "runs": {label: [{"rounds": {"h": [40, 30, 20]}}] for label in saved},
+  }
+
+
+def test_report_takes_the_design_that_saves_most_on_as_many_seeds_as_needed(dirs):
+  write_tune()
+  path = evidence.report_dir("design", "base", "python", False)
+  os.makedirs(path)
+  # Deltas with sd 0.02 against a tolerance of 0.01: 18 seeds (the t-interval's
+  # half-width t_{0.975,17} 0.02 / sqrt(18) = 0.00995).
+  deltas = [0.0, 0.02, 0.04]
+  summary = _design_summary(
+      {"budget_linear_r4": 0.05, "loss_ratio_hmin_ref": 0.10, "budget_exp_r4": float("nan")},
+      deltas, 0.01,
   )
-  added = fake_summary(
-      {"diloco_h20": [2.90 + drift, 2.92, 2.94], "autoloco_x": [2.93, 2.95, 2.95]},
-      syncs,
-      ("diloco_h20", "autoloco_x"),
+  with open(os.path.join(path, "summary.json"), "w") as f:
+    json.dump(summary, f)
+  opts = dict(regime="base", corpus="python", quick=False)
+  assert evidence.chosen_design(opts)[0] == "loss_ratio_hmin_ref"
+  power = evidence.report_seed_count(opts, "loss_ratio_hmin_ref")
+  assert (power["seeds"], power["needed"]) == (18, 18)
+  assert power["half_width"] <= 0.01
+  report = evidence.study("report,base,python")
+  sweep.check_study(report)
+  assert report.seeds == tuple(range(100, 118))
+  assert report.design == "loss_ratio_hmin_ref"
+  assert report.syncs_saved == (
+      "autoloco", "ctrl_adaptation_only", "ctrl_correction_only", "ctrl_open_loop",
   )
-  text = "\n".join(evidence_tables.report_added_section(added, committed, "base", "x"))
-  assert said in text
-  # autoloco_x − autoloco = (−0.02, −0.01, −0.02): mean −0.0167, paired by seed.
-  assert "| `autoloco_x` | `autoloco` | -0.0167 [" in text
-  # Against diloco_h20: +0.03, +0.03, +0.01 → +0.0233.
-  assert "| `autoloco_x` | `diloco_h20` | +0.0233 [" in text
-  # The frontier at 26 syncs, seed by seed: H30's loss + 0.6 (H20's − H30's) =
-  # 2.94, 2.96, 2.98; Δ = −0.01, −0.01, −0.03 → −0.0167. (The committed DiLoCo
-  # runs, not the re-run: the drift changes nothing here.)
-  assert "| `autoloco_x` | tuned frontier | -0.0167 [" in text
+  assert report.runs["ctrl_adaptation_only"].autoloco.correction == "none"
+  # 600 steps over the design's 20 syncs: the correction-only control's fixed H.
+  assert report.runs["ctrl_correction_only"].interval.h == 30
+  assert tuple(report.runs["ctrl_open_loop"].interval.schedule) == (40, 30, 20)
+  # Too much spread for MAX_REPORT_SEEDS: the count stops there and says what it reaches.
+  wide = _design_summary({"loss_ratio_hmin_ref": 0.1}, [0.0, 0.1, 0.2], 0.01)
+  with open(os.path.join(path, "summary.json"), "w") as f:
+    json.dump(wide, f)
+  power = evidence.report_seed_count(opts, "loss_ratio_hmin_ref")
+  assert power["seeds"] == evidence.MAX_REPORT_SEEDS < power["needed"]
+  assert power["half_width"] > 0.01
