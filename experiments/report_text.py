@@ -105,6 +105,17 @@ def syncs_saved_table(result: dict) -> list[str]:
         f"| `{label}` | {syncs:.1f} | {_ci(e['saved'], '{:+.1%}')} | "
         f"{_ci(e['delta'], '{:+.4f}')} | {e['needed_in_range']}/{e['n']} |"
     )
+  gains = [
+      f"`{label}` {result['stats'][label]['late_gain'][0]:+.4f}"
+      for label in first["frontier"]
+      if "late_gain" in result["stats"].get(label, {})
+  ]
+  if gains:
+    lines += [
+        "",
+        "Still to gain over the last 20% of steps (training-time eval, bits/byte, "
+        "mean over seeds): " + ", ".join(gains) + ".",
+    ]
   power = result.get("power") or {}
   if power:
     lines += [

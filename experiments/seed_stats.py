@@ -36,12 +36,30 @@ def stats(runs: Sequence[dict], networks: Sequence[str] = ()) -> dict:
       "tokens_per_sec",
   ):
     out[key] = mean_std([r["summary"][key] for r in runs])
+  gains = [late_gain(r) for r in runs]
+  if gains and all(g is not None for g in gains):
+    out["late_gain"] = mean_std(gains)
   peaks = [r["summary"].get("peak_bandwidth") for r in runs]
   if all(p is not None for p in peaks):
     out["peak_bandwidth"] = mean_std(peaks)
   for net in networks:
     out[f"sim_time@{net}"] = mean_std([r["summary"][sim_key(r, net)] for r in runs])
   return out
+
+
+def late_gain(run: dict, fraction: float = 0.2) -> float | None:
+  """How much the eval loss still falls over the last ``fraction`` of a run's
+  steps: the training-time eval (the spread sample, bits/byte) at ``(1 -
+  fraction) T``, linear between evals, minus the last one. None without evals
+  on both sides of that step."""
+  steps = np.asarray(run["eval"]["step"], np.float64)
+  loss = np.asarray(run["eval"]["eval_bpb"], np.float64)
+  if len(steps) < 2:
+    return None
+  at = (1.0 - fraction) * steps[-1]
+  if at < steps[0]:
+    return None
+  return float(np.interp(at, steps, loss) - loss[-1])
 
 
 def time_to_loss(run: dict, x_key: str, target: float) -> float | None:

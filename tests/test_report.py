@@ -242,3 +242,12 @@ def test_comparison_sentence_names_each_verdict(low, high, word):
   assert word in text
   others = {"**better**", "**worse**", "**equal quality**", "**inconclusive**"} - {word}
   assert not any(w in text for w in others)
+
+
+def test_late_gain_is_the_fall_over_the_last_fifth_by_hand():
+  from experiments import seed_stats
+
+  run = {"eval": {"step": [0, 200, 400, 600], "eval_bpb": [4.0, 3.0, 2.6, 2.5]}}
+  # At 0.8 * 600 = 480: 2.6 + (2.5 - 2.6) * 80 / 200 = 2.56; minus the last, 2.5.
+  assert seed_stats.late_gain(run) == pytest.approx(0.06)
+  assert seed_stats.late_gain({"eval": {"step": [600], "eval_bpb": [2.5]}}) is None
