@@ -267,16 +267,18 @@ def tuned_pairs(opts: dict) -> dict[int, tuple[float, float]]:
 
 def chosen_design(opts: dict) -> tuple[str, dict]:
   """The design phase's design that saves the most syncs at equal loss (mean
-  over the tuning seeds, ``syncs_saved`` of the design report), with the
-  evidence: every design's saving and its ``H`` sequence on tuning seed 0."""
+  over the tuning seeds, ``syncs_saved`` of the design report); where the fitted
+  frontier is flat or rising (no saving defined for any design), the one lowest
+  against it at equal syncs. With the evidence: every design's saving and its
+  ``H`` sequence on tuning seed 0."""
   summary = read_summary("design", opts["regime"], opts["corpus"], opts["quick"])
-  saved = {
-      label: entry["saved"]["mean"] for label, entry in summary["syncs_saved"].items()
-  }
-  finite = {l: v for l, v in saved.items() if isinstance(v, float) and v == v}
-  if not finite:
-    raise ValueError(f"no design of the design phase has a defined saving: {saved}")
-  best = max(finite, key=finite.get)
+  entries = summary["syncs_saved"]
+  saved = {label: entry["saved"]["mean"] for label, entry in entries.items()}
+  finite = {l: v for l, v in saved.items() if isinstance(v, float) and np.isfinite(v)}
+  if finite:
+    best = max(finite, key=finite.get)
+  else:
+    best = min(entries, key=lambda l: entries[l]["delta"]["mean"])
   h_seq = summary["runs"][best][0]["rounds"]["h"]
   stats = summary["stats"]
   return best, dict(saved=saved, syncs=stats[best]["syncs"][0], h_seq=h_seq)

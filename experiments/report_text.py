@@ -77,7 +77,9 @@ def markdown(study: Any, result: dict) -> str:
 
 
 def _ci(entry: dict, fmt: str) -> str:
-  return f"{fmt.format(entry['mean'])} [{fmt.format(entry['low'])}, {fmt.format(entry['high'])}]"
+  """``mean [low, high]``; values may be JSON's ``"nan"`` strings (``report._finite``)."""
+  mean, low, high = (float(entry[k]) for k in ("mean", "low", "high"))
+  return f"{fmt.format(mean)} [{fmt.format(low)}, {fmt.format(high)}]"
 
 
 def syncs_saved_table(result: dict) -> list[str]:
@@ -122,7 +124,9 @@ def syncs_saved_table(result: dict) -> list[str]:
         "",
         f"Seeds: {power['seeds']} (the tuning seeds' sd {power['sd']:.4f} needs "
         f"{power['needed']} for a half-width of {power['tolerance']:.4f}; "
-        f"these reach {power['half_width'] if power['half_width'] is None else format(power['half_width'], '.4f')}).",
+        "these reach "
+        + ("-" if power["half_width"] is None else f"{float(power['half_width']):.4f}")
+        + ").",
     ]
   return lines
 

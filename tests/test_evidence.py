@@ -242,8 +242,8 @@ def test_design_runs_every_design_beside_the_tuned_frontier(dirs):
 def _design_summary(saved, per_seed_delta, tolerance):
   return {
       "syncs_saved": {
-          label: {"saved": {"mean": v}, "per_seed_delta": per_seed_delta,
-                  "tolerance": tolerance}
+          label: {"saved": {"mean": v}, "delta": {"mean": -v},
+                  "per_seed_delta": per_seed_delta, "tolerance": tolerance}
           for label, v in saved.items()
       },
       "stats": {label: {"syncs": [20.0, 0.0]} for label in saved},
@@ -266,6 +266,14 @@ def test_report_takes_the_design_that_saves_most_on_as_many_seeds_as_needed(dirs
     json.dump(summary, f)
   opts = dict(regime="base", corpus="python", quick=False)
   assert evidence.chosen_design(opts)[0] == "loss_ratio_hmin_ref"
+  # A flat frontier defines no saving: the design lowest at equal syncs instead.
+  flat = _design_summary({"budget_linear_r4": float("nan"), "loss_ratio_hmin_ref": float("nan")}, deltas, 0.0)
+  flat["syncs_saved"]["budget_linear_r4"]["delta"]["mean"] = -0.2
+  with open(os.path.join(path, "summary.json"), "w") as f:
+    json.dump(flat, f)
+  assert evidence.chosen_design(opts)[0] == "budget_linear_r4"
+  with open(os.path.join(path, "summary.json"), "w") as f:
+    json.dump(summary, f)
   power = evidence.report_seed_count(opts, "loss_ratio_hmin_ref")
   assert (power["seeds"], power["needed"]) == (18, 18)
   assert power["half_width"] <= 0.01
