@@ -86,7 +86,7 @@ def abstract_params(model_cfg: Any) -> Any:
 def method_config(base: Any, name: str, fragments: int = 1) -> Any:
   """``base`` with method ``name``'s overrides (:data:`METHODS`), streaming
   and compression reset first so each method starts from the same run
-  (a streamed fragment is encoded with ``bf16`` when ``comm.bytes_per_param``
+  (every method but AutoLoCo on a fixed ``H``; a streamed fragment is encoded with ``bf16`` when ``comm.bytes_per_param``
   is 2, else ``identity``; whole models are sent at ``bytes_per_param``)."""
   if name not in METHODS:
     raise ValueError(f"unknown method {name!r}; choose from {sorted(METHODS)}")
@@ -94,6 +94,8 @@ def method_config(base: Any, name: str, fragments: int = 1) -> Any:
   with cfg.unlocked() if hasattr(cfg, "unlocked") else _null():
     cfg.stream.fragments, cfg.stream.tau = 1, 0
     cfg.compress.codec = "identity"
+    if name != "autoloco":  # the others keep H fixed
+      cfg.interval.controller = "fixed"
     if name.startswith("streaming"):
       cfg.stream.fragments = int(fragments)
       # A streamed payload is counted by its codec: the one of the clock's

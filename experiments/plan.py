@@ -10,8 +10,9 @@ Sites are ``config.num_workers``; links ``--plan.bandwidth_gbps`` and
 end), else ``config.network``. The step time is ``network.step_time`` unless
 ``--plan.flops`` (peak FLOP/s per site) is given: then
 ``flops_per_token · batch tokens / (flops · mfu)``. AutoLoCo's ``H`` comes from
-a measured run (``--plan.h_from=runs/x/metrics.jsonl``) or its controller, run
-open loop when it has a plan. ``docs/planning.md`` has worked examples.
+a measured run (``--plan.h_from=runs/x/metrics.jsonl``), a schedule
+(``--plan.h_schedule=150,100``) or its controller, run open loop when it has a
+plan. ``docs/planning.md`` has worked examples.
 """
 
 import json
@@ -57,6 +58,8 @@ def _plan_defaults() -> ml_collections.ConfigDict:
   # AutoLoCo: a measured run's metrics.jsonl, its H times h_scale.
   p.h_from = ""
   p.h_scale = 1.0
+  # AutoLoCo: or its rounds' H given open loop, "150,150,100" (the last repeats).
+  p.h_schedule = ""
   # Steps simulated before extrapolating to the whole run; 0 = all.
   p.horizon = 20000
   # Write the utilization-vs-bandwidth curves here (JSON; .png beside it).
@@ -98,6 +101,10 @@ def setup(config, p) -> tuple:
   return config, params, step_time
 
 
+def _given(values, unit: str) -> str:
+  return f"{','.join(f'{v:g}' for v in values)} {unit}, " if len(values) else ""
+
+
 def _row(name: str, r: dict) -> str:
   need = " ".join(f"{g:8.3g}" for g in r["needed_gbps"].values())
   return (
@@ -115,8 +122,9 @@ def main(argv):
   print(
       f"N = {n:.4g} parameters, {config.model.num_layers} layers, K = "
       f"{config.num_workers} sites, T = {config.total_steps} steps of "
-      f"{step_time:.4g} s, links {tuple(config.network.bandwidth_gbps) or config.network.name} "
-      f"Gbit/s, {tuple(config.network.latency_ms) or '-'} ms, "
+      f"{step_time:.4g} s, network {config.network.name}, "
+      f"{_given(config.network.bandwidth_gbps, 'Gbit/s')}"
+      f"{_given(config.network.latency_ms, 'ms')}"
       f"{config.comm.bytes_per_param} bytes/param"
   )
   cus = " ".join(f"{u:8.0%}" for u in plan.UTILIZATIONS)
@@ -124,6 +132,8 @@ def main(argv):
         f"Gbit/s for CU {cus}")
   fragments = max(1, config.model.num_layers // p.fragment_layers)
   hs = plan.h_sequence(p.h_from, p.h_scale) if p.h_from else None
+  if p.h_schedule:
+    hs = [int(h) for h in p.h_schedule.split(",")]
   rows, curves = {}, {}
   for name in p.methods.split(","):
     cfg = plan.method_config(config, name, fragments)

@@ -158,6 +158,27 @@ def test_the_worked_examples_print_what_the_docs_show(command, printed):
   assert proc.stdout.strip() == printed
 
 
+def _docstring_commands():
+  import ast
+
+  with open(os.path.join(ROOT, "experiments", "plan.py")) as f:
+    doc = ast.get_docstring(ast.parse(f.read()))
+  doc = re.sub(r"\\\n\s*", " ", doc)
+  return re.findall(r"python -m experiments\.plan[^\n]*", doc)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", _docstring_commands())
+def test_the_docstring_commands_run(command):
+  """At their smallest: two methods, a short horizon."""
+  args = shlex.split(command)[1:] + ["--plan.methods=diloco,streaming", "--plan.horizon=200"]
+  proc = subprocess.run(
+      [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert re.search(r"^streaming +[0-9.e+]+ +[01]\.\d{3} ", proc.stdout, re.M), proc.stdout
+
+
 def test_required_bandwidth_by_bisection():
   assert plan.required_factor(lambda m: m / (1 + m), 0.5) == pytest.approx(1.0, rel=2e-3)
   assert plan.required_factor(lambda m: 0.3, 0.5) == math.inf
