@@ -3,7 +3,7 @@ per method, from the project's own simulated clock (``autoloco_jax/plan.py``).
 
   python -m experiments.plan --config configs/diloco.py:tiny --config.network.step_time=0.05
   python -m experiments.plan --config configs/diloco.py --plan.params=1e10 \\
-      --plan.layers=48 --plan.tokens=2e11 --plan.flops=1e15 --plan.bandwidth_gbps=1
+      --plan.layers=48 --plan.tokens=2e11 --plan.flops=1e15 --plan.bandwidth_gbps=1 --plan.h=100
 
 Sites are ``config.num_workers``; links ``--plan.bandwidth_gbps`` and
 ``--plan.latency_ms`` (one value, or one per site: a link runs at its slower
