@@ -136,6 +136,12 @@ class SimClock:
     step_time: seconds of one inner step of one worker at speed 1 (measured,
       e.g. with :func:`measure_step_time`, or configured).
     speed_K: per-worker compute-time multipliers (default all 1).
+    overlap_backward: the share ``o`` of a step a collective may hide behind
+      (the backward pass, ``2/3`` in the streaming DiLoCo paper's simulation,
+      arXiv 2501.18512): an all-reduce or an overlapped send starts
+      ``o · step_time · speed_k`` before worker ``k`` ends its last step, so
+      it ends at ``max(max_k t_k, max_k (t_k − o · dt · f_k) + T)``. 0 (the
+      default): it starts when the last worker arrives.
   """
 
   def __init__(
@@ -145,6 +151,7 @@ class SimClock:
       bytes_per_param: float = 4,
       step_time: float = 0.0,
       speed_K: np.ndarray | None = None,
+      overlap_backward: float = 0.0,
   ):
     k = network.num_workers
     if num_params < 0 or not bytes_per_param > 0:
@@ -161,6 +168,9 @@ class SimClock:
     self.speed_K = np.ones(k) if speed_K is None else np.asarray(speed_K, np.float64)
     if self.speed_K.shape != (k,) or not np.all(self.speed_K > 0):
       raise ValueError(f"speed_K must be {k} values > 0, got {self.speed_K!r}")
+    if not 0.0 <= overlap_backward <= 1.0:
+      raise ValueError(f"overlap_backward must be in [0, 1], got {overlap_backward!r}")
+    self.overlap_backward = float(overlap_backward)
     self.time_K = np.zeros(k)
     self.compute_K = np.zeros(k)
     self.comm_K = np.zeros(k)
@@ -169,6 +179,7 @@ class SimClock:
     self.syncs = 0
     self.peak_bandwidth = 0.0
     self.in_flight_until: float | None = None
+    self._last_dt = self.step_time
     self._allreduce = allreduce_time(network, self.model_bytes)
     self._allreduce_traffic = ring_allreduce(num_params, k, bytes_per_param)
 
@@ -177,6 +188,7 @@ class SimClock:
   def compute(self, steps_K: np.ndarray, step_time: float | None = None) -> None:
     """Every worker takes its ``steps_K[k]`` inner steps at its own speed."""
     dt = self.step_time if step_time is None else float(step_time)
+    self._last_dt = dt
     work = np.asarray(steps_K, np.float64) * dt * self.speed_K
     self.time_K += work
     self.compute_K += work
@@ -226,10 +238,21 @@ class SimClock:
     of the payloads (codecs with scales or indices).
     """
     members, duration, traffic = self._collective(payload_bytes, dense, present_K)
-    end = self.time_K[members].max() + duration
-    self.comm_K[members] += duration
+    arrived = self.time_K[members].max()
+    if self.overlap_backward:
+      end = max(arrived, self._start(members) + duration)
+      self.comm_K[members] += end - arrived
+    else:
+      end = arrived + duration
+      self.comm_K[members] += duration
     self.time_K[:] = end
     self._count(members, traffic)
+
+  def _start(self, members: np.ndarray) -> float:
+    """When a collective among ``members`` may start: the last of them to
+    reach the backward pass it hides behind (``overlap_backward``)."""
+    hide_K = self.overlap_backward * self._last_dt * self.speed_K[members]
+    return float(np.max(self.time_K[members] - hide_K))
 
   def send(self, payload_bytes: float | None = None, dense: bool = True) -> None:
     """Starts an overlapped collective when the last worker has sent; it ends
@@ -237,7 +260,8 @@ class SimClock:
     if self.in_flight_until is not None:
       raise ValueError("a send while the previous exchange is still in flight")
     members, duration, traffic = self._collective(payload_bytes, dense, None)
-    self.in_flight_until = float(self.time_K.max() + duration)
+    start = self._start(members) if self.overlap_backward else self.time_K.max()
+    self.in_flight_until = float(start + duration)
     self._count(members, traffic)
 
   def arrive(self) -> None:
@@ -416,6 +440,7 @@ def clock_from_config(config: Any, num_params: int, step_time: float) -> SimCloc
       config.comm.bytes_per_param,
       step_time=step_time,
       speed_K=speed_factors(config.network, k),
+      overlap_backward=config.network.get("overlap_backward", 0.0),
   )
 
 
@@ -443,5 +468,6 @@ def also_clocks(config: Any, num_params: int, step_time: float) -> dict[str, Sim
         config.comm.bytes_per_param,
         step_time=step_time,
         speed_K=speeds,
+        overlap_backward=config.network.get("overlap_backward", 0.0),
     )
   return clocks

@@ -154,6 +154,7 @@ FIELDS = {
     "faults.nan_at_round": Range(int, -1),
     # 0 = measured at start.
     "network.step_time": NONNEGATIVE,
+    "network.overlap_backward": UNIT,
     "gossip.pool_size": COUNT,
     "gossip.group_size": Range(int, 2),
 }

@@ -396,16 +396,20 @@ class StreamedSync:
     encoded payload of the round's fragment, from the parameters' shapes
     (``shapes``, an ``algorithms.ParamShapes``)."""
     stream, codec = self.stream, self.compression.codec
+    sizes = {}  # fragment -> encoded bytes, computed once (the shapes are fixed)
+
+    def payload(fragment: int) -> float:
+      if fragment not in sizes:
+        tree = shapes.get()
+        ids = fragments.leaf_fragments(tree, stream.fragments, stream.mode)
+        mine = [x for f, x in zip(ids, jax.tree.leaves(tree)) if f == fragment]
+        sizes[fragment] = codecs.tree_encoded_bytes(codec, mine)
+      return sizes[fragment]
 
     def pattern(round_index: int, h: int) -> comm.RoundComm:
       steps_K = np.full(num_workers, h, np.int64)
       fragment = stream.fragment_of_round(round_index)
-      tree = shapes.get()
-      ids = fragments.leaf_fragments(tree, stream.fragments, stream.mode)
-      mine = [x for f, x in zip(ids, jax.tree.leaves(tree)) if f == fragment]
-      message = dict(
-          payload_bytes=codecs.tree_encoded_bytes(codec, mine), dense=codec.dense
-      )
+      message = dict(payload_bytes=payload(int(fragment)), dense=codec.dense)
       if stream.tau == 0:
         return comm.RoundComm("allreduce", steps_K, **message)
       if round_index % 2 == 0:

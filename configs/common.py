@@ -308,6 +308,9 @@ def _network() -> ml_collections.ConfigDict:
   c.step_time = 0.0
   # Per-worker compute-time multipliers (2 = half speed).
   c.speed_factors = ()
+  # Share of a step an all-reduce may hide behind (the backward pass; the
+  # streaming DiLoCo paper's simulation assumes 2/3); 0 = none.
+  c.overlap_backward = 0.0
   # More named settings timed alongside, logged as sim_time_<name> (e.g.
   # ("hetero",)).
   c.also = ()

@@ -27,6 +27,8 @@ from tests.helpers import ROOT
 ELSEWHERE = {
     "experiments.sweep": "tests/test_studies_quick.py",
     "projects.plora.sweep": "projects/plora/tests/test_plora_commands.py",
+    # The planner's docstring and docs/planning.md examples.
+    "experiments.plan": "tests/test_plan.py",
     # The README's set-up (``python3 -m venv``) and test command: what CI runs.
     "pytest": ".ci/run",
     "venv": ".ci/run",
