@@ -27,6 +27,7 @@ ADDED_DEFAULTS = {
     "interval.shape": "linear",
     "interval.ratio": 3.0,
     "interval.split": 0.5,
+    "network.overlap_backward": 0.0,
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.
