@@ -40,7 +40,7 @@ def _saving(value: float, reference: float) -> str:
 
 #: The table's legend, above it.
 LEGEND = (
-    "Loss in bits/byte on the validation plays; ± is the sample standard deviation "
+    "Loss: final eval bits/byte on the validation split; ± is the sample standard deviation "
     "over seeds; `Δ`, `saved` and `×` compare means with the run's reference. `sim s`: "
     "simulated wall-clock seconds on that network (fixed compute time per "
     "step), `× ref` its ratio to the reference's (below 1 is faster); "
