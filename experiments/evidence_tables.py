@@ -89,14 +89,19 @@ def design_section(summary: dict, regime: str, corpus: str) -> list[str]:
   """The design phase: every design's syncs saved at equal loss and loss at
   equal syncs against the tuned frontier, with bootstrap intervals over the
   tuning seeds (choosing, not reporting: 3 seeds resolve only large effects)."""
+  entries = summary["syncs_saved"]
   best = max(
-      (l for l, e in summary["syncs_saved"].items() if _finite(e["saved"]["mean"])),
-      key=lambda l: summary["syncs_saved"][l]["saved"]["mean"],
+      (l for l, e in entries.items() if _finite(e["saved"]["mean"])),
+      key=lambda l: entries[l]["saved"]["mean"],
       default=None,
   )
+  rule = "saves the most syncs at equal loss"
+  if best is None:  # a flat or rising frontier: evidence.chosen_design's fallback
+    best = min(entries, key=lambda l: float(entries[l]["delta"]["mean"]))
+    rule = "no saving is defined (the fitted frontier does not fall); lowest at equal syncs"
   lines = [
       f"Designs on the tuning seeds ({_cmd('design', regime, corpus)}); the design "
-      f"chosen for the report saves the most syncs at equal loss: `{best}`.",
+      f"chosen for the report: `{best}` ({rule}).",
       "",
   ]
   return lines + report_text.syncs_saved_table(summary) + [""]

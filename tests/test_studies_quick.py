@@ -177,7 +177,7 @@ def test_tables_summarise_every_phase(phases):
   assert f"the best {evidence.TOP} pairs per H" in section
   assert "Not run yet" not in section
   design = phases["report"][0].design
-  assert f"saves the most syncs at equal loss: `{design}`" in section
+  assert f"the design chosen for the report: `{design}`" in section
   assert "Syncs saved at equal loss" in section
   for c in phases["report"][1]["comparisons"]:
     assert f"| `{c['candidate']}` |" in section
