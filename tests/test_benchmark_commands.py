@@ -54,6 +54,12 @@ COMMANDS = [
         bool,
     ),
     ("benchmarks.checkpoint_cost", ["--config", TINY, "--repeats", "1"], bool),
+    (
+        "benchmarks.parallel_runs",
+        ["--config", TINY, "--runs", "2", "--steps", "4", "--repeats", "1"],
+        lambda r: r["speedup_one_per_core"] > 0
+        and all(len(v) == 1 for v in r["seconds"].values()),
+    ),
 ]
 
 
