@@ -158,9 +158,9 @@ def h_ref(quick: bool) -> int:
 
 
 def frontier_hs(quick: bool) -> tuple[int, ...]:
-  """The frontier's fixed intervals (quick: H_ref / 2, H_ref and 3 H_ref)."""
+  """The frontier's fixed intervals (quick: H_ref and 3 H_ref)."""
   h = h_ref(quick)
-  mults = (0.5, 1, 3) if quick else H_MULTS
+  mults = (1, 3) if quick else H_MULTS
   return tuple(int(round(h * m)) for m in mults)
 
 
