@@ -23,6 +23,8 @@ ADDED_DEFAULTS = {
     "compress.value_bits": 32,
     "compress.ef_beta": None,
     "autoloco.on_change": "keep",
+    "model.attention": "auto",
+    "model.remat": "none",
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.
