@@ -54,6 +54,11 @@ COMMANDS = [
         bool,
     ),
     ("benchmarks.checkpoint_cost", ["--config", TINY, "--repeats", "1"], bool),
+    (
+        "benchmarks.remat",
+        ["--config", TINY, "--workers", "1,2"],
+        lambda r: len(r["rows"]) == 4 and r["rows"][0]["activation_bytes"] > 0,
+    ),
 ]
 
 
