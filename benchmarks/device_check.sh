@@ -53,4 +53,7 @@ if [[ -n $missing ]]; then
     --target "$site" "${files[@]}"
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
+# JAX takes 75% of a GPU's memory at start by default: the throughput rows run
+# in a child process beside this one, and the peak reported should be the run's.
+export XLA_PYTHON_CLIENT_PREALLOCATE=${XLA_PYTHON_CLIENT_PREALLOCATE:-false}
 exec "$python" -m benchmarks.device_check "${args[@]}"

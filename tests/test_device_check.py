@@ -35,6 +35,14 @@ def test_nominal_peaks_by_device_kind(kind, name, peak):
   assert device_check.nominal_peak(kind) == (name, peak)
 
 
+def test_attention_probe_falls_back_to_xla_when_cudnn_fails(monkeypatch):
+  """Where cuDNN's attention is chosen but fails (here: no GPU), the check
+  takes XLA's and keeps the error for the report."""
+  monkeypatch.setattr(device_check.model_lib, "attention_path", lambda cfg: "cudnn")
+  probe = device_check.attention_probe(dry_run=True)
+  assert probe["path"] == "xla" and probe["cudnn_error"]
+
+
 def test_largest_fitting_is_the_boundary():
   assert memory.largest_fitting(lambda k: k <= 77, 8, 512) == 77
   assert memory.largest_fitting(lambda k: k <= 900, 8, 512) == 512
