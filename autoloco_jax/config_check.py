@@ -28,6 +28,8 @@ ADDED_DEFAULTS = {
     "interval.ratio": 3.0,
     "interval.split": 0.5,
     "network.overlap_backward": 0.0,
+    "model.attention": "auto",
+    "model.remat": "none",
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.

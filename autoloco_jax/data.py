@@ -17,6 +17,8 @@ validation documents:
 * `'files'`: local text files (`path` is a file, a directory or a glob), one
   document per file; validation is a fixed, evenly spread fraction of the
   files, or the tail of the text when there is a single file.
+* `'synthetic'`: seeded random bytes (`max_bytes` of them, default 8 MiB),
+  for speed checks that need no dataset.
 * `'parquet'`, `'jsonl'`: globs of local shards with a text column
   (`text_key`), streamed (`autoloco_jax.sources`); validation is `eval_path`'s
   shards or, without it, a deterministic `val_fraction` of the documents.

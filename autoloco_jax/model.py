@@ -45,6 +45,22 @@ import numpy as np
 import optax
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+#: ``model.attention``: ``auto`` (``einsum`` on CPU; ``cudnn`` on GPU in bfloat16,
+#: else ``xla``), ``einsum`` (:func:`causal_attention`), or an ``implementation``
+#: of ``jax.nn.dot_product_attention``: ``xla`` (any backend) or ``cudnn``
+#: (cuDNN's fused flash attention: GPU, bfloat16 or float16 only).
+ATTENTION = ("auto", "einsum", "xla", "cudnn")
+#: ``model.remat``: what each block keeps for the backward pass; the rest is
+#: recomputed (``jax.checkpoint`` with a policy of ``jax.checkpoint_policies``).
+#: ``none``: everything (no remat); ``full``: only the block's input;
+#: ``dots_saveable``: also every matmul's output. (``dots_with_no_batch_dims_
+#: saveable`` would keep what ``full`` keeps: the workers' vmap gives every
+#: matmul a batch dimension.)
+REMAT = {
+    "none": None,
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots_saveable": jax.checkpoint_policies.dots_saveable,
+}
 _ROPE_BASE = 10_000.0
 _INIT_STD = 0.02
 
@@ -61,6 +77,8 @@ class ModelConfig:
   seq_len: int
   tie_embeddings: bool = False
   dtype: str = "float32"
+  attention: str = "auto"
+  remat: str = "none"
 
   @classmethod
   def from_cfg(cls, model_cfg: Any) -> "ModelConfig":
@@ -113,6 +131,12 @@ def validate(model_cfg: Any) -> ModelConfig:
     raise ValueError(
         f"model_cfg.dtype must be one of {sorted(_DTYPES)}, got {cfg.dtype!r}"
     )
+  if cfg.attention not in ATTENTION:
+    raise ValueError(
+        f"model_cfg.attention must be one of {ATTENTION}, got {cfg.attention!r}"
+    )
+  if cfg.remat not in REMAT:
+    raise ValueError(f"model_cfg.remat must be one of {tuple(REMAT)}, got {cfg.remat!r}")
   if not isinstance(cfg.tie_embeddings, bool):
     raise ValueError(
         f"model_cfg.tie_embeddings must be a bool, got {cfg.tie_embeddings!r}"
@@ -176,9 +200,10 @@ def causal_attention(
   latter takes [B, L, H, K] inputs and transposes q, k, v and the probabilities
   inside both passes; with heads-major inputs both matmuls are plain batched
   GEMMs. Attention fwd+bwd at B=32, L=128, H=4, K=32: 2.1x faster on a 2-core
-  CPU (benchmarks/throughput/, docs/benchmarks.md). Used on CPU only; other
-  backends call ``jax.nn.dot_product_attention`` (equal up to float rounding:
-  ``tests/test_model.py::test_causal_attention_matches_dot_product_attention``).
+  CPU (benchmarks/throughput/, docs/benchmarks.md). ``model.attention='auto'``
+  uses it on CPU only; other backends call ``jax.nn.dot_product_attention``
+  (:func:`attend`; equal up to float rounding:
+  ``tests/test_model.py::test_attention_paths_agree``).
   """
   length, head_dim = q_BxHxLxK.shape[-2], q_BxHxLxK.shape[-1]
   q_BxHxLxK = q_BxHxLxK * np.asarray(1.0 / math.sqrt(head_dim), q_BxHxLxK.dtype)
@@ -190,6 +215,47 @@ def causal_attention(
   s_BxHxLxL = jnp.where(causal_LxL, s_BxHxLxL, np.float32(-1e30))
   p_BxHxLxL = jax.nn.softmax(s_BxHxLxL, axis=-1).astype(v_BxHxLxK.dtype)
   return jnp.einsum("bhlm,bhmk->bhlk", p_BxHxLxL, v_BxHxLxK)
+
+
+def attention_path(cfg: ModelConfig, backend: str | None = None) -> str:
+  """The attention path ``cfg.attention`` names on ``backend`` (default: JAX's).
+
+  ``auto`` is ``einsum`` on CPU (:func:`causal_attention`, the fastest there),
+  ``cudnn`` on GPU when the activations are bfloat16 and the head dim is a
+  multiple of 8 up to 128 (what cuDNN's flash attention takes), and ``xla``
+  otherwise (TPU, float32 on GPU).
+  """
+  if cfg.attention != "auto":
+    return cfg.attention
+  backend = backend or jax.default_backend()
+  if backend == "cpu":
+    return "einsum"
+  fused = cfg.dtype == "bfloat16" and cfg.head_dim % 8 == 0 and cfg.head_dim <= 128
+  return "cudnn" if backend == "gpu" and fused else "xla"
+
+
+def attend(
+    q_BxHxLxK: jax.Array, k_BxHxLxK: jax.Array, v_BxHxLxK: jax.Array, path: str
+) -> jax.Array:
+  """Causal attention of heads-major q, k, v along ``path`` (:func:`attention_path`).
+
+  ``einsum``: :func:`causal_attention`, which holds the [B, H, L, L] scores.
+  ``xla`` / ``cudnn``: ``jax.nn.dot_product_attention`` with that
+  ``implementation`` (it takes [B, L, H, K]); cuDNN's fused kernel never
+  materialises the scores (Dao et al. 2022, FlashAttention, arXiv:2205.14135),
+  XLA's may fuse them where the compiler can.
+  """
+  if path == "einsum":
+    return causal_attention(q_BxHxLxK, k_BxHxLxK, v_BxHxLxK)
+  to_blhk = lambda t: t.transpose(0, 2, 1, 3)
+  o_BxLxHxK = jax.nn.dot_product_attention(
+      to_blhk(q_BxHxLxK),
+      to_blhk(k_BxHxLxK),
+      to_blhk(v_BxHxLxK),
+      is_causal=True,
+      implementation=path,
+  )
+  return to_blhk(o_BxLxHxK)
 
 
 # ----------------------------------------------------------------------------
@@ -248,16 +314,7 @@ class Attention(nn.Module):
     sin_LxK2, cos_LxK2 = rope_tables(np.arange(length), k)
     q_BxHxLxK = _rotate_half(q_BxHxLxK, sin_LxK2, cos_LxK2)
     k_BxHxLxK = _rotate_half(k_BxHxLxK, sin_LxK2, cos_LxK2)
-    if jax.default_backend() == "cpu":
-      o_BxHxLxK = causal_attention(q_BxHxLxK, k_BxHxLxK, v_BxHxLxK)
-    else:
-      # GPUs/TPUs: the library call, which can dispatch to fused kernels.
-      to_blhk = lambda t: t.transpose(0, 2, 1, 3)
-      o_BxHxLxK = to_blhk(
-          jax.nn.dot_product_attention(
-              to_blhk(q_BxHxLxK), to_blhk(k_BxHxLxK), to_blhk(v_BxHxLxK), is_causal=True
-          )
-      )
+    o_BxHxLxK = attend(q_BxHxLxK, k_BxHxLxK, v_BxHxLxK, attention_path(cfg))
     o_NxD = o_BxHxLxK.transpose(0, 2, 1, 3).reshape(batch * length, cfg.d_model)
     return _dense(cfg, cfg.d_model, "out", _residual_out_init(cfg))(o_NxD)
 
@@ -311,8 +368,16 @@ class Transformer(nn.Module):
     # vs 2.5 s) and runs faster (0.73 s vs 1.0 s per train step on a 2-core
     # CPU; scan's loop slices stacked params and saves residuals dynamically),
     # and params stay a flat, readable dict of blocks.
+    # Remat: each block keeps what REMAT[cfg.remat] saves for the backward pass
+    # and recomputes the rest (batch and length are static Python ints).
+    policy = REMAT[cfg.remat]
+    block = (
+        Block
+        if cfg.remat == "none"
+        else nn.remat(Block, policy=policy, static_argnums=(2, 3))
+    )
     for i in range(cfg.num_layers):
-      x_NxD = Block(cfg, name=f"block_{i}")(x_NxD, b, l)
+      x_NxD = block(cfg, name=f"block_{i}")(x_NxD, b, l)
     x_NxD = _rms_norm(cfg, "final_norm")(x_NxD)
     if cfg.tie_embeddings:
       logits_NxV = embed.attend(x_NxD)

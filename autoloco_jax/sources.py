@@ -23,7 +23,8 @@ format, `is_validation` routes each document to training or validation in the
 same single pass, and `fingerprint` keys caches of tokenized shards.
 
 Also the in-memory sources of `data_cfg.source` (`load_documents`): the embedded
-Shakespeare plays, any TFDS catalog dataset, local text files. Every source
+Shakespeare plays, any TFDS catalog dataset, local text files, seeded random
+bytes (`synthetic`). Every source
 gives training and validation documents as UTF-8 bytes; `autoloco_jax.data`
 tokenizes and packs them.
 """
@@ -44,7 +45,13 @@ import numpy as np
 
 STREAMED = ("parquet", "jsonl")
 #: Every value of `data_cfg.source`.
-SOURCES = ("shakespeare", "tfds", "files") + STREAMED
+SOURCES = ("shakespeare", "tfds", "files", "synthetic") + STREAMED
+
+#: The `synthetic` source's training bytes when `max_bytes` is 0, and its
+#: documents' length: seeded random bytes, for speed checks on any machine
+#: (`benchmarks/device_check.py`), no dataset or package needed.
+SYNTHETIC_BYTES = 8 << 20
+_SYNTHETIC_DOC_BYTES = 1 << 16
 
 # Rows per record batch read from a parquet shard: large enough to amortise
 # pyarrow's per-batch cost, small enough that a batch of long documents (code
@@ -424,6 +431,8 @@ def load_documents(spec: SourceSpec | Any) -> Documents:
     docs = _shakespeare_documents(spec)
   elif spec.source == "tfds":
     docs = _tfds_documents(spec)
+  elif spec.source == "synthetic":
+    docs = _synthetic_documents(spec)
   else:
     docs = _file_documents(spec)
   return Documents(_cap(docs.train, spec.max_bytes), _cap(docs.validation, spec.eval_cap))
@@ -517,6 +526,23 @@ def _read_text(source, text_key: str, max_bytes: int) -> list[bytes]:
     if max_bytes and total >= max_bytes:
       break
   return docs
+
+
+def _synthetic_documents(spec: SourceSpec) -> Documents:
+  """Uniform random bytes (seed 0), `max_bytes` of training text (0:
+  `SYNTHETIC_BYTES`) and an eighth of that for validation, in documents of 64 KiB.
+  A model learns nothing from them beyond the byte-unigram entropy (8 bits)."""
+  total = spec.max_bytes or SYNTHETIC_BYTES
+  rng = np.random.default_rng(0)
+
+  def documents(num_bytes: int) -> list[bytes]:
+    text = rng.integers(0, 256, num_bytes, dtype=np.uint8).tobytes()
+    return [
+        text[i : i + _SYNTHETIC_DOC_BYTES]
+        for i in range(0, num_bytes, _SYNTHETIC_DOC_BYTES)
+    ]
+
+  return Documents(documents(total), documents(max(total // 8, _SYNTHETIC_DOC_BYTES)))
 
 
 def _list_files(path: str) -> list[pathlib.Path]:

@@ -62,6 +62,41 @@ def _flops(compiled) -> float:
   return float(cost.get("flops", float("nan"))) if cost else float("nan")
 
 
+def saved_activation_bytes(config: Any, vocab_size: int = data.VOCAB_SIZE) -> dict:
+  """Bytes one device keeps from the forward pass for the backward pass of one
+  inner step: the residuals of the gradient of K vmapped workers' losses (K =
+  ``config.num_workers`` on one device), the arguments themselves not counted.
+  Returns ``bytes`` and ``score_bytes``, the share in [..., L, L] arrays (the
+  attention scores and their mask, which a fused attention kernel never keeps).
+
+  This is what ``model.remat`` changes; XLA:CPU's ``temp_bytes`` does not show
+  it, as its scheduler runs the recomputation early and keeps both (measured:
+  docs/device.md). Read off JAX's jaxpr (``saved_residuals``), so it holds for
+  any backend whose compiler keeps the residuals that JAX asks it to.
+  """
+  from jax._src.ad_checkpoint import saved_residuals  # public: print_saved_residuals
+
+  model_cfg = config.model.copy_and_resolve_references()
+  with model_cfg.unlocked():
+    model_cfg.vocab_size = vocab_size
+    model_cfg.seq_len = config.data.seq_len
+  init, apply = model_lib.make(model_cfg)
+  k, b, l = config.num_workers, config.data.batch_size, config.data.seq_len
+  params = jax.eval_shape(init, jax.random.key(0))
+  params_K = jax.tree.map(lambda x: jax.ShapeDtypeStruct((k, *x.shape), x.dtype), params)
+  tokens_KxBxL1 = jax.ShapeDtypeStruct((k, b, l + 1), data.token_dtype(vocab_size))
+  loss_K = jax.vmap(functools.partial(model_lib.loss_fn, apply))
+  residuals = saved_residuals(lambda p, t: loss_K(p, t).sum(), params_K, tokens_KxBxL1)
+  kept = [
+      aval for aval, source in residuals if not source.startswith("from the argument")
+  ]
+  size = lambda aval: int(np.prod(aval.shape)) * aval.dtype.itemsize
+  return dict(
+      bytes=sum(map(size, kept)),
+      score_bytes=sum(size(a) for a in kept if tuple(a.shape[-2:]) == (l, l)),
+  )
+
+
 def compile_config(config: Any, vocab_size: int = data.VOCAB_SIZE) -> dict:
   """Lowers and compiles ``config``'s inner loop and sync on abstract inputs.
 

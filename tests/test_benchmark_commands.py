@@ -60,6 +60,21 @@ COMMANDS = [
         lambda r: r["speedup_one_per_core"] > 0
         and all(len(v) == 1 for v in r["seconds"].values()),
     ),
+    (
+        "benchmarks.bf16",
+        [
+            "--config",
+            "configs/default.py:tiny",
+            "--config.total_steps=4",
+            "--config.eval.every_steps=2",
+        ],
+        lambda r: r["runs"]["bfloat16"]["steps"] == r["runs"]["float32"]["steps"] != [],
+    ),
+    (
+        "benchmarks.remat",
+        ["--config", TINY, "--workers", "1,2"],
+        lambda r: len(r["rows"]) == 4 and r["rows"][0]["activation_bytes"] > 0,
+    ),
 ]
 
 

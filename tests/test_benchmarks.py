@@ -269,7 +269,7 @@ def test_render_only_rewrites_the_page_from_the_json(quick, tmp_path):
 def test_committed_pages_are_rendered_from_their_committed_json():
   """``python -m benchmarks.render --check``: every generated block of the
   benchmark pages is what their JSON renders to."""
-  pages = [os.path.join(ROOT, "docs", p) for p in ("benchmarks.md", "xla_options.md")]
+  pages = [os.path.join(ROOT, "docs", p) for p in ("benchmarks.md", "xla_options.md", "device.md", "bf16_cpu.md")]
   assert render.main(["--check", *pages]) == 0
 
 

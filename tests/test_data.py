@@ -280,6 +280,16 @@ def test_files_source_single_file_tail(tmp_path):
   assert 0.1 < len(docs.validation[0]) / len(text) < 0.3
 
 
+def test_synthetic_source_is_seeded_random_bytes(tmp_path):
+  cfg = files_cfg(tmp_path, source="synthetic", max_bytes=1 << 18)
+  docs = sources.load_documents(cfg)
+  assert sum(map(len, docs.train)) == 1 << 18 and docs.validation
+  assert docs == sources.load_documents(cfg)  # the same bytes every time
+  wd = data.build(cfg, num_workers=2, seed=0)
+  # Uniform bytes: the unigram entropy is log(256) nats, up to sampling.
+  assert abs(wd.unigram_entropy() - math.log(256)) < 0.05
+
+
 def test_error_missing_path(tmp_path):
   with pytest.raises(ValueError, match="matches no files"):
     data.build(files_cfg(tmp_path / "nothing*.txt"), num_workers=2, seed=0)

@@ -188,6 +188,8 @@ def test_overfits_one_batch(base):
         ("mlp_dim", 0, "mlp_dim"),
         ("seq_len", 0, "seq_len"),
         ("dtype", "float16", "dtype"),
+        ("attention", "flash", "attention"),
+        ("remat", "dots_saveable_typo", "remat"),
     ],
 )
 def test_validate_rejects(field, value, match):
@@ -218,8 +220,41 @@ def test_causal_attention_matches_dot_product_attention():
   rng = np.random.default_rng(0)
   q, k, v = (jnp.asarray(rng.normal(size=(2, 3, 16, 8)), jnp.float32) for _ in range(3))
   ours = model.causal_attention(q, k, v)
-  to_blhk = lambda t: t.transpose(0, 2, 1, 3)
-  ref = to_blhk(
-      jax.nn.dot_product_attention(to_blhk(q), to_blhk(k), to_blhk(v), is_causal=True)
-  )
+  ref = model.attend(q, k, v, "xla")
   np.testing.assert_allclose(ours, ref, atol=1e-5, rtol=1e-5)
+
+
+def _loss_and_grads(**overrides):
+  init, apply = model.make(_cfg(**overrides))
+  params = init(jax.random.PRNGKey(0))
+  tokens = _tokens((2, 17), 32, seed=3)
+  loss = lambda p: model.loss_fn(apply, p, tokens)
+  return jax.jit(jax.value_and_grad(loss))(params)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(attention="xla"),
+        dict(remat="full"),
+        dict(remat="dots_saveable", attention="xla"),
+    ],
+    ids=["xla_attention", "remat_full", "remat_dots_xla"],
+)
+def test_attention_paths_and_remat_agree(overrides):
+  """The loss and its gradient are the same (to float rounding) whichever
+  attention path computes them and whatever remat recomputes."""
+  loss, grads = _loss_and_grads(attention="einsum")
+  other_loss, other_grads = _loss_and_grads(**overrides)
+  np.testing.assert_allclose(other_loss, loss, rtol=1e-5)
+  for a, b in zip(jax.tree.leaves(other_grads), jax.tree.leaves(grads)):
+    np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_auto_attention_resolves_by_backend():
+  f32, bf16 = model.validate(_cfg()), model.validate(_cfg(dtype="bfloat16"))
+  assert model.attention_path(f32, "cpu") == "einsum"
+  assert model.attention_path(bf16, "gpu") == "cudnn"
+  assert model.attention_path(f32, "gpu") == "xla"
+  assert model.attention_path(bf16, "tpu") == "xla"
+  assert model.attention_path(model.validate(_cfg(attention="xla")), "cpu") == "xla"

@@ -76,15 +76,20 @@ def machine() -> dict:
 
 
 def matmul_rate(
-    n: int, m: int | None = None, k: int | None = None, repeats: int = 3, batch: int = 0
+    n: int,
+    m: int | None = None,
+    k: int | None = None,
+    repeats: int = 3,
+    batch: int = 0,
+    dtype=jnp.float32,
 ) -> float:
-  """Best FLOP/s of a jitted float32 ``[n, k] @ [k, m]`` matmul (square by
-  default); with ``batch``, ``batch`` independent ones as one batched matmul
-  (what ``vmap`` over workers makes of a layer)."""
+  """Best FLOP/s of a jitted ``[n, k] @ [k, m]`` matmul in ``dtype`` (float32,
+  square by default); with ``batch``, ``batch`` independent ones as one batched
+  matmul (what ``vmap`` over workers makes of a layer)."""
   m, k = m or n, k or n
   lead = (batch,) if batch else ()
-  a = jnp.ones(lead + (n, k), jnp.float32)
-  b = jnp.full(lead + (k, m), 1e-3, jnp.float32)
+  a = jnp.ones(lead + (n, k), dtype)
+  b = jnp.full(lead + (k, m), 1e-3, dtype)
   f = jax.jit(jnp.matmul)
   f(a, b).block_until_ready()
   best = min(timed(lambda: f(a, b).block_until_ready()) for _ in range(repeats))
