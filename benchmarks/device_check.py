@@ -154,6 +154,8 @@ def training_config(dry_run: bool, steps: int, attention: str = "auto"):
   config.checkpoint.every_rounds = 1000  # one save, at the end
   config.eval.every_steps = steps
   config.eval.num_batches = 2
+  # A speed check: the final eval is a 2-batch sample, not the whole split.
+  config.eval.final_num_batches = 2
   config.network.step_time = 0.01  # no probe round for the simulated clock
   if not dry_run:
     # XLA's attention keeps the L x L scores: 74 GiB at these sizes without
