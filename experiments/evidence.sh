@@ -20,7 +20,11 @@ for phase in "${phases[@]}"; do
   arg="$phase,$regime,$corpus${mode:+,$mode}"
   pids=()
   for ((i = 0; i < copies; i++)); do
-    python -m experiments.sweep --study "configs/studies/evidence.py:$arg" &
+    # One copy per core, pinned: on 2 cores a batch of study runs finishes 1.47x
+    # sooner than one run at a time on both (docs/parallel_runs.json).
+    pin=()
+    if command -v taskset > /dev/null && ((copies <= $(nproc))); then pin=(taskset -c "$i"); fi
+    "${pin[@]}" python -m experiments.sweep --study "configs/studies/evidence.py:$arg" &
     pids+=($!)
     sleep 1
   done
