@@ -14,7 +14,6 @@ wall times here say nothing about a GPU's.
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
@@ -24,6 +23,7 @@ import jax
 from absl import app, flags
 
 from autoloco_jax import metrics as metrics_lib, train
+from benchmarks import render
 from benchmarks.render import Lines, Table
 
 
@@ -118,11 +118,7 @@ def main(argv):
       jax=jax.__version__,
       runs=runs,
   )
-  text = json.dumps(result, indent=2)
-  print(text)
-  if _OUT.value:
-    with open(_OUT.value, "w") as f:
-      f.write(text + "\n")
+  render.emit(result, _OUT.value)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ import statistics
 import tempfile
 
 from absl import app, flags
+
+from benchmarks import render
 from ml_collections import config_flags
 
 from autoloco_jax import metrics as metrics_lib, train
@@ -100,11 +102,7 @@ def main(argv):
       median=median,
       host_busy_share=median["host_busy_s"] / median["interval_s"],
   )
-  text = json.dumps(result, indent=1)
-  print(text)
-  if _OUT.value:
-    with open(_OUT.value, "w") as f:
-      f.write(text + "\n")
+  render.emit(result, _OUT.value, indent=1)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from autoloco_jax import replicas, train
-from benchmarks import aot
+from benchmarks import aot, render
 from benchmarks.render import Table
 
 
@@ -257,11 +257,7 @@ def main(argv):
     )
   else:
     result = _measure_one()
-  text = json.dumps(result, indent=2)
-  print(text)
-  if _OUT.value:
-    with open(_OUT.value, "w") as f:
-      f.write(text + "\n")
+  render.emit(result, _OUT.value)
 
 
 def _measure_one() -> dict:

@@ -12,7 +12,6 @@ and their ratio.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,6 +19,8 @@ import tempfile
 import time
 
 from absl import app, flags
+
+from benchmarks import render
 
 _RUNS = flags.DEFINE_integer("runs", 4, "runs per batch (even)")
 _STEPS = flags.DEFINE_integer("steps", 200, "inner steps per run")
@@ -79,10 +80,7 @@ def main(argv):
       seconds=times,
       speedup_one_per_core=mean["one_run_all_cores"] / mean["one_run_per_core"],
   )
-  print(json.dumps(out, indent=1))
-  if _OUT.value:
-    with open(_OUT.value, "w") as f:
-      json.dump(out, f, indent=1)
+  render.emit(out, _OUT.value, indent=1)
 
 
 if __name__ == "__main__":

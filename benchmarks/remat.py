@@ -22,7 +22,7 @@ from typing import Any
 import jax
 from absl import app, flags
 
-from benchmarks import aot
+from benchmarks import aot, render
 from benchmarks.render import Table
 
 
@@ -108,9 +108,7 @@ def main(argv):
       jax=jax.__version__,
       rows=rows,
   )
-  if _OUT.value:
-    with open(_OUT.value, "w") as f:
-      f.write(json.dumps(result, indent=2) + "\n")
+  render.emit(result, _OUT.value, echo=False)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,18 @@ class _Formatter(string.Formatter):
 _FORMAT = _Formatter()
 
 
+def emit(result: dict, path: str = "", indent: int = 2, echo: bool = True) -> None:
+  """A benchmark's result as JSON: printed (``echo``) and written to ``path``
+  when one is given (its folder made)."""
+  text = json.dumps(result, indent=indent)
+  if echo:
+    print(text, flush=True)
+  if path:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+      f.write(text + "\n")
+
+
 def fmt(template: str, values: dict, fallback: str | None = "-") -> str | None:
   """``template`` filled from ``values``; ``fallback`` if a field is missing."""
   try:
