@@ -447,8 +447,9 @@ class WorkerData:
     whole split, every target once (cut to an evenly spread sample of
     ``max_tokens`` targets when it is larger, ``max_tokens > 0``); else
     ``num_batches`` batches of whole windows spread evenly over the split
-    (``autoloco_jax/eval_sets.py``)."""
-    if num_batches == 0:
+    (``autoloco_jax/eval_sets.py``); a sample of at least as many windows as
+    the split has is the whole split."""
+    if num_batches == 0 or num_batches * batch_size >= self.num_eval_sequences:
       return eval_sets.whole(
           self._eval_tokens, self._eval_doc_starts, self.seq_len, batch_size,
           self.bytes_per_token, max_tokens,
@@ -465,7 +466,10 @@ class WorkerData:
       raise ValueError(
           f"batch_size and num_batches must be >= 1, got {batch_size} and {num_batches}"
       )
-    return self.eval_set(batch_size, num_batches).tokens_NxBxL1
+    return eval_sets.spread(
+        self._eval_tokens, self._eval_doc_starts, self.seq_len, batch_size,
+        num_batches, self.bytes_per_token,
+    ).tokens_NxBxL1
 
   def unigram_entropy(self) -> float:
     """Entropy (nats per token) of the unigram distribution of the validation tokens.

@@ -398,9 +398,10 @@ def _report_runs(s, opts: dict) -> None:
   s.design_saved = why["saved"]
   s.power = power
   s.syncs_saved = ("autoloco",) + controls
+  hs = frontier_hs(quick)
   s.comparisons = tuple(
       (label, ref) for label in s.syncs_saved for ref in ("frontier", f"diloco_h{href}")
-  )
+  ) + ((f"diloco_h{hs[-1]}", f"diloco_h{hs[0]}"),)
 
 
 def _controls(s, opts: dict, ref_pair, overrides: dict, why: dict) -> tuple[str, ...]:

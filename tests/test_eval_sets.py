@@ -88,6 +88,18 @@ def test_per_document_sums_by_hand():
   np.testing.assert_allclose(loss_sum_D, [2.0 + 0.5 + 0.5, 2.5])
 
 
+def test_a_sample_as_large_as_the_split_is_the_whole_split():
+  from autoloco_jax import data as data_lib
+
+  rows = np.arange(2 * 9, dtype=np.uint8).reshape(2, 9)  # 2 rows of L + 1 = 9
+  wd = data_lib.WorkerData(rows, [np.array([0]), np.array([1])], rows, seed=0)
+  # The validation stream has 18 tokens: 2 whole windows of 8 targets, plus one.
+  assert wd.num_eval_sequences == 2
+  s = wd.eval_set(batch_size=2, num_batches=4)
+  assert s.whole and s.num_tokens == 17
+  assert not wd.eval_set(batch_size=1, num_batches=1).whole
+
+
 def test_weighted_mean_equals_loss_fn_on_whole_windows():
   """With every weight 1 the evaluation is the mean of ``model.loss_fn``
   over the batches, the loss the inner steps minimise."""
