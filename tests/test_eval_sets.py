@@ -159,25 +159,29 @@ def _old_rule(next_h, remaining, h_min):
   return min(next_h, remaining)
 
 
-@pytest.mark.parametrize("total, last_h", [(40, 10), (45, 15)])
-def test_fixed_h_run_unchanged_when_h_divides_t(tmp_path, monkeypatch, total, last_h):
+def test_fixed_h_run_unchanged_when_h_divides_t(tmp_path, monkeypatch):
   """Fixed H = 10: a run of 40 steps is the run the old rule (clip the last
   round to what remains) gave, bit for bit; a run of 45 steps ends with one
-  15-step round where the old rule gave a 5-step stub."""
-  cfg = helpers.tiny(**{"total_steps": total, "interval.controller": "fixed", "interval.h": 10})
-  new = train.train_and_evaluate(cfg, str(tmp_path / "new"))
+  15-step round (4 syncs) where the old rule gave a 5-step stub (5 syncs)."""
+
+  def tiny(total):
+    return helpers.tiny(
+        **{"total_steps": total, "interval.controller": "fixed", "interval.h": 10}
+    )
+
+  stub = train.train_and_evaluate(tiny(45), str(tmp_path / "stub"))
+  assert [r["h"] for r in helpers.rounds(str(tmp_path / "stub"))] == [10, 10, 10, 15]
+  assert stub["syncs"] == 4
+  new = train.train_and_evaluate(tiny(40), str(tmp_path / "new"))
   monkeypatch.setattr(rounds, "round_steps", _old_rule)
-  old = train.train_and_evaluate(cfg, str(tmp_path / "old"))
+  old = train.train_and_evaluate(tiny(40), str(tmp_path / "old"))
   new_rounds, old_rounds = (helpers.rounds(str(tmp_path / n)) for n in ("new", "old"))
-  assert new_rounds[-1]["h"] == last_h and [r["h"] for r in new_rounds[:-1]] == [10] * 3
-  if total == 40:
-    keys = ("loss_mean", "loss_end", "param_norm", "delta_norm", "eval_loss")
-    assert [[r.get(k) for k in keys] for r in new_rounds] == [
-        [r.get(k) for k in keys] for r in old_rounds
-    ]
-    assert new["final_eval_loss"] == old["final_eval_loss"]
-  else:
-    assert old_rounds[-1]["h"] == 5 and new["syncs"] == old["syncs"] - 1
+  assert [r["h"] for r in new_rounds] == [10] * 4
+  keys = ("loss_mean", "loss_end", "param_norm", "delta_norm", "eval_loss")
+  assert [[r.get(k) for k in keys] for r in new_rounds] == [
+      [r.get(k) for k in keys] for r in old_rounds
+  ]
+  assert new["final_eval_loss"] == old["final_eval_loss"]
 
 
 def test_final_eval_record_and_documents(tmp_path):
