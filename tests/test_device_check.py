@@ -51,17 +51,10 @@ def test_largest_fitting_is_the_boundary():
   assert memory.parse_bytes("512 MiB") == 512 * 2**20
 
 
-@pytest.mark.slow
-def test_dry_run_writes_a_report(tmp_path):
-  env = dict(os.environ)
-  env.pop("XLA_FLAGS", None)  # one CPU device, as on a one-chip accelerator
+def _dry_run(env: dict, *args: str) -> subprocess.CompletedProcess:
+  """``device_check.sh --dry_run`` with ``args``; asserts it exits 0."""
   proc = subprocess.run(
-      [
-          "benchmarks/device_check.sh",
-          f"--python={sys.executable}",
-          "--dry_run",
-          f"--out_dir={tmp_path}",
-      ],
+      ["benchmarks/device_check.sh", "--dry_run", *args],
       cwd=ROOT,
       env=env,
       capture_output=True,
@@ -69,6 +62,14 @@ def test_dry_run_writes_a_report(tmp_path):
       timeout=600,
   )
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  return proc
+
+
+@pytest.mark.slow
+def test_dry_run_writes_a_report(tmp_path):
+  env = dict(os.environ)
+  env.pop("XLA_FLAGS", None)  # one CPU device, as on a one-chip accelerator
+  _dry_run(env, f"--python={sys.executable}", f"--out_dir={tmp_path}")
   (name,) = [n for n in os.listdir(tmp_path) if n.endswith(".json")]
   report = json.load(open(tmp_path / name))
   assert report["dry_run"] and report["device_kind"] and not report["errors"]
@@ -142,21 +143,7 @@ def test_dry_run_on_the_accelerator_image_packages(tmp_path):
   assert bundle.returncode == 0, bundle.stdout[-2000:] + bundle.stderr[-2000:]
   env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
   out = tmp_path / "out"
-  proc = subprocess.run(
-      [
-          "benchmarks/device_check.sh",
-          f"--python={python}",
-          f"--wheels={wheels}",
-          "--dry_run",
-          f"--out_dir={out}",
-      ],
-      cwd=ROOT,
-      env=env,
-      capture_output=True,
-      text=True,
-      timeout=600,
-  )
-  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  proc = _dry_run(env, f"--python={python}", f"--wheels={wheels}", f"--out_dir={out}")
   assert "installing into" in proc.stdout
   (name,) = [n for n in os.listdir(out) if n.endswith(".json")]
   report = json.load(open(out / name))
