@@ -414,24 +414,19 @@ def make(model_cfg: Any) -> tuple[Callable, Callable]:
   return init, apply
 
 
-def loss_fn(apply: Callable, params, tokens_BxL1: jax.Array) -> jax.Array:
-  """Mean next-token cross-entropy (nats): predict tokens[:, 1:] from [:, :-1].
-
-  `tokens_BxL1` has length L+1 so the model sees exactly L positions.
-  """
-  inputs_BxL = tokens_BxL1[:, :-1]
-  targets_BxL = tokens_BxL1[:, 1:]
-  logits_BxLxV = apply(params, inputs_BxL)
-  return optax.softmax_cross_entropy_with_integer_labels(logits_BxLxV, targets_BxL).mean()
-
-
 def token_losses(apply: Callable, params, tokens_BxL1: jax.Array) -> jax.Array:
-  """Next-token cross-entropy (nats) of every target, ``[B, L]``: ``loss_fn``
-  before its mean (the evaluation weights and sums them)."""
+  """Next-token cross-entropy (nats) of every target, ``[B, L]``: predict
+  ``tokens[:, 1:]`` from ``[:, :-1]`` (length L+1, so the model sees exactly L
+  positions). The evaluation weights and sums them."""
   logits_BxLxV = apply(params, tokens_BxL1[:, :-1])
   return optax.softmax_cross_entropy_with_integer_labels(
       logits_BxLxV, tokens_BxL1[:, 1:]
   )
+
+
+def loss_fn(apply: Callable, params, tokens_BxL1: jax.Array) -> jax.Array:
+  """Mean next-token cross-entropy (nats): the mean of :func:`token_losses`."""
+  return token_losses(apply, params, tokens_BxL1).mean()
 
 
 def param_count(params) -> int:
