@@ -266,23 +266,28 @@ def tuned_pairs(opts: dict) -> dict[int, tuple[float, float]]:
   return out
 
 
+def choose(entries: dict) -> tuple[str, bool]:
+  """``(label, by_saving)``: of a design report's ``syncs_saved`` entries, the
+  one that saves the most syncs at equal loss (mean over seeds); where the
+  fitted frontier is flat or rising (no saving defined for any), the one lowest
+  against it at equal syncs (``by_saving`` False). Entries read back from JSON
+  hold NaN as ``"nan"``."""
+  saved = {label: float(e["saved"]["mean"]) for label, e in entries.items()}
+  finite = {label: v for label, v in saved.items() if np.isfinite(v)}
+  if finite:
+    return max(finite, key=finite.get), True
+  return min(entries, key=lambda label: float(entries[label]["delta"]["mean"])), False
+
+
 def chosen_design(opts: dict) -> tuple[str, dict]:
-  """The design phase's design that saves the most syncs at equal loss (mean
-  over the tuning seeds, ``syncs_saved`` of the design report); where the fitted
-  frontier is flat or rising (no saving defined for any design), the one lowest
-  against it at equal syncs. With the evidence: every design's saving and its
-  ``H`` sequence on tuning seed 0."""
+  """The design phase's :func:`choose`, with the evidence: every design's
+  saving and the chosen one's ``H`` sequence on tuning seed 0."""
   summary = read_summary("design", opts["regime"], opts["corpus"], opts["quick"])
   entries = summary["syncs_saved"]
+  best, _ = choose(entries)
   saved = {label: entry["saved"]["mean"] for label, entry in entries.items()}
-  finite = {l: v for l, v in saved.items() if isinstance(v, float) and np.isfinite(v)}
-  if finite:
-    best = max(finite, key=finite.get)
-  else:
-    best = min(entries, key=lambda l: entries[l]["delta"]["mean"])
   h_seq = summary["runs"][best][0]["rounds"]["h"]
-  stats = summary["stats"]
-  return best, dict(saved=saved, syncs=stats[best]["syncs"][0], h_seq=h_seq)
+  return best, dict(saved=saved, syncs=summary["stats"][best]["syncs"][0], h_seq=h_seq)
 
 
 def report_seed_count(opts: dict, design: str) -> dict:

@@ -16,8 +16,6 @@ import json
 import os
 import sys
 
-import numpy as np
-
 from experiments import evidence, report_text
 
 
@@ -93,26 +91,18 @@ def design_section(summary: dict, regime: str, corpus: str) -> list[str]:
   """The design phase: every design's syncs saved at equal loss and loss at
   equal syncs against the tuned frontier, with bootstrap intervals over the
   tuning seeds (choosing, not reporting: 3 seeds resolve only large effects)."""
-  entries = summary["syncs_saved"]
-  best = max(
-      (l for l, e in entries.items() if _finite(e["saved"]["mean"])),
-      key=lambda l: entries[l]["saved"]["mean"],
-      default=None,
+  best, by_saving = evidence.choose(summary["syncs_saved"])
+  rule = (
+      "saves the most syncs at equal loss"
+      if by_saving
+      else "no saving is defined (the fitted frontier does not fall); lowest at equal syncs"
   )
-  rule = "saves the most syncs at equal loss"
-  if best is None:  # a flat or rising frontier: evidence.chosen_design's fallback
-    best = min(entries, key=lambda l: float(entries[l]["delta"]["mean"]))
-    rule = "no saving is defined (the fitted frontier does not fall); lowest at equal syncs"
   lines = [
       f"Designs on the tuning seeds ({_cmd('design', regime, corpus)}); the design "
       f"chosen for the report: `{best}` ({rule}).",
       "",
   ]
   return lines + report_text.syncs_saved_table(summary) + [""]
-
-
-def _finite(value) -> bool:
-  return isinstance(value, float) and np.isfinite(value)
 
 
 def _comparison_row(c: dict) -> str:
