@@ -70,16 +70,18 @@ def tolerance(slope: float, fraction: float = TOLERANCE_FRACTION) -> float:
 
 def per_seed(
     a_S: np.ndarray, b: float, syncs_S: np.ndarray, loss_S: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-  """``(saved_S, delta_S)``: each seed's syncs saved at equal loss and loss
-  against the frontier at equal syncs (NaN savings where ``b >= 0``)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """``(saved_S, delta_S, needed_S)``: each seed's syncs saved at equal loss,
+  loss against the frontier at equal syncs, and the syncs ``S*`` the frontier
+  needs for the seed's loss (NaN savings and ``S*`` where ``b >= 0``)."""
   syncs_S = np.asarray(syncs_S, np.float64)
   loss_S = np.asarray(loss_S, np.float64)
   delta = loss_S - (a_S + b * np.log(syncs_S))
   if b >= 0:
-    return np.full_like(delta, np.nan), delta
+    nan = np.full_like(delta, np.nan)
+    return nan, delta, nan
   needed = np.exp((loss_S - a_S) / b)
-  return 1.0 - syncs_S / needed, delta
+  return 1.0 - syncs_S / needed, delta, needed
 
 
 def bootstrap(
@@ -104,16 +106,15 @@ def bootstrap(
   syncs_S, loss_S = np.asarray(syncs_S, np.float64), np.asarray(loss_S, np.float64)
   n = len(syncs_S)
   a, b, resid = fit_frontier(fs, fl)
-  saved, delta = per_seed(a, b, syncs_S, loss_S)
+  saved, delta, needed = per_seed(a, b, syncs_S, loss_S)
   rng = np.random.default_rng(seed)
   means = np.empty((samples, 2))
   for j in range(samples):
     pick = rng.integers(0, n, n)
     a_j, b_j, _ = fit_frontier(fs[pick], fl[pick])
-    saved_j, delta_j = per_seed(a_j, b_j, syncs_S[pick], loss_S[pick])
+    saved_j, delta_j, _ = per_seed(a_j, b_j, syncs_S[pick], loss_S[pick])
     means[j] = saved_j.mean(), delta_j.mean()
   tail = (1.0 - level) / 2.0
-  needed = syncs_S / (1.0 - saved) if b < 0 else np.full(n, np.nan)
   in_range = (needed >= fs.min(axis=1)) & (needed <= fs.max(axis=1))
   return dict(
       n=n,
