@@ -443,33 +443,22 @@ class WorkerData:
   def eval_set(
       self, batch_size: int, num_batches: int, max_tokens: int = 0
   ) -> eval_sets.EvalSet:
-    """Validation batches, the same for every run: ``num_batches = 0``, the
-    whole split, every target once (cut to an evenly spread sample of
-    ``max_tokens`` targets when it is larger, ``max_tokens > 0``); else
-    ``num_batches`` batches of whole windows spread evenly over the split
-    (``autoloco_jax/eval_sets.py``); a sample of at least as many windows as
-    the split has is the whole split."""
-    if num_batches == 0 or num_batches * batch_size >= self.num_eval_sequences:
-      return eval_sets.whole(
-          self._eval_tokens, self._eval_doc_starts, self.seq_len, batch_size,
-          self.bytes_per_token, max_tokens,
-      )
-    return eval_sets.spread(
-        self._eval_tokens, self._eval_doc_starts, self.seq_len, batch_size,
-        num_batches, self.bytes_per_token,
-    )
+    """Validation batches, the same for every run (``eval_sets.select``):
+    ``num_batches = 0`` (or a sample holding every window), the whole split,
+    every target once (cut to an evenly spread sample of ``max_tokens``
+    targets when it is larger, ``max_tokens > 0``); else ``num_batches``
+    batches of whole windows spread evenly over the split."""
+    return eval_sets.select(*self._eval_stream(), batch_size, num_batches,
+                            self.bytes_per_token, max_tokens)
 
   def eval_batches(self, batch_size: int, num_batches: int) -> np.ndarray:
     """``num_batches * batch_size`` validation windows spread evenly over the
-    split, [N, B, L + 1] (``eval_set``'s tokens; every weight is 1)."""
-    if batch_size < 1 or num_batches < 1:
-      raise ValueError(
-          f"batch_size and num_batches must be >= 1, got {batch_size} and {num_batches}"
-      )
-    return eval_sets.spread(
-        self._eval_tokens, self._eval_doc_starts, self.seq_len, batch_size,
-        num_batches, self.bytes_per_token,
-    ).tokens_NxBxL1
+    split, [N, B, L + 1] (``eval_sets.spread``'s tokens; every weight is 1)."""
+    return eval_sets.spread(*self._eval_stream(), batch_size, num_batches,
+                            self.bytes_per_token).tokens_NxBxL1
+
+  def _eval_stream(self) -> tuple[np.ndarray, np.ndarray, int]:
+    return self._eval_tokens, self._eval_doc_starts, self.seq_len
 
   def unigram_entropy(self) -> float:
     """Entropy (nats per token) of the unigram distribution of the validation tokens.

@@ -15,7 +15,8 @@ with ``w_t`` in {0, 1}: every target once, the same tokens for every run.
 
 ``whole`` returns that set (a split over ``max_tokens`` targets is cut to an
 evenly spread subset of its windows); ``spread`` returns ``N * B`` whole windows
-evenly spaced over the split, the cheap sample evaluated during training.
+evenly spaced over the split, the cheap sample evaluated during training;
+``select`` is the one the trainer asks for by ``num_batches``.
 Each set carries the document of every target, so final losses can be paired
 per document (a separator counts with the document before it).
 """
@@ -143,13 +144,10 @@ def spread(
     bytes_per_token: float = 1.0,
 ) -> EvalSet:
   """``num_batches * batch_size`` whole windows evenly spaced over the split
-  (first and last included), the same for every run; ``num_batches = 0``: the
-  whole split (:func:`whole`)."""
+  (first and last included), the same for every run."""
   _check(batch_size, seq_len)
-  if num_batches < 0:
-    raise ValueError(f"num_batches must be >= 0 (0 = the whole split), got {num_batches}")
-  if num_batches == 0:
-    return whole(tokens_T, doc_starts_D, seq_len, batch_size, bytes_per_token)
+  if num_batches < 1:
+    raise ValueError(f"num_batches must be >= 1, got {num_batches}")
   starts = window_starts(len(tokens_T), seq_len)
   needed = num_batches * batch_size
   if needed > len(starts):
@@ -162,6 +160,26 @@ def spread(
       tokens_T, starts, np.zeros(needed, np.int64), doc_starts_D, seq_len, batch_size,
       bytes_per_token, whole=False,
   )
+
+
+def select(
+    tokens_T: np.ndarray,
+    doc_starts_D: np.ndarray,
+    seq_len: int,
+    batch_size: int,
+    num_batches: int,
+    bytes_per_token: float = 1.0,
+    max_tokens: int = 0,
+) -> EvalSet:
+  """:func:`spread` of ``num_batches`` batches, or :func:`whole` (capped at
+  ``max_tokens``) when ``num_batches = 0`` or the sample would hold at least
+  every window of the split."""
+  if num_batches < 0:
+    raise ValueError(f"num_batches must be >= 0 (0 = the whole split), got {num_batches}")
+  count = len(window_starts(len(tokens_T), seq_len))
+  if num_batches == 0 or num_batches * batch_size >= count:
+    return whole(tokens_T, doc_starts_D, seq_len, batch_size, bytes_per_token, max_tokens)
+  return spread(tokens_T, doc_starts_D, seq_len, batch_size, num_batches, bytes_per_token)
 
 
 def per_document(

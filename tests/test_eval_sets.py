@@ -73,7 +73,7 @@ def test_spread_depends_on_the_count_only_and_refuses_too_many():
   starts = a.tokens_NxBxL1.reshape(-1, 11)[:, 0]
   assert starts[0] == 0 and starts[-1] == 990 and a.num_tokens == 120
   assert not a.whole
-  assert eval_sets.spread(_stream(1001), np.array([0]), 10, 4, 0).whole
+  assert eval_sets.select(_stream(1001), np.array([0]), 10, 4, 0).whole
   with pytest.raises(ValueError, match="too little validation data"):
     eval_sets.spread(_stream(1001), np.array([0]), 10, 4, 26)
 
