@@ -92,6 +92,12 @@ def make_evaluate(token_losses_fn, mesh, algo):
   return evaluate, evaluate_tokens
 
 
+def main_loss(losses: dict):
+  """The run's headline loss among ``evaluate``'s: the global model's (``''``)
+  or, for decentralized algorithms, the replicas' mean (``mean``)."""
+  return losses.get("", losses.get("mean"))
+
+
 def final_report(
     losses: dict, eval_set: eval_sets.EvalSet, num_docs: int
 ) -> tuple[dict, dict]:

@@ -372,7 +372,7 @@ def _finish_round(loop: _Loop, host: HostState, round_: _Round) -> dict:
     host.next_h = int(record["next_h"])
   _check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
   if losses is not None:
-    host.eval_loss = losses.get("", losses.get("mean"))
+    host.eval_loss = evaluation.main_loss(losses)
     record.update(
         eval_loss=host.eval_loss, eval_bpb=loop.run.data.bits_per_byte(host.eval_loss)
     )
@@ -544,7 +544,7 @@ def _final_eval(loop: _Loop, state: state_lib.TrainState, workdir: str) -> dict:
       jax.device_get(losses), eval_set, run.data.num_eval_documents
   )
   seconds = time.perf_counter() - start
-  main = means.get("", means.get("mean"))
+  main = evaluation.main_loss(means)
   fields = dict(
       final_eval_loss=main,
       final_eval_bpb=run.data.bits_per_byte(main),
