@@ -412,14 +412,13 @@ def _report_runs(s, opts: dict) -> None:
 def _controls(s, opts: dict, ref_pair, overrides: dict, why: dict) -> tuple[str, ...]:
   """Adds the chosen design (``autoloco``) and its controls to ``s``; returns
   the controls' labels: ``ctrl_adaptation_only`` (no correction),
-  ``ctrl_correction_only`` (a fixed H as near the design's syncs as a
-  divisor-free ``T / syncs`` allows, with the correction) and, for a
+  ``ctrl_correction_only`` (the fixed H nearest ``T / syncs`` of the design,
+  with the correction) and, for a
   closed-loop design, ``ctrl_open_loop`` (its ``H`` sequence on tuning seed 0)."""
   base.add_run(s, "autoloco", autoloco_config(opts, ref_pair, **overrides))
   uncorrected = {**overrides, "autoloco__correction": "none"}
   base.add_run(s, "ctrl_adaptation_only", autoloco_config(opts, ref_pair, **uncorrected))
-  total = autoloco_config(opts, ref_pair).total_steps
-  h_fixed = max(1, int(round(total / why["syncs"])))
+  h_fixed = max(1, int(round(s.runs["autoloco"].total_steps / why["syncs"])))
   fixed = autoloco_config(
       opts, ref_pair, interval__controller="fixed", interval__h=h_fixed
   )
