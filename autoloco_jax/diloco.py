@@ -97,14 +97,13 @@ class DiLoCo:
   @classmethod
   def from_config(cls, config: Any) -> "DiLoCo":
     """From ``config.diloco`` (``alpha``, ``beta``), ``config.interval``
-    (``h`` is the first ``H``; a ``schedule`` or ``budget`` controller starts at
-    its own first value), ``config.stream`` and ``config.compress``."""
+    (``h`` is the first ``H`` of an adaptive controller; an open-loop one
+    starts at its own ``plan(0)``), ``config.stream`` and ``config.compress``."""
     controller = intervals.from_config(
         config.interval, config.inner.lr, config.total_steps
     )
-    h0 = int(config.interval.h)
-    if config.interval.controller in ("schedule", "budget"):
-      h0 = int(controller.init().h)
+    # An open-loop controller (fixed, schedule, budget) starts at its own plan.
+    h0 = int(controller.plan(0) if controller.plan else config.interval.h)
     return cls(
         alpha=float(config.diloco.alpha),
         beta=float(config.diloco.beta),

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from autoloco_jax import ranges
+from autoloco_jax import budget, ranges
 from autoloco_jax.signals import SyncStats, normalized_agreement
 
 
@@ -583,8 +583,6 @@ def from_config(cfg: Any, peak_lr: float, total_steps: int = 0) -> IntervalContr
   if name == 'schedule':
     return make(name, hs=tuple(int(x) for x in cfg.schedule or ()))
   if name == 'budget':
-    from autoloco_jax import budget
-
     hs = budget.schedule(total_steps, int(cfg.syncs), cfg.shape, cfg.ratio, cfg.split)
     return make('schedule', hs=hs)
   if name == 'lr_quadratic':
