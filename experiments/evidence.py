@@ -40,7 +40,12 @@ Phases (every choice on the tuning seeds 0-2; the report on fresh seeds from 100
 Regimes: ``base`` is the ``study`` size (K = 4, 600 inner steps, H_ref = 20: 30
 syncs at H_ref); ``long`` has K = 8 workers with half the per-worker batch, non-iid
 shards and 1,200 steps; ``many`` is ``base`` run 3,000 steps (150 syncs at H_ref),
-where the loss has flattened. Corpora: ``shakespeare`` (embedded) and ``python``:
+where the loss has flattened. To fit the CPU time, ``many`` is pruned by
+the base cell of its corpus, and says so: its coarse grid is the pairs the base
+coarse pass ranked in the top ``TOP`` at some ``H`` (:func:`base_top_pairs`), its
+designs are ``MANY_DESIGNS``, and it has no ``regime`` phase (its tuned
+frontier's slope answers whether ``H`` matters; ``experiments/evidence.sh many
+python`` starts at ``coarse``). Corpora: ``shakespeare`` (embedded) and ``python``:
 the top-level modules of the Python standard library of the interpreter that runs
 the study (``sysconfig``'s ``stdlib``), through ``data.source=files``.
 """
@@ -99,6 +104,15 @@ DESIGNS = {
 }
 #: The quick pipeline check's designs: one open-loop budget and one closed loop.
 QUICK_DESIGNS = ("budget_linear_r2", "autoloco_h0x1p5")
+#: The many-rounds regime's designs, pruned by the base/Python design phase to
+#: save CPU time: every shape family once (linear r4 sits between linear r2 and
+#: exponential r4 there; the agreement rule with h_min = H_ref synced and lost as
+#: the loss-ratio rule did), since many rounds is where an early deficit has the
+#: most time to be recovered.
+MANY_DESIGNS = (
+    "autoloco_h0x1p5", "budget_constant", "budget_linear_r2", "budget_exp_r4",
+    "budget_two_phase_r3", "loss_ratio_hmin_ref",
+)
 #: The coarse grid of every cell: the first protocol's pruned grid (its one full
 #: search, base/Shakespeare's 84 runs, never ranked alpha = 0.5 or beta >= 0.85 in
 #: the top 4 at any H). On Python the grid moves one step down in beta: the first
@@ -167,17 +181,41 @@ def frontier_hs(quick: bool) -> tuple[int, ...]:
 def grid(
     quick: bool, regime: str = "base", corpus: str = "shakespeare"
 ) -> tuple[tuple[float, float], ...]:
-  """DiLoCo's outer ``(alpha, beta)`` pairs of the coarse pass in one cell."""
-  del regime
+  """DiLoCo's outer ``(alpha, beta)`` pairs of the coarse pass in one cell.
+
+  ``many`` is ``base`` run five times longer, so its grid is pruned by the base
+  cell's coarse pass (:func:`base_top_pairs`); every other cell searches
+  ``ALPHAS x BETAS[corpus]``."""
   if quick:
     return ((0.7, 0.8), (0.7, 0.9), (1.0, 0.8), (1.0, 0.9))
+  if regime == "many":
+    return base_top_pairs(corpus)
   return tuple((a, b) for a in ALPHAS for b in BETAS[corpus])
 
 
-def designs(quick: bool) -> dict:
-  """The AutoLoCo designs of the design phase (label -> overrides)."""
+def base_top_pairs(corpus: str) -> tuple[tuple[float, float], ...]:
+  """The pairs ranked in the ``TOP`` at some frontier ``H`` by the base cell's
+  coarse pass on ``corpus`` (on Python: four of the six, dropping
+  ``(0.7, 0.7)`` and ``(1.0, 0.7)``, never in the top two)."""
+  coarse = read_summary("coarse", "base", corpus, False)["stats"]
+  keep = set()
+  for h in frontier_hs(False):
+    scored = sorted(
+        (coarse[diloco_label(h, a, b)]["final_eval_bpb"][0], (a, b))
+        for a in ALPHAS
+        for b in BETAS[corpus]
+    )
+    keep.update(pair for _, pair in scored[:TOP])
+  return tuple(sorted(keep))
+
+
+def designs(quick: bool, regime: str = "base") -> dict:
+  """The AutoLoCo designs of the design phase (label -> overrides); the
+  ``many`` regime tries ``MANY_DESIGNS``."""
   if quick:
     return {label: DESIGNS[label] for label in QUICK_DESIGNS}
+  if regime == "many":
+    return {label: DESIGNS[label] for label in MANY_DESIGNS}
   return dict(DESIGNS)
 
 
@@ -383,9 +421,10 @@ def _design_runs(s, opts: dict) -> None:
   ref_pair = pairs[h_ref(quick)]
   s.seeds = _tuning_seeds(quick)
   _add_frontier(s, opts, pairs)
-  for label, overrides in designs(quick).items():
+  chosen = designs(quick, opts["regime"])
+  for label, overrides in chosen.items():
     base.add_run(s, label, autoloco_config(opts, ref_pair, **overrides))
-  s.syncs_saved = tuple(designs(quick))
+  s.syncs_saved = tuple(chosen)
 
 
 def _report_runs(s, opts: dict) -> None:

@@ -6,12 +6,16 @@
 # EVIDENCE_FROM=coarse starts at that phase (the earlier ones' reports committed:
 # a fresh checkout has no runs/ to resume from).
 set -euo pipefail
-regime=${1:?regime: base | long}
+regime=${1:?regime: base | long | many}
 corpus=${2:?corpus: shakespeare | python}
 mode=${3:-}
 copies=${EVIDENCE_COPIES:-2}
 phases=(regime coarse tune design report)
-from=${EVIDENCE_FROM:-regime}
+# The many-rounds regime has no regime phase: its tuned frontier's slope, with
+# its interval, says whether H matters (experiments/evidence.py).
+first=regime
+[[ $regime == many ]] && first=coarse
+from=${EVIDENCE_FROM:-$first}
 while [[ ${phases[0]} != "$from" ]]; do
   phases=("${phases[@]:1}")
   ((${#phases[@]})) || { echo "EVIDENCE_FROM: unknown phase $from" >&2; exit 2; }

@@ -82,6 +82,16 @@ def _ci(entry: dict, fmt: str) -> str:
   return f"{fmt.format(mean)} [{fmt.format(low)}, {fmt.format(high)}]"
 
 
+def _t_ci(entry: dict, quantity: str, fmt: str) -> str:
+  """The t-interval ``[low, high]`` of ``entry[quantity + "_t"]``; "-" for a
+  summary written before t-intervals were recorded."""
+  t = entry.get(f"{quantity}_t")
+  if not t:
+    return "-"
+  low, high = float(t["low"]), float(t["high"])
+  return f"[{fmt.format(low)}, {fmt.format(high)}]"
+
+
 def syncs_saved_table(result: dict) -> list[str]:
   """Each label's syncs saved at equal loss and loss at equal syncs against the
   pooled log-linear frontier (``experiments/syncs_saved.py``), with the eval's
@@ -93,19 +103,21 @@ def syncs_saved_table(result: dict) -> list[str]:
   lines = [
       f"Syncs saved at equal loss against the tuned frontier ({', '.join(first['frontier'])}:"
       f" pooled log-linear fit, slope {first['slope']:.4f} bits/byte per e-fold of syncs,"
-      f" residual sd {first['residual_sd']:.4f}); paired bootstrap 95% intervals over"
-      f" {first['n']} seeds; final eval on {', '.join(map(str, sorted(tokens, key=str)))}"
+      f" residual sd {first['residual_sd']:.4f}); 95% intervals over {first['n']}"
+      " seeds, paired bootstrap and (t) paired Student-t; final eval on {', '.join(map(str, sorted(tokens, key=str)))}"
       f" tokens. Tolerance (the frontier's loss for 10% fewer syncs):"
       f" {first['tolerance']:.4f} bits/byte.",
       "",
-      "| run | syncs | syncs saved at equal loss | Δ loss at equal syncs | seeds with S* in range |",
-      "| --- | ---: | ---: | ---: | ---: |",
+      "| run | syncs | syncs saved at equal loss | (t) | Δ loss at equal syncs | (t) "
+      "| seeds with S* in range |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
   ]
   for label, e in entries.items():
     syncs = sum(r["summary"]["syncs"] for r in result["runs"][label]) / e["n"]
     lines.append(
         f"| `{label}` | {syncs:.1f} | {_ci(e['saved'], '{:+.1%}')} | "
-        f"{_ci(e['delta'], '{:+.4f}')} | {e['needed_in_range']}/{e['n']} |"
+        f"{_t_ci(e, 'saved', '{:+.1%}')} | {_ci(e['delta'], '{:+.4f}')} | "
+        f"{_t_ci(e, 'delta', '{:+.4f}')} | {e['needed_in_range']}/{e['n']} |"
     )
   gains = [
       f"`{label}` {result['stats'][label]['late_gain'][0]:+.4f}"

@@ -23,7 +23,11 @@ For a candidate with ``(S_s, L_s)`` on seed ``s``:
 The interval is a paired bootstrap over seeds: resample the seeds with
 replacement, refit the frontier on the resample (so the fit's uncertainty is in
 the interval), take the mean over the resample; the 2.5% and 97.5% quantiles of
-those means are the 95% interval.
+those means are the 95% interval. With few seeds the bootstrap has few distinct
+resamples (10 for 3 seeds) and its percentile interval is too narrow, so the
+paired Student-t interval of the per-seed values (``seed_stats.paired_interval``;
+it holds the frontier fixed) is reported beside it, and :func:`widest` is the
+interval a verdict should read: the union of the two.
 
 "Equal quality" is tied to the frontier's slope: the tolerance is the loss
 DiLoCo loses for ``10%`` fewer syncs in that cell, ``|b| ln(1/0.9)``, so one
@@ -36,6 +40,8 @@ import math
 from typing import Sequence
 
 import numpy as np
+
+from experiments import seed_stats
 
 #: Fewer syncs whose loss cost defines "equal quality" (see ``tolerance``).
 TOLERANCE_FRACTION = 0.10
@@ -95,9 +101,10 @@ def bootstrap(
 ) -> dict:
   """The candidate against the frontier, paired by seed, with bootstrap intervals.
 
-  Returns ``dict(n, slope, residual_sd, tolerance, saved, delta, per_seed_saved,
-  per_seed_delta, needed_in_range)``; ``saved`` and ``delta`` are
-  ``dict(mean, low, high, half_width)`` (bootstrap quantiles, ``level``) and
+  Returns ``dict(n, slope, residual_sd, tolerance, saved, delta, saved_t,
+  delta_t, per_seed_saved, per_seed_delta, needed_in_range)``; ``saved`` and
+  ``delta`` are ``dict(mean, low, high, half_width)`` (bootstrap quantiles,
+  ``level``), ``saved_t`` and ``delta_t`` the paired t-intervals, and
   ``needed_in_range`` counts the seeds whose ``S*`` lies inside the range of
   the frontier's own sync counts (outside it the fit extrapolates).
   """
@@ -123,6 +130,8 @@ def bootstrap(
       tolerance=tolerance(b),
       saved=_interval(saved.mean(), means[:, 0], tail),
       delta=_interval(delta.mean(), means[:, 1], tail),
+      saved_t=_t_interval(saved, level),
+      delta_t=_t_interval(delta, level),
       per_seed_saved=saved.tolist(),
       per_seed_delta=delta.tolist(),
       needed_in_range=int(in_range.sum()),
@@ -138,6 +147,26 @@ def _interval(mean: float, draws: np.ndarray, tail: float) -> dict:
       mean=float(mean), low=float(low), high=float(high),
       half_width=float((high - low) / 2.0),
   )
+
+
+def _t_interval(per_seed_S: np.ndarray, level: float) -> dict:
+  if not np.isfinite(per_seed_S).all():
+    nan = float("nan")
+    return dict(mean=nan, low=nan, high=nan, half_width=nan)
+  ci = seed_stats.paired_interval(per_seed_S, level)
+  return {k: ci[k] for k in ("mean", "low", "high", "half_width")}
+
+
+def widest(entry: dict, quantity: str = "saved") -> dict:
+  """The union of ``entry``'s bootstrap and t-intervals for ``quantity``
+  (``"saved"`` or ``"delta"``): the interval a verdict reads. An entry read
+  back from JSON may hold ``"nan"``; one without a t-interval (written before
+  it existed) gives its bootstrap interval."""
+  boot = entry[quantity]
+  t = entry.get(f"{quantity}_t") or boot
+  low = min(float(boot["low"]), float(t["low"]))
+  high = max(float(boot["high"]), float(t["high"]))
+  return dict(mean=float(boot["mean"]), low=low, high=high, half_width=(high - low) / 2)
 
 
 def seeds_needed(

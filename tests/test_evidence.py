@@ -293,3 +293,30 @@ def test_report_takes_the_design_that_saves_most_on_as_many_seeds_as_needed(dirs
   power = evidence.report_seed_count(opts, "loss_ratio_hmin_ref")
   assert power["seeds"] == evidence.MAX_REPORT_SEEDS < power["needed"]
   assert power["half_width"] > 0.01
+
+
+def test_many_is_pruned_by_the_base_cell(dirs):
+  # The base coarse pass ranks (1.0, 0.7) and (0.7, 0.3) first and second at the
+  # shortest H, (0.7, 0.5) second at every other: the many grid is those three.
+  losses = {}
+  for h in evidence.frontier_hs(False):
+    for a, b in evidence.grid(False, "base", "python"):
+      losses[evidence.diloco_label(h, a, b)] = 3.0
+    losses[evidence.diloco_label(h, 1.0, 0.7)] = 2.0
+    second = (0.7, 0.3) if h == 10 else (0.7, 0.5)
+    losses[evidence.diloco_label(h, *second)] = 2.5
+  write_coarse(False, losses, "base", "python")
+  assert evidence.grid(False, "many", "python") == ((0.7, 0.3), (0.7, 0.5), (1.0, 0.7))
+  coarse = evidence.study("coarse,many,python")
+  assert len(coarse.labels) == 3 * len(evidence.frontier_hs(False))
+  assert {r.total_steps for r in coarse.runs.values()} == {3000}
+  # Its design phase tries MANY_DESIGNS only.
+  write_tune("many", "python")
+  design = evidence.study("design,many,python")
+  assert design.syncs_saved == evidence.MANY_DESIGNS
+  assert set(evidence.MANY_DESIGNS) < set(evidence.DESIGNS)
+
+
+def test_many_without_the_base_coarse_pass_names_its_command(dirs):
+  with pytest.raises(ValueError, match="coarse,base,python"):
+    evidence.study("coarse,many,python")

@@ -76,3 +76,19 @@ def test_from_runs_pairs_by_seed():
   runs["cand"] = runs["cand"][::-1]
   with pytest.raises(ValueError, match="same seeds"):
     syncs_saved.from_runs(runs, ["H0", "H1", "H2"], "cand")
+
+
+def test_t_interval_beside_the_bootstrap():
+  # Two seeds saving 0.2 and 0.4: the paired t-interval is 0.3 ± t_{0.975,1}
+  # sd / sqrt(2) = 0.3 ± 12.706 * 0.1414 / 1.414 = 0.3 ± 1.2706, far wider than
+  # the bootstrap's [0.2, 0.4]; ``widest`` is their union.
+  fs, fl, syncs, loss = _exact_case()
+  out = syncs_saved.bootstrap(fs, fl, syncs, loss, samples=500)
+  assert out["saved_t"]["mean"] == pytest.approx(0.3)
+  assert out["saved_t"]["half_width"] == pytest.approx(1.27062, rel=1e-4)
+  wide = syncs_saved.widest(out)
+  assert wide["low"] == pytest.approx(0.3 - 1.27062, rel=1e-4)
+  assert wide["high"] == pytest.approx(0.3 + 1.27062, rel=1e-4)
+  # An entry without a t-interval (written before it existed) reads its bootstrap.
+  old = {k: v for k, v in out.items() if not k.endswith("_t")}
+  assert syncs_saved.widest(old)["high"] == pytest.approx(0.4)

@@ -1,23 +1,26 @@
 """The evidence study: AutoLoCo against a tuned DiLoCo, choosing apart from reporting.
 
-One study in five phases, run in order, for each regime (``base``, ``long``) and
-corpus (``shakespeare``, ``python``): ``<phase>,<regime>,<corpus>``, add ``,quick``
-for the tiny pipeline check. ``experiments/evidence.sh <regime> <corpus> [quick]``
-runs them all, two sweeps at a time; by hand:
+One study in five phases, run in order, for each regime (``base``, ``long``,
+``many``) and corpus (``shakespeare``, ``python``): ``<phase>,<regime>,<corpus>``,
+add ``,quick`` for the tiny pipeline check. ``experiments/evidence.sh <regime>
+<corpus> [quick]`` runs them all, one sweep pinned to each core; by hand:
 
-  python -m experiments.sweep --study configs/studies/evidence.py:regime,base,shakespeare
-  python -m experiments.sweep --study configs/studies/evidence.py:coarse,base,shakespeare
-  python -m experiments.sweep --study configs/studies/evidence.py:tune,base,shakespeare
-  python -m experiments.sweep --study configs/studies/evidence.py:design,base,shakespeare
-  python -m experiments.sweep --study configs/studies/evidence.py:report,base,shakespeare
+  python -m experiments.sweep --study configs/studies/evidence.py:regime,base,python
+  python -m experiments.sweep --study configs/studies/evidence.py:coarse,base,python
+  python -m experiments.sweep --study configs/studies/evidence.py:tune,base,python
+  python -m experiments.sweep --study configs/studies/evidence.py:design,base,python
+  python -m experiments.sweep --study configs/studies/evidence.py:report,base,python
 
-Each phase writes its report to ``docs/studies/evidence/<regime>_<corpus>/<phase>``
-(quick: ``runs/studies/evidence-quick/...``), which the next phase reads. Two copies
-of one command share the work (the runs are locked), so on 2 cores start each phase
-twice. ``design_added`` and ``report_added`` add to a finished cell, by hand.
+Each phase writes its report to ``docs/studies/evidence_v2/<regime>_<corpus>/<phase>``
+(quick: ``runs/studies/evidence-v2-quick/...``), which the next phase reads. Two
+copies of one command share the work (the runs are locked), so on 2 cores start
+each phase twice. The report phase's headline is the syncs the tuned frontier
+needs to reach each design's loss, with paired bootstrap and t-intervals over
+the fresh seeds (``experiments/syncs_saved.py``).
 
-The phases, grids and designs, and how each phase chooses its runs from the one
-before: ``experiments/evidence.py``. The results: ``docs/results.md``.
+The phases, grids and designs, how each phase chooses its runs from the one
+before, and where the ``many`` regime is pruned: ``experiments/evidence.py``.
+The results: ``docs/results.md`` §1.
 """
 
 from experiments import evidence
