@@ -23,7 +23,7 @@ import numpy as np
 
 from experiments.plots import plot_curves, plot_frontier, plot_rounds, write_plots
 from experiments.report_text import claim_sentence, comparison_sentence, markdown
-from experiments import syncs_saved
+from experiments import per_document, syncs_saved
 from experiments.runlog import load_run, sim_key
 from experiments.seed_stats import (
     compare,
@@ -98,11 +98,18 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
       label: syncs_saved.from_runs(runs, tuple(study.frontier), label)
       for label in study.get("syncs_saved", ())
   }
+  # The same comparisons paired per document, where the runs wrote their losses.
+  documents = [
+      per_document.paired(runs, c["candidate"], c["reference"])
+      for c in comparisons
+      if c["reference"] != "frontier"
+  ]
   return dict(
       name=study.name,
       title=study.title,
       comparisons=comparisons,
       syncs_saved=saved,
+      per_document=[d for d in documents if d is not None],
       power=dict(study.get("power") or {}),
       quick=bool(study.quick),
       seeds=list(study.seeds),

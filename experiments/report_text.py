@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from experiments import per_document
+
 
 def _pm(ms: tuple[float, float], fmt: str = "{:.3f}") -> str:
   m, s = ms
@@ -73,6 +75,8 @@ def markdown(study: Any, result: dict) -> str:
     lines += [f"* {comparison_sentence(c)}" for c in result["comparisons"]]
   if result.get("syncs_saved"):
     lines += ["", *syncs_saved_table(result)]
+  if result.get("per_document"):
+    lines += ["", *per_document.table(result["per_document"])]
   return "\n".join(lines) + "\n"
 
 

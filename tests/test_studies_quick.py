@@ -164,6 +164,19 @@ def test_report_states_each_comparison_with_its_interval(phases):
   assert all(
       r["summary"]["final_eval_tokens"] > 0 for r in result["runs"]["autoloco"]
   )
+  # Beside the bootstrap, the paired t-interval, which contains the mean too.
+  for entry in summary["syncs_saved"].values():
+    t = entry["delta_t"]
+    assert float(t["low"]) <= float(entry["delta"]["mean"]) <= float(t["high"])
+  # Each comparison against a label, paired per document as well as per seed; the
+  # token-weighted per-document difference is the whole-split difference.
+  by_label = [c for c in summary["comparisons"] if c["reference"] != "frontier"]
+  assert len(summary["per_document"]) == len(by_label)
+  for d, c in zip(summary["per_document"], by_label):
+    assert (d["candidate"], d["reference"]) == (c["candidate"], c["reference"])
+    assert d["documents"] >= 1 and 0 <= d["lower"] <= d["documents"]
+    assert d["weighted_delta"] == pytest.approx(c["loss"]["mean"], abs=1e-4)
+  assert "Paired per document" in text
 
 
 @pytest.mark.slow
