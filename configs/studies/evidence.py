@@ -5,11 +5,14 @@ One study in five phases, run in order, for each regime (``base``, ``long``,
 add ``,quick`` for the tiny pipeline check. ``experiments/evidence.sh <regime>
 <corpus> [quick]`` runs them all, one sweep pinned to each core; by hand:
 
-  python -m experiments.sweep --study configs/studies/evidence.py:regime,base,python
-  python -m experiments.sweep --study configs/studies/evidence.py:coarse,base,python
-  python -m experiments.sweep --study configs/studies/evidence.py:tune,base,python
-  python -m experiments.sweep --study configs/studies/evidence.py:design,base,python
-  python -m experiments.sweep --study configs/studies/evidence.py:report,base,python
+  python -m experiments.sweep --study configs/studies/evidence.py:regime,base,shakespeare
+  python -m experiments.sweep --study configs/studies/evidence.py:coarse,base,shakespeare
+  python -m experiments.sweep --study configs/studies/evidence.py:tune,base,shakespeare
+  python -m experiments.sweep --study configs/studies/evidence.py:design,base,shakespeare
+  python -m experiments.sweep --study configs/studies/evidence.py:report,base,shakespeare
+
+and the same with ``python`` for the Python corpus or ``many`` for the
+many-rounds regime (``experiments/evidence.sh many python`` starts at ``coarse``).
 
 Each phase writes its report to ``docs/studies/evidence_v2/<regime>_<corpus>/<phase>``
 (quick: ``runs/studies/evidence-v2-quick/...``), which the next phase reads. Two
