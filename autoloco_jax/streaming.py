@@ -249,12 +249,16 @@ class StreamedSync:
     """Inner steps of the driver round after the event that ends driver round
     ``round_index``, when the controller's interval is ``interval``: the slot
     ``h_f = max(1, ⌊H / P⌋)``, split into ``τ`` (after a send) and ``h_f − τ``
-    (after an arrival). Python ints or traced: the sync and the host call it."""
+    (after an arrival). Python ints or traced: the sync and the host call it
+    (the host with NumPy, not one dispatched JAX op per round: the planner
+    replays hundreds of thousands of rounds)."""
     P, tau = self.stream.fragments, self.stream.tau
-    slot = interval if P == 1 else jnp.maximum(interval // P, 1)
+    traced = isinstance(round_index, jax.Array) or isinstance(interval, jax.Array)
+    xp = jnp if traced else np
+    slot = interval if P == 1 else xp.maximum(interval // P, 1)
     if tau == 0:
       return slot
-    return jnp.where(round_index % 2 == 0, tau, slot - tau).astype(jnp.int32)
+    return xp.where(round_index % 2 == 0, tau, slot - tau).astype(xp.int32)
 
   def _period(self, ex: ExchangeState, acc: inner.RoundAcc, fragment: Any):
     """``(S, steps, ex)`` of the fragment's sync: since its last sync."""

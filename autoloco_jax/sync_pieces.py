@@ -196,10 +196,28 @@ def planned_h(controller: intervals.IntervalController, piece: Any) -> Callable 
   the controller is adaptive."""
   if controller.plan is None:
     return None
-  plan, events = controller.plan, piece.events_per_interval
+  events = piece.events_per_interval
+  intervals_at = _blocks(controller.plan)
 
   def planned(round_index: int) -> int:
-    interval = plan(round_index // events + 1)
+    interval = intervals_at(round_index // events + 1)
     return int(piece.round_length(round_index, interval))
 
   return planned
+
+
+def _blocks(plan: Callable, block: int = 4096) -> Callable[[int], int]:
+  """``t -> int(plan(t))`` for host code that asks round after round: ``plan``
+  (a pure JAX function of ``t``) is evaluated a block of ``t`` at a time by one
+  jitted ``vmap`` and kept, not dispatched once per round (the planner replays
+  hundreds of thousands)."""
+  plan_B = jax.jit(jax.vmap(plan))
+  cache: dict[int, np.ndarray] = {}
+
+  def at(t: int) -> int:
+    b, i = divmod(int(t), block)
+    if b not in cache:
+      cache[b] = np.asarray(plan_B(jnp.arange(b * block, (b + 1) * block, dtype=jnp.int32)))
+    return int(cache[b][i])
+
+  return at
