@@ -108,7 +108,7 @@ def syncs_saved_table(result: dict) -> list[str]:
       f"Syncs saved at equal loss against the tuned frontier ({', '.join(first['frontier'])}:"
       f" pooled log-linear fit, slope {first['slope']:.4f} bits/byte per e-fold of syncs,"
       f" residual sd {first['residual_sd']:.4f}); 95% intervals over {first['n']}"
-      " seeds, paired bootstrap and (t) paired Student-t; final eval on {', '.join(map(str, sorted(tokens, key=str)))}"
+      f" seeds, paired bootstrap and (t) paired Student-t; final eval on {', '.join(map(str, sorted(tokens, key=str)))}"
       f" tokens. Tolerance (the frontier's loss for 10% fewer syncs):"
       f" {first['tolerance']:.4f} bits/byte.",
       "",

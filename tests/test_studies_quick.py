@@ -160,7 +160,8 @@ def test_report_states_each_comparison_with_its_interval(phases):
   for entry in summary["syncs_saved"].values():
     assert entry["n"] == len(study.seeds)
     assert entry["delta"]["low"] <= entry["delta"]["mean"] <= entry["delta"]["high"]
-  assert "Syncs saved at equal loss" in text and "tokens" in text
+  tokens = result["runs"]["autoloco"][0]["summary"]["final_eval_tokens"]
+  assert "Syncs saved at equal loss" in text and f"final eval on {tokens} tokens" in text
   assert all(
       r["summary"]["final_eval_tokens"] > 0 for r in result["runs"]["autoloco"]
   )
