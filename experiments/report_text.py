@@ -236,10 +236,10 @@ def comparison_sentence(c: dict) -> str:
   words = dict(
       better="**better** (the interval excludes 0)",
       worse="**worse** (the interval excludes 0)",
-      equal=f"**equal quality** (inside ±{c['tolerance']:g}"
+      equal=f"**equal quality** (inside ±{c['tolerance']:.4g}"
       + (", though the interval excludes 0 above" if ci["low"] > 0 else "")
       + ")",
-      inconclusive=f"**inconclusive** (neither excludes 0 nor inside ±{c['tolerance']:g})",
+      inconclusive=f"**inconclusive** (neither excludes 0 nor inside ±{c['tolerance']:.4g})",
   )[c["verdict"]]
   text = (
       f"`{c['candidate']}` vs {ref}: {ci['mean']:+.4f} bits/byte, 95% CI "

@@ -279,6 +279,7 @@ def test_report_takes_the_design_that_saves_most_on_as_many_seeds_as_needed(dirs
   sweep.check_study(report)
   assert report.seeds == tuple(range(100, 118))
   assert report.design == "loss_ratio_hmin_ref"
+  assert report.tolerance == 0.01  # the design phase's, fixed before the report
   assert report.syncs_saved == (
       "autoloco", "ctrl_adaptation_only", "ctrl_correction_only", "ctrl_open_loop",
   )
@@ -286,6 +287,11 @@ def test_report_takes_the_design_that_saves_most_on_as_many_seeds_as_needed(dirs
   # 600 steps over the design's 20 syncs: the correction-only control's fixed H.
   assert report.runs["ctrl_correction_only"].interval.h == 30
   assert tuple(report.runs["ctrl_open_loop"].interval.schedule) == (40, 30, 20)
+  # The design against each control: what that component adds.
+  controls = report.syncs_saved[1:]
+  assert tuple(report.comparisons[-1 - len(controls):-1]) == tuple(
+      ("autoloco", c) for c in controls
+  )
   # Too much spread for MAX_REPORT_SEEDS: the count stops there and says what it reaches.
   wide = _design_summary({"loss_ratio_hmin_ref": 0.1}, [0.0, 0.1, 0.2], 0.01)
   with open(os.path.join(path, "summary.json"), "w") as f:
