@@ -12,7 +12,8 @@ feedback (autoloco_jax/gossip.py). Sizes: ``:tiny``, ``:cpu`` (default), ``:gpu`
 On the complete graph with gasloc.mix_momentum=True it is DiLoCo exactly, with
 gasloc.eta = DiLoCo's alpha (0.7), gasloc.gamma = DiLoCo's beta and gasloc.alpha
 = 1/K (0 = 1/(degree+1): the pair average on a matching); docs/algorithms.md §5.
-Expected (cpu, with network.name=hetero and network.step_time=0.075): eval loss of
+Expected (on the first 8 KB eval, not yet re-run on the
+whole split; cpu, with network.name=hetero and network.step_time=0.075): eval loss of
 the replicas' mean 1.97 nats/byte after 600 inner steps in 24 rounds of one
 pairwise exchange each (DiLoCo: 1.98). The runs and the compressed ones:
 docs/results.md (single-seed runs at the cpu size; §2, gossip methods; §3b).

@@ -12,7 +12,8 @@ Public-code defaults (gensyn-ai/noloco): outer lr alpha 0.7, momentum beta 0.5,
 gamma = alpha, groups of 2, H = 50, a tenth of DiLoCo's paper H (500). At our
 scale DiLoCo runs H = 25, a tenth of which would sync every 2-3 steps, so we take
 a fifth (5 on cpu, 2 on tiny) and keep 50 for gpu.
-Expected (cpu, with network.name=hetero and network.step_time=0.075): eval loss of
+Expected (on the first 8 KB eval, not yet re-run on the
+whole split; cpu, with network.name=hetero and network.step_time=0.075): eval loss of
 the replicas' mean 1.95 nats/byte after 600 inner steps in 120 rounds of one
 pairwise exchange each (DiLoCo: 1.98 in 24 syncs). The runs and the compressed
 ones: docs/results.md (single-seed runs at the cpu size; §2, gossip methods; §3b).

@@ -11,7 +11,8 @@ of e as ternary signs times a per-chunk scale (2 bits per value, 12 bits per
 index), and keeps what it did not send; the mean of the decoded payloads drives
 the outer step. The residual's decay plays the role of outer momentum, so that
 step is plain SGD (beta = 0) with lr 1.
-Expected (``:study``, one seed, untuned, network.name=hetero,
+Expected (on the first 8 KB eval, not yet re-run on the
+whole split; ``:study``, one seed, untuned, network.name=hetero,
 network.step_time=0.075): eval loss 2.238 nats/token in 30 syncs, 1.1 MB sent per
 worker (DiLoCo: 2.106 nats, 76.8 MB). Under the protocol (5 fresh seeds, against
 a tuned DiLoCo): docs/results.md §2.

@@ -10,7 +10,8 @@ P = 4 strided fragments, each synced every H steps, one every H/4; each
 exchange in flight for tau = min(5, H/4 - 1) inner steps, merged on arrival as
 0.5 local + 0.5 global; pseudo-gradients sent as float4 e2m1 with a float32
 scale per 128 values. The clock charges a ring all-gather of the encoded bytes.
-Expected (``:study``, one seed, untuned, network.name=hetero,
+Expected (on the first 8 KB eval, not yet re-run on the
+whole split; ``:study``, one seed, untuned, network.name=hetero,
 network.step_time=0.075): eval loss 2.072 nats/token in 120 fragment syncs, 20.4
 MB sent per worker (plain DiLoCo: 2.106 nats, 30 syncs, 76.8 MB). Under the
 protocol (5 fresh seeds, against a tuned DiLoCo): docs/results.md §2.
