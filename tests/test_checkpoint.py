@@ -1,6 +1,5 @@
 """Nothing lost: kill, preemption, corrupted checkpoints, NaNs, worker faults."""
 
-import json
 import os
 import signal
 import subprocess
@@ -12,9 +11,8 @@ import jax
 import numpy as np
 import pytest
 
-from autoloco_jax import checkpoint, faults, metrics, replicas, train
+from autoloco_jax import checkpoint, faults, replicas, train
 from autoloco_jax import algorithms, state as state_lib
-from configs import diloco as diloco_config
 from tests.helpers import ROOT, config as toy_config, rounds, tiny, tokens, toy_loss, toy_params
 
 # A run long enough to be interrupted (about 40 rounds of a tiny model). The

@@ -5,7 +5,6 @@ import os
 
 import chex
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -297,7 +296,7 @@ def test_autoloco_streaming_fp4_trains_end_to_end(tmp_path):
   """AutoLoCo's adaptive H with P = 2 strided fragments, τ = 1 and fp4 on the
   tiny config: finite losses, one sync per send, the fp4 all-gather bytes of
   each fragment sent, and the run state round-trips the checkpoint."""
-  from autoloco_jax import codecs, metrics as metrics_lib, train
+  from autoloco_jax import codecs, train
   from configs import autoloco as autoloco_config
   from tests.helpers import rounds, tiny
 
