@@ -209,9 +209,9 @@ def planned_h(controller: intervals.IntervalController, piece: Any) -> Callable 
 def _blocks(plan: Callable, block: int = 4096) -> Callable[[int], int]:
   """``t -> int(plan(t))`` for host code that asks round after round: ``plan``
   (a pure JAX function of ``t``) is evaluated a block of ``t`` at a time by one
-  jitted ``vmap`` and kept, not dispatched once per round (the planner replays
-  hundreds of thousands)."""
-  plan_B = jax.jit(jax.vmap(plan))
+  ``vmap`` (eager: a few ops per block, no compile) and kept, not dispatched
+  once per round (the planner replays hundreds of thousands)."""
+  plan_B = jax.vmap(plan)
   cache: dict[int, np.ndarray] = {}
 
   def at(t: int) -> int:
