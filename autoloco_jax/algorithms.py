@@ -25,6 +25,7 @@ import importlib
 from typing import Any, Callable
 
 import jax
+import numpy as np
 import optax
 from jax.sharding import Mesh
 
@@ -199,18 +200,49 @@ def jit_sync(sync_block: Callable, mesh: Mesh) -> Callable:
   """Wraps a per-device sync ``(state, present_K) -> (state, metrics)`` as a
   jitted function over the whole mesh; metrics must be worker-invariant
   scalars."""
+  return jit_sync_of(lambda hyper: sync_block, (), mesh)
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundSync:
+  """A jitted sync ``fn(state, present_K, hyper)`` with its ``hyper`` bound:
+  called, lowered (``benchmarks/aot.py``) and asked for its cache size like the
+  jitted function itself, as ``(state, present_K)``."""
+
+  fn: Callable
+  hyper: Any
+
+  def __call__(self, state: TrainState, present_K):
+    return self.fn(state, present_K, self.hyper)
+
+  def lower(self, state: TrainState, present_K):
+    return self.fn.lower(state, present_K, self.hyper)
+
+  def _cache_size(self) -> int:
+    return self.fn._cache_size()
+
+
+def jit_sync_of(make_block: Callable[[Any], Callable], hyper: Any, mesh: Mesh) -> BoundSync:
+  """:func:`jit_sync` for a sync built from hyperparameters, ``make_block(hyper)
+  -> (state, present_K) -> (state, metrics)``, with ``hyper`` (a pytree of
+  scalars, e.g. the outer ``{'alpha': α, 'beta': β}``) passed to the compiled
+  program as float32 arguments rather than baked into it as constants: runs
+  that differ only in them (a tuning grid of outer pairs) share one compiled
+  sync, from the persistent compilation cache across processes. The same float
+  operations run either way, so the results are bit for bit those of the
+  constants (``tests/test_algorithms.py``)."""
 
   @functools.partial(jax.jit, donate_argnums=0)
-  def sync(state: TrainState, present_K):
+  def sync(state: TrainState, present_K, hyper_traced):
     specs = state.specs()
     return replicas.map_workers(
-        sync_block,
+        lambda s, p, h: make_block(h)(s, p),
         mesh,
-        in_specs=(specs, replicas.WORKERS),
+        in_specs=(specs, replicas.WORKERS, replicas.REPLICATED),
         out_specs=(specs, replicas.REPLICATED),
-    )(state, present_K)
+    )(state, present_K, hyper_traced)
 
-  return sync
+  return BoundSync(sync, jax.tree.map(lambda x: np.float32(x), hyper))
 
 
 #: Algorithm name -> ``module:class`` of its hyperparameters (imported on demand).

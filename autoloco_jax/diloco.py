@@ -41,7 +41,7 @@ import optax
 
 from autoloco_jax import exchange as exchange_lib, intervals, outer, replicas
 from autoloco_jax import state as state_lib, streaming, sync_pieces
-from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync
+from autoloco_jax.algorithms import Algorithm, ParamShapes, Setup, jit_inner, jit_sync_of
 
 
 class DiLoCoState(NamedTuple):
@@ -113,8 +113,15 @@ class DiLoCo:
         compression=exchange_lib.Compression.from_config(config),
     )
 
-  def outer_tx(self, setup: Setup) -> optax.GradientTransformationExtraArgs:
-    return outer.diloco(self.alpha, self.beta)
+  def outer_hyper(self) -> dict:
+    """The outer step's ``(α, β)``, which the compiled sync takes as arguments
+    (``algorithms.jit_sync_of``): a tuning grid's runs share one program."""
+    return {"alpha": self.alpha, "beta": self.beta}
+
+  def outer_tx(self, setup: Setup, hyper: dict) -> optax.GradientTransformationExtraArgs:
+    """The outer transform with ``hyper``'s ``(α, β)`` (traced), or the
+    concrete ones where ``hyper`` has none."""
+    return outer.diloco(hyper.get("alpha", self.alpha), hyper.get("beta", self.beta))
 
   def reference_lr_sum(self, setup: Setup, start_step: jax.Array) -> jax.Array:
     """``S_ref,t``: DiLoCo applies no correction; the value is only logged."""
@@ -130,13 +137,17 @@ class DiLoCo:
 
   def build(self, setup: Setup) -> Algorithm:
     """The round on the replica axis: the inner loop, then the sync piece."""
-    outer = sync_pieces.Outer(
-        tx=self.outer_tx(setup),
-        controller=self.controller,
-        lr_schedule=setup.lr_schedule,
-        reference_lr_sum=functools.partial(self.reference_lr_sum, setup),
-    )
-    piece, stream, k = self.sync_piece(outer), self.stream, setup.num_workers
+    def outer_of(hyper: dict) -> sync_pieces.Outer:
+      return sync_pieces.Outer(
+          tx=self.outer_tx(setup, hyper),
+          controller=self.controller,
+          lr_schedule=setup.lr_schedule,
+          reference_lr_sum=functools.partial(self.reference_lr_sum, setup),
+      )
+
+    piece_of = lambda hyper: self.sync_piece(outer_of(hyper))
+    hyper = self.outer_hyper()
+    piece, stream, k = piece_of(hyper), self.stream, setup.num_workers
     if not stream.plain:
       stream.check_intervals(min(self.h0, self.controller.h_min))
     shapes = ParamShapes()
@@ -146,7 +157,7 @@ class DiLoCo:
       shapes.record(params)
       own = DiLoCoState(
           params=params,
-          opt=outer.tx.init(params),
+          opt=outer_of(hyper).tx.init(params),
           controller=self.controller.init(self.h0),
           exchange=piece.init(params_K),
       )
@@ -157,7 +168,7 @@ class DiLoCo:
         name=self.name,
         init_state=init_state,
         inner=jit_inner(setup.inner_loop(), setup.mesh),
-        sync=jit_sync(piece, setup.mesh),
+        sync=jit_sync_of(piece_of, hyper, setup.mesh),
         comm_pattern=piece.comm_pattern(shapes, k),
         h_max=h_longest if stream.plain else stream.slot_length(h_longest),
         h_min=self.controller.h_min,
@@ -242,10 +253,15 @@ class AutoLoCo(DiLoCo):
         on_change=a.on_change,
     )
 
-  def outer_tx(self, setup: Setup) -> optax.GradientTransformationExtraArgs:
+  def outer_hyper(self) -> dict:
+    """Traced ``(α, β)`` as DiLoCo's; none with ``correction='table'``, whose
+    table is scaled by the concrete ``α``."""
+    return {} if self.correction == "table" else super().outer_hyper()
+
+  def outer_tx(self, setup: Setup, hyper: dict) -> optax.GradientTransformationExtraArgs:
     return outer.autoloco(
-        self.alpha,
-        self.beta,
+        hyper.get("alpha", self.alpha),
+        hyper.get("beta", self.beta),
         correction=self.correction,
         table=self.table,
         on_change=self.on_change,

@@ -87,7 +87,7 @@ FIELDS = {
     # 0 = all devices JAX sees.
     "num_devices": NATURAL,
     "total_steps": COUNT,
-    # 0 = min(64, H_max).
+    # 0 = min(64, H_max rounded up to a power of two).
     "chunk_steps": NATURAL,
     "model.d_model": COUNT,
     "model.num_layers": COUNT,

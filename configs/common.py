@@ -38,7 +38,7 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   c.num_devices = 0
   # T: the inner-step budget, the same for every method.
   c.total_steps = steps
-  # Batches staged per inner call; 0 = min(64, H_max).
+  # Batches staged per inner call; 0 = min(64, H_max rounded up to a power of 2).
   c.chunk_steps = 0
   c.model = _model(d, layers, heads, mlp, seq, size)
   c.data = _data(seq, batch)

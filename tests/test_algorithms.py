@@ -68,6 +68,33 @@ def test_changing_h_does_not_recompile(name):
   assert int(state.step) == 9 and int(state.round) == 4
 
 
+@pytest.mark.parametrize("name", ["diloco", "autoloco"])
+def test_outer_pair_is_an_argument_of_one_compiled_sync(name, monkeypatch):
+  """Runs that differ only in the outer ``(α, β)`` lower to one program (so a
+  tuning grid compiles its sync once, through the persistent cache), and its
+  results are bit for bit those of the pair baked in as constants."""
+  mesh = replicas.make_mesh(K, 2)
+  texts = []
+  for lr, momentum in [(1.0, 0.9), (0.7, 0.5)]:
+    algo = algorithms.make(config(name, K=K, lr=lr, momentum=momentum), toy_loss, mesh)
+    state = state_lib.place(algo.init_state(toy_params()), mesh)
+    texts.append(algo.sync.lower(state, everyone(K, mesh)).as_text())
+  assert texts[0] == texts[1]
+  # Rounds of 3, 2 and 3 steps against H = 3: AutoLoCo corrects with r ≠ 1.
+  cfg, hs = config(name, K=K, lr=0.7, momentum=0.5), [3, 2, 3]
+  if name == "autoloco":
+    cfg.autoloco.correction = "both"
+  _, traced, m_traced = run_rounds(cfg, mesh, hs)
+  hyper_class = type(algorithms.from_config(cfg))
+  monkeypatch.setattr(hyper_class, "outer_hyper", lambda self: {})
+  algo, baked, m_baked = run_rounds(cfg, mesh, hs)
+  assert algo.sync.hyper == {}
+  chex.assert_trees_all_equal(get(traced), get(baked))
+  chex.assert_trees_all_equal(m_traced, m_baked)
+  corrected = [abs(float(m["outer_lr"]) - 0.7) > 1e-3 for m in m_traced]
+  assert any(corrected) == (name == "autoloco")
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_sharded_equals_vmapped(name):
   hs = [3, 2, 3]

@@ -13,7 +13,7 @@ import numpy as np
 import optax
 import pytest
 
-from autoloco_jax import algorithms, inner, replicas, state as state_lib
+from autoloco_jax import algorithms, inner, replicas, rounds, state as state_lib
 from tests.helpers import (
     B,
     L,
@@ -65,6 +65,26 @@ def test_changing_h_does_not_recompile():
   assert algo.sync._cache_size() == 1
   assert [m["h"] for m in metrics] == [3, 1, 2, 3, 1]
   assert int(state.step) == 10
+
+
+def test_a_padded_chunk_takes_the_same_steps():
+  """The staged chunk is the longest round rounded up to a power of two (runs
+  with nearby ``H`` share one compiled inner loop); the padding changes no step."""
+  sizes = [rounds.chunk_size(0, h) for h in (1, 3, 10, 16, 30, 40, 64, 200)]
+  assert sizes == [1, 4, 16, 16, 32, 64, 64, 64]
+  assert rounds.chunk_size(20, 60) == 20 and rounds.chunk_size(8, 5) == 8
+  cfg, mesh, hs = config(K=4), replicas.make_mesh(4, 2), [3, 2, 3]
+  data = tokens(cfg.num_workers, sum(hs))
+  results = []
+  for chunk in (3, 8):
+    algo = algorithms.make(cfg, toy_loss, mesh)
+    state, start = state_lib.place(algo.init_state(toy_params()), mesh), 0
+    for h in hs:
+      read = lambda n, s=start: data[:, s : s + n]
+      state, _ = rounds.run_round(algo, state, read, h, chunk, mesh)
+      start += h
+    results.append(get(state))
+  chex.assert_trees_all_equal(*results)
 
 
 def test_averaged_pseudo_gradient_is_the_mean_of_worker_moves():
