@@ -242,7 +242,7 @@ def jit_sync_of(make_block: Callable[[Any], Callable], hyper: Any, mesh: Mesh) -
         out_specs=(specs, replicas.REPLICATED),
     )(state, present_K, hyper_traced)
 
-  return BoundSync(sync, jax.tree.map(lambda x: np.float32(x), hyper))
+  return BoundSync(sync, jax.tree.map(np.float32, hyper))
 
 
 #: Algorithm name -> ``module:class`` of its hyperparameters (imported on demand).

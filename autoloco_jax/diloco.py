@@ -145,9 +145,9 @@ class DiLoCo:
           reference_lr_sum=functools.partial(self.reference_lr_sum, setup),
       )
 
-    piece_of = lambda hyper: self.sync_piece(outer_of(hyper))
     hyper = self.outer_hyper()
-    piece, stream, k = piece_of(hyper), self.stream, setup.num_workers
+    outer_now = outer_of(hyper)
+    piece, stream, k = self.sync_piece(outer_now), self.stream, setup.num_workers
     if not stream.plain:
       stream.check_intervals(min(self.h0, self.controller.h_min))
     shapes = ParamShapes()
@@ -157,7 +157,7 @@ class DiLoCo:
       shapes.record(params)
       own = DiLoCoState(
           params=params,
-          opt=outer_of(hyper).tx.init(params),
+          opt=outer_now.tx.init(params),
           controller=self.controller.init(self.h0),
           exchange=piece.init(params_K),
       )
@@ -168,7 +168,7 @@ class DiLoCo:
         name=self.name,
         init_state=init_state,
         inner=jit_inner(setup.inner_loop(), setup.mesh),
-        sync=jit_sync_of(piece_of, hyper, setup.mesh),
+        sync=jit_sync_of(lambda h: self.sync_piece(outer_of(h)), hyper, setup.mesh),
         comm_pattern=piece.comm_pattern(shapes, k),
         h_max=h_longest if stream.plain else stream.slot_length(h_longest),
         h_min=self.controller.h_min,
@@ -252,11 +252,6 @@ class AutoLoCo(DiLoCo):
         tuned=tuple(tuple(row) for row in a.tuned),
         on_change=a.on_change,
     )
-
-  def outer_hyper(self) -> dict:
-    """Traced ``(α, β)`` as DiLoCo's; none with ``correction='table'``, whose
-    table is scaled by the concrete ``α``."""
-    return {} if self.correction == "table" else super().outer_hyper()
 
   def outer_tx(self, setup: Setup, hyper: dict) -> optax.GradientTransformationExtraArgs:
     return outer.autoloco(
