@@ -171,6 +171,14 @@ def jobs(study: Any, root: str) -> list[tuple[str, int, Any, str]]:
   return out
 
 
+def training_order(todo: list[tuple[str, int, Any, str]]) -> list:
+  """The jobs seed by seed, each seed's labels in report order: a study stopped
+  before its end holds whole seeds, each one a complete paired set (every label
+  on the same seed), where label by label it would hold some labels on every
+  seed and others on none. The order changes no run (each is its own trajectory)."""
+  return sorted(todo, key=lambda job: job[1])
+
+
 def run_study(
     study: Any,
     root: str,
@@ -236,7 +244,7 @@ def run_study(
   # died before finishing it: the kernel drops a dead process's locks).
   try:
     busy = []
-    for job in todo:
+    for job in training_order(todo):
       bar.set_postfix_str(f"{job[0]} seed {job[1]}")
       with run_lock(job[3], wait=False) as held:
         if not held:

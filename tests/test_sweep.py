@@ -196,3 +196,18 @@ def test_time_to_loss_interpolates_between_evals():
   assert report.time_to_loss(run, "sim_time", 2.0) == pytest.approx(3.0)
   assert report.time_to_loss(run, "sim_time", 3.5) == 1.0
   assert report.time_to_loss(run, "sim_time", 1.0) is None
+
+
+def test_training_order_is_seed_by_seed_in_report_order():
+  study = ablations.get_config("quick")
+  study.seeds = (0, 1, 2)
+  todo = sweep.jobs(study, "r")
+  order = sweep.training_order(todo)
+  assert sorted(order) == sorted(todo)
+  # Every seed's runs come before the next seed's, so a stopped study holds whole
+  # seeds; within a seed the labels keep their report order.
+  assert [seed for _, seed, _, _ in order] == sorted(s for _, s, _, _ in todo)
+  n = len(study.labels)
+  for i, seed in enumerate(study.seeds):
+    assert [label for label, *_ in order[i * n : (i + 1) * n]] == list(study.labels)
+    assert {s for _, s, _, _ in order[i * n : (i + 1) * n]} == {seed}
