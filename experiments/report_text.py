@@ -144,6 +144,8 @@ def syncs_saved_table(result: dict) -> list[str]:
         + ("-" if power["half_width"] is None else f"{float(power['half_width']):.4f}")
         + ").",
     ]
+  if result.get("interim"):
+    lines += ["", f"**Interim report**: {result['interim']}, each with every label."]
   return lines
 
 

@@ -57,6 +57,12 @@ def define_flags() -> dict:
           "Train nothing: write the report from finished runs, "
           "or fail naming the runs that are missing.",
       ),
+      complete_seeds=flags.DEFINE_bool(
+          "complete_seeds",
+          False,
+          "Train nothing: an interim report over the seeds on which every "
+          "label is finished (default --report_dir: the study's, plus /interim).",
+      ),
       report_dir=flags.DEFINE_string(
           "report_dir",
           "",
@@ -177,6 +183,27 @@ def training_order(todo: list[tuple[str, int, Any, str]]) -> list:
   on the same seed), where label by label it would hold some labels on every
   seed and others on none. The order changes no run (each is its own trajectory)."""
   return sorted(todo, key=lambda job: job[1])
+
+
+def with_complete_seeds(study: Any, root: str) -> Any:
+  """``study`` cut to its seeds on which every label's run is finished, for an
+  interim report of a study stopped before its end: each seed kept is a complete
+  paired set, and ``study.interim`` says how many of the planned seeds it holds.
+  Raises ``ValueError`` with fewer than two such seeds (no interval)."""
+  finished: dict[int, bool] = {}
+  for _, seed, _, workdir in jobs(study, root):
+    finished[seed] = finished.get(seed, True) and is_finished(workdir)
+  seeds = tuple(int(seed) for seed in study.seeds if finished[int(seed)])
+  if len(seeds) < 2:
+    raise ValueError(
+        f"study {study.name!r}: {len(seeds)} seeds have every label finished; "
+        "an interim report needs at least 2"
+    )
+  out = study.copy_and_resolve_references()
+  with out.unlocked():
+    out.seeds = seeds
+    out.interim = f"{len(seeds)} of the planned {len(study.seeds)} seeds"
+  return out
 
 
 def run_study(
@@ -307,8 +334,12 @@ def main(argv):
       or study.get("report_dir")
       or os.path.join(f["root"], f"{study.name}{'-quick' if study.quick else ''}-report")
   )
+  if f["complete_seeds"]:
+    study = with_complete_seeds(study, f["root"])
+    report_dir = f["report_dir"] or os.path.join(report_dir, "interim")
   try:
-    run_study(study, f["root"], report_dir, report_only=f["report_only"])
+    report_only = f["report_only"] or f["complete_seeds"]
+    run_study(study, f["root"], report_dir, report_only=report_only)
   except Interrupted as e:
     print(f"Interrupted: {e}. Run the same command to go on.", flush=True)
     sys.exit(1)

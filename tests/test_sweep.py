@@ -211,3 +211,19 @@ def test_training_order_is_seed_by_seed_in_report_order():
   for i, seed in enumerate(study.seeds):
     assert [label for label, *_ in order[i * n : (i + 1) * n]] == list(study.labels)
     assert {s for _, s, _, _ in order[i * n : (i + 1) * n]} == {seed}
+
+
+def test_complete_seeds_keeps_the_seeds_with_every_label(monkeypatch):
+  study = ablations.get_config("quick")
+  study.seeds = (0, 1, 2)
+  # Seed 1 lacks one label's run; seeds 0 and 2 have them all.
+  missing = sweep.jobs(study, "r")[len(study.seeds) + 1][3]
+  assert "seed" not in missing and sweep.jobs(study, "r")[len(study.seeds) + 1][1] == 1
+  monkeypatch.setattr(sweep, "is_finished", lambda workdir: workdir != missing)
+  interim = sweep.with_complete_seeds(study, "r")
+  assert tuple(interim.seeds) == (0, 2)
+  assert interim.interim == "2 of the planned 3 seeds"
+  assert tuple(study.seeds) == (0, 1, 2)  # the study itself is unchanged
+  monkeypatch.setattr(sweep, "is_finished", lambda workdir: workdir == missing)
+  with pytest.raises(ValueError, match="at least 2"):
+    sweep.with_complete_seeds(study, "r")
