@@ -58,6 +58,10 @@ def markdown(study: Any, result: dict) -> str:
   lines = [
       f"Seeds: {', '.join(map(str, result['seeds']))}. {LEGEND}",
       "",
+  ]
+  if result.get("interim"):
+    lines += [f"**Interim report**: {result['interim']}, each with every label.", ""]
+  lines += [
       "| " + " | ".join(head) + " |",
       "| --- | --- | " + " | ".join(["---:"] * (len(head) - 2)) + " |",
   ]
@@ -144,8 +148,6 @@ def syncs_saved_table(result: dict) -> list[str]:
         + ("-" if power["half_width"] is None else f"{float(power['half_width']):.4f}")
         + ").",
     ]
-  if result.get("interim"):
-    lines += ["", f"**Interim report**: {result['interim']}, each with every label."]
   return lines
 
 

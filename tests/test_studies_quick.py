@@ -307,6 +307,16 @@ def test_finished_runs_are_skipped(quick, monkeypatch, tmp_path):
   assert set(result["stats"]) == set(study.labels)
 
 
+def test_interim_report_says_how_many_seeds_it_holds(quick, tmp_path):
+  root, _, _ = quick
+  study = heterogeneity.get_config("quick")
+  study.interim = "1 of the planned 20 seeds"
+  result = sweep.run_study(study, root, str(tmp_path), progress=False, report_only=True)
+  assert result["interim"] == study.interim
+  text = open(tmp_path / "results.md").read()
+  assert "**Interim report**: 1 of the planned 20 seeds, each with every label." in text
+
+
 @pytest.mark.slow
 def test_report_only_names_missing_runs(quick, tmp_path):
   root, _, _ = quick
