@@ -190,10 +190,8 @@ def with_complete_seeds(study: Any, root: str) -> Any:
   interim report of a study stopped before its end: each seed kept is a complete
   paired set, and ``study.interim`` says how many of the planned seeds it holds.
   Raises ``ValueError`` with fewer than two such seeds (no interval)."""
-  finished: dict[int, bool] = {}
-  for _, seed, _, workdir in jobs(study, root):
-    finished[seed] = finished.get(seed, True) and is_finished(workdir)
-  seeds = tuple(int(seed) for seed in study.seeds if finished[int(seed)])
+  unfinished = {seed for _, seed, _, workdir in jobs(study, root) if not is_finished(workdir)}
+  seeds = tuple(int(seed) for seed in study.seeds if int(seed) not in unfinished)
   if len(seeds) < 2:
     raise ValueError(
         f"study {study.name!r}: {len(seeds)} seeds have every label finished; "
@@ -337,8 +335,8 @@ def main(argv):
   if f["complete_seeds"]:
     study = with_complete_seeds(study, f["root"])
     report_dir = f["report_dir"] or os.path.join(report_dir, "interim")
+  report_only = f["report_only"] or f["complete_seeds"]
   try:
-    report_only = f["report_only"] or f["complete_seeds"]
     run_study(study, f["root"], report_dir, report_only=report_only)
   except Interrupted as e:
     print(f"Interrupted: {e}. Run the same command to go on.", flush=True)

@@ -217,8 +217,8 @@ def test_complete_seeds_keeps_the_seeds_with_every_label(monkeypatch):
   study = ablations.get_config("quick")
   study.seeds = (0, 1, 2)
   # Seed 1 lacks one label's run; seeds 0 and 2 have them all.
-  missing = sweep.jobs(study, "r")[len(study.seeds) + 1][3]
-  assert "seed" not in missing and sweep.jobs(study, "r")[len(study.seeds) + 1][1] == 1
+  _, seed, _, missing = sweep.jobs(study, "r")[len(study.seeds) + 1]
+  assert seed == 1
   monkeypatch.setattr(sweep, "is_finished", lambda workdir: workdir != missing)
   interim = sweep.with_complete_seeds(study, "r")
   assert tuple(interim.seeds) == (0, 2)
