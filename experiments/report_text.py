@@ -142,11 +142,11 @@ def syncs_saved_table(result: dict) -> list[str]:
   if power:
     lines += [
         "",
-        f"Seeds: {power['seeds']} (the tuning seeds' sd {power['sd']:.4f} needs "
-        f"{power['needed']} for a half-width of {power['tolerance']:.4f}; "
-        "these reach "
+        f"Seeds planned: {power['seeds']} (the tuning seeds' sd {power['sd']:.4f} "
+        f"needs {power['needed']} for a half-width of {power['tolerance']:.4f}; "
+        f"{power['seeds']} are expected to reach "
         + ("-" if power["half_width"] is None else f"{float(power['half_width']):.4f}")
-        + ").",
+        + "; each comparison above states its own n).",
     ]
   return lines
 

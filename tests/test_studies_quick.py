@@ -178,6 +178,8 @@ def test_report_states_each_comparison_with_its_interval(phases):
     assert d["documents"] >= 1 and 0 <= d["lower"] <= d["documents"]
     assert d["weighted_delta"] == pytest.approx(c["loss"]["mean"], abs=1e-4)
   assert "Paired per document" in text
+  # The power line states the plan, apart from each comparison's own n.
+  assert f"Seeds planned: {summary['power']['seeds']} (" in text
 
 
 @pytest.mark.slow
