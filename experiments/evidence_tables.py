@@ -253,9 +253,13 @@ def tables(root: str) -> str:
   for regime in evidence.REGIMES:
     for corpus in evidence.CORPORA:
       here = os.path.join(root, f"{regime}_{corpus}")
-      got = {p: _load(os.path.join(here, p, "summary.json")) for p in evidence.PHASES}
+      phases = evidence.regime_phases(regime)
+      got = {p: _load(os.path.join(here, p, "summary.json")) for p in phases}
+      interim = None if got["report"] else _load(
+          os.path.join(here, "report", "interim", "summary.json")
+      )
       out += [f"## {regime} regime, {corpus}", ""]
-      if got["regime"]:
+      if got.get("regime"):
         out += regime_section(got["regime"], regime, corpus)
       if got["tune"]:
         out += tune_section(got["tune"], regime, corpus, quick)
@@ -263,9 +267,12 @@ def tables(root: str) -> str:
         out += design_section(got["design"], regime, corpus)
       if got["report"]:
         out += report_section(got["report"], regime, corpus)
-      missing = [p for p in evidence.PHASES if not got[p]]
+      elif interim:
+        out += [f"**Interim report**: {interim['interim']}, each with every label.", ""]
+        out += report_section(interim, regime, corpus)
+      missing = [p for p in phases if not got[p]]
       if missing:
-        out += [f"Not run yet: {', '.join(missing)}.", ""]
+        out += [f"Still to run: {', '.join(missing)}.", ""]
   return "\n".join(out)
 
 

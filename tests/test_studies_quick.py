@@ -191,7 +191,7 @@ def test_tables_summarise_every_phase(phases):
   section = text.split("## base regime, shakespeare")[1].split("## ")[0]
   assert "Regime check" in section and "Tuned DiLoCo" in section
   assert f"the best {evidence.TOP} pairs per H" in section
-  assert "Not run yet" not in section
+  assert "Still to run" not in section
   design = phases["report"][0].design
   assert f"the design chosen for the report: `{design}`" in section
   assert "Syncs saved at equal loss" in section
