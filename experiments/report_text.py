@@ -169,14 +169,16 @@ def _table_head(nets) -> list[str]:
 
 
 def _table_row(study: Any, result: dict, label: str) -> list[str]:
-  """The cells of ``label``'s row; the ones against its reference empty (``ref``
-  for the loss) when it has none."""
+  """The cells of ``label``'s row; the ones against its reference empty when it
+  has none (the loss's ``ref`` when another label is compared to it)."""
   st, nets = result["stats"], result["networks"]
   s = st[label]
   ref = result["reference"].get(label)
   r = st.get(ref) if ref else None
+  is_ref = label in result["reference"].values()
   cells = [f"`{label}`", _describe(study.runs[label]), _pm(s["final_eval_bpb"])]
-  cells.append(f"{s['final_eval_bpb'][0] - r['final_eval_bpb'][0]:+.3f}" if r else "ref")
+  delta = f"{s['final_eval_bpb'][0] - r['final_eval_bpb'][0]:+.3f}" if r else ""
+  cells.append(delta or ("ref" if is_ref else ""))
   cells.append(f"{s['syncs'][0]:.1f}")
   cells.append(_saving(s["syncs"][0], r["syncs"][0]) if r else "")
   cells.append(f"{s['bytes_per_worker'][0] / 1e6:.1f}")

@@ -251,3 +251,21 @@ def test_late_gain_is_the_fall_over_the_last_fifth_by_hand():
   # At 0.8 * 600 = 480: 2.6 + (2.5 - 2.6) * 80 / 200 = 2.56; minus the last, 2.5.
   assert seed_stats.late_gain(run) == pytest.approx(0.06)
   assert seed_stats.late_gain({"eval": {"step": [600], "eval_bpb": [2.5]}}) is None
+
+
+def test_table_row_marks_only_a_compared_to_label_as_ref():
+  """A row's loss cell: its Δ against its reference, ``ref`` for a label another
+  is compared to, and empty for one neither compared nor compared to."""
+  from configs import diloco
+  from experiments import report_text
+
+  def stats(loss):
+    return {"final_eval_bpb": (loss, 0.0), "syncs": (10.0, 0.0),
+            "bytes_per_worker": (1e6, 0.0), "sim_time@homogeneous": (2.0, 0.0)}
+
+  cfg = diloco.get_config("tiny")
+  study = type("S", (), {"runs": {"a": cfg, "b": cfg, "c": cfg}})()
+  result = {"stats": {"a": stats(2.0), "b": stats(2.1), "c": stats(2.2)},
+            "networks": ["homogeneous"], "reference": {"b": "a"}}
+  cells = {k: report_text._table_row(study, result, k)[3] for k in "abc"}
+  assert cells == {"a": "ref", "b": "+0.100", "c": ""}
