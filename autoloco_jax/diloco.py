@@ -202,6 +202,9 @@ class AutoLoCo(DiLoCo):
       round's ``(α_t, β_t)`` is interpolated between them at ``H = r_t H_ref``.
     on_change: ``keep | restart | rescale``: the outer momentum buffer when a
       round's ratio differs from the last round's (``outer.autoloco``).
+    ratio_schedule: empty, or the ratios ``r_t`` the outer step applies round
+      by round in place of ``S_t / S_ref,t`` (``outer.replayed_ratios``: a
+      control that replays another run's corrected outer steps).
   """
 
   # No defaults: config.autoloco (configs/common.py) is the one place for them.
@@ -211,6 +214,7 @@ class AutoLoCo(DiLoCo):
   h_ref: int
   tuned: tuple
   on_change: str
+  ratio_schedule: tuple
 
   name = "autoloco"
 
@@ -229,6 +233,8 @@ class AutoLoCo(DiLoCo):
         table=self.table,
         on_change=self.on_change,
     )
+    if self.ratio_schedule:
+      outer.replayed_ratios(outer.diloco(self.alpha, self.beta), self.ratio_schedule)
 
   @property
   def table(self) -> tuple:
@@ -241,7 +247,7 @@ class AutoLoCo(DiLoCo):
   @classmethod
   def from_config(cls, config: Any) -> "AutoLoCo":
     """DiLoCo's fields, and ``config.autoloco`` (``correction``, ``reference``,
-    ``h_ref``: 0 = ``interval.h``, ``tuned``, ``on_change``)."""
+    ``h_ref``: 0 = ``interval.h``, ``tuned``, ``on_change``, ``ratio_schedule``)."""
     d = DiLoCo.from_config(config)
     a = config.autoloco
     return cls(
@@ -251,16 +257,18 @@ class AutoLoCo(DiLoCo):
         h_ref=int(a.h_ref or config.interval.h),
         tuned=tuple(tuple(row) for row in a.tuned),
         on_change=a.on_change,
+        ratio_schedule=tuple(float(r) for r in a.ratio_schedule),
     )
 
   def outer_tx(self, setup: Setup, hyper: dict) -> optax.GradientTransformationExtraArgs:
-    return outer.autoloco(
+    tx = outer.autoloco(
         hyper.get("alpha", self.alpha),
         hyper.get("beta", self.beta),
         correction=self.correction,
         table=self.table,
         on_change=self.on_change,
     )
+    return outer.replayed_ratios(tx, self.ratio_schedule) if self.ratio_schedule else tx
 
   def reference_lr_sum(self, setup: Setup, start_step: jax.Array) -> jax.Array:
     if self.reference == "peak":

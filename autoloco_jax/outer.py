@@ -21,6 +21,8 @@ on the standard library alone), so other projects can take it as it is:
   computing ``S_ref,t``.
 * :func:`buffer_scale` — what ``on_change`` does to the momentum buffer when the
   round's length changes (restart or rescale).
+* :func:`replayed_ratios` — an :func:`autoloco` transform fed a recorded sequence
+  of ratios ``r_t`` instead of the trainer's sums (a control).
 
 References:
   Douillard et al., `DiLoCo: Distributed Low-Communication Training of Language
@@ -490,6 +492,67 @@ def autoloco(
       on_change=on_change,
   )
   return tx
+
+
+def replayed_ratios(
+    tx: AutoLoCoTransformation, ratios: Any
+) -> AutoLoCoTransformation:
+  r"""``tx`` with the ratio of its ``t``-th update replayed from ``ratios``.
+
+  .. math::
+
+    r_t = \mathrm{ratios}[\min(t, n - 1)], \qquad
+    (α_t, β_t) = \mathrm{correction}(α, β, r_t),
+
+  whatever ``inner_lr_sum`` and ``reference_lr_sum`` the caller passes: the
+  wrapped update sees ``S_t = r_t`` and ``S_ref,t = 1``. ``t`` is the state's
+  ``count`` (updates applied so far); past the end the last ratio holds. A
+  control: one run's corrected outer steps, as it logged them, on another run's
+  rounds (DiLoCo's fixed ``H_ref``, say, where the correction itself is the
+  identity), which separates what the sequence of outer hyperparameters does
+  from what the adaptive ``H`` does.
+
+  Args:
+    tx: an :func:`autoloco` transform.
+    ratios: the ratios ``r_0, r_1, ...`` (finite, > 0; at least one).
+
+  Returns:
+    An :class:`AutoLoCoTransformation` with ``tx``'s state and ``config``.
+
+  Raises:
+    ValueError: for an empty sequence or a ratio that is not finite and > 0.
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> from autoloco_jax import outer
+    >>> tx = outer.replayed_ratios(outer.autoloco(0.7, 0.9, 'momentum'), [2.0])
+    >>> state = tx.init(jnp.zeros(1))
+    >>> _, state = tx.update(jnp.ones(1), state, inner_lr_sum=5.0,
+    ...                      reference_lr_sum=5.0)
+    >>> print(f'{float(state.beta):.4f}')  # 0.9 ** 2, not 0.9 ** 1
+    0.8100
+  """
+  r = np.asarray(ratios, np.float32).reshape(-1)
+  if r.size == 0 or not np.all(np.isfinite(r) & (r > 0)):
+    raise ValueError(f'ratios must be one or more finite numbers > 0, got {ratios!r}.')
+  table = jnp.asarray(r)
+
+  def update_fn(updates, state, params=None, **extra_args):
+    extra_args.pop('inner_lr_sum', None)
+    extra_args.pop('reference_lr_sum', None)
+    r_t = table[jnp.minimum(state.count, r.size - 1)]
+    return tx.update(
+        updates,
+        state,
+        params,
+        inner_lr_sum=r_t,
+        reference_lr_sum=jnp.ones((), jnp.float32),
+        **extra_args,
+    )
+
+  out = AutoLoCoTransformation(tx.init, update_fn)
+  out.__dict__['config'] = tx.config
+  return out
 
 
 def diloco(

@@ -168,6 +168,9 @@ def _autoloco() -> ml_collections.ConfigDict:
   # The outer momentum buffer when a round's H differs from the last round's:
   # keep | restart (zero it) | rescale (by r_t / r_{t-1}).
   c.on_change = "keep"
+  # Empty, or the ratios r_t the outer step applies round by round in place of
+  # S_t / S_ref,t (a control replaying another run's corrected outer steps).
+  c.ratio_schedule = ()
   return c
 
 

@@ -331,8 +331,13 @@ def chosen_design(opts: dict) -> tuple[str, dict]:
   entries = summary["syncs_saved"]
   best, _ = choose(entries)
   saved = {label: entry["saved"]["mean"] for label, entry in entries.items()}
-  h_seq = summary["runs"][best][0]["rounds"]["h"]
-  return best, dict(saved=saved, syncs=summary["stats"][best]["syncs"][0], h_seq=h_seq)
+  rounds = summary["runs"][best][0]["rounds"]
+  return best, dict(
+      saved=saved,
+      syncs=summary["stats"][best]["syncs"][0],
+      h_seq=rounds["h"],
+      ratio_seq=rounds["ratio"],
+  )
 
 
 def report_seed_count(opts: dict, design: str) -> dict:
@@ -466,10 +471,18 @@ def _report_runs(s, opts: dict) -> None:
 
 def _controls(s, opts: dict, ref_pair, overrides: dict, why: dict) -> tuple[str, ...]:
   """Adds the chosen design (``autoloco``) and its controls to ``s``; returns
-  the controls' labels: ``ctrl_adaptation_only`` (no correction),
-  ``ctrl_correction_only`` (the fixed H nearest ``T / syncs`` of the design,
-  with the correction) and, for a
-  closed-loop design, ``ctrl_open_loop`` (its ``H`` sequence on tuning seed 0)."""
+  the controls' labels: ``ctrl_adaptation_only`` (no correction), the
+  correction without the adaptation and, for a closed-loop design,
+  ``ctrl_open_loop`` (its ``H`` sequence on tuning seed 0).
+
+  The correction without the adaptation is ``ctrl_correction_only``, the fixed
+  ``H`` nearest ``T / syncs`` of the design with the correction, unless that
+  ``H`` is ``H_ref``: there ``r_t = 1`` and the run is DiLoCo at ``H_ref`` bit
+  for bit (many/Python's interim report showed it), so the study takes
+  ``ctrl_correction_replay`` instead: DiLoCo's rounds of ``H_ref`` with the
+  design's ratios ``r_t`` on tuning seed 0 replayed round by round
+  (``outer.replayed_ratios``), the same sequence of corrected outer steps
+  without the adaptive ``H``."""
   base.add_run(s, "autoloco", autoloco_config(opts, ref_pair, **overrides))
   uncorrected = {**overrides, "autoloco__correction": "none"}
   base.add_run(s, "ctrl_adaptation_only", autoloco_config(opts, ref_pair, **uncorrected))
@@ -477,8 +490,13 @@ def _controls(s, opts: dict, ref_pair, overrides: dict, why: dict) -> tuple[str,
   fixed = autoloco_config(
       opts, ref_pair, interval__controller="fixed", interval__h=h_fixed
   )
-  base.add_run(s, "ctrl_correction_only", fixed)
-  labels = ("ctrl_adaptation_only", "ctrl_correction_only")
+  if h_fixed == h_ref(opts["quick"]):
+    fixed.autoloco.ratio_schedule = tuple(float(r) for r in why["ratio_seq"])
+    label = "ctrl_correction_replay"
+  else:
+    label = "ctrl_correction_only"
+  base.add_run(s, label, fixed)
+  labels = ("ctrl_adaptation_only", label)
   if "budget" in overrides:
     return labels
   schedule = tuple(int(h) for h in why["h_seq"])

@@ -188,3 +188,18 @@ def test_unknown_algorithm_lists_the_registry():
   cfg.algorithm = "fedavg"
   with pytest.raises(ValueError, match="unknown algorithm 'fedavg'.*autoloco"):
     algorithms.from_config(cfg)
+
+
+def test_ratio_schedule_replays_its_ratios_on_fixed_rounds():
+  """With ``autoloco.ratio_schedule`` the outer step applies the given r_t round
+  by round on rounds of H_ref, where the correction alone applies r = 1."""
+  mesh = replicas.make_mesh(K, 2)
+  hs = [3, 3, 3]
+  cfg = config("autoloco", K=K, h=3, lr=0.7, momentum=0.5)
+  cfg.autoloco.correction = "momentum"
+  _, _, plain = run_rounds(cfg, mesh, hs)
+  cfg.autoloco.ratio_schedule = (2.0, 0.5)
+  _, _, replayed = run_rounds(cfg, mesh, hs)
+  assert [float(m["outer_momentum"]) for m in plain] == pytest.approx([0.5] * 3)
+  want = [0.5**2.0, 0.5**0.5, 0.5**0.5]
+  assert [float(m["outer_momentum"]) for m in replayed] == pytest.approx(want, rel=1e-6)

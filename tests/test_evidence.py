@@ -245,7 +245,10 @@ def _design_summary(saved, per_seed_delta, tolerance):
           for label, v in saved.items()
       },
       "stats": {label: {"syncs": [20.0, 0.0]} for label in saved},
-      "runs": {label: [{"rounds": {"h": [40, 30, 20]}}] for label in saved},
+      "runs": {
+          label: [{"rounds": {"h": [40, 30, 20], "ratio": [2.5, 1.5, 1.0]}}]
+          for label in saved
+      },
   }
 
 
@@ -292,6 +295,21 @@ def test_report_takes_the_design_that_saves_most_on_as_many_seeds_as_needed(dirs
   assert tuple(report.comparisons[-1 - len(controls):-1]) == tuple(
       ("autoloco", c) for c in controls
   )
+  # A design whose mean H is H_ref (30 syncs over 600 steps): a fixed H_ref with
+  # the correction is DiLoCo at H_ref (r_t = 1), so the control replays the
+  # design's ratios on those rounds instead.
+  summary["stats"]["loss_ratio_hmin_ref"]["syncs"] = [30.0, 0.0]
+  with open(os.path.join(path, "summary.json"), "w") as f:
+    json.dump(summary, f)
+  report = evidence.study("report,base,python")
+  sweep.check_study(report)
+  assert report.syncs_saved == (
+      "autoloco", "ctrl_adaptation_only", "ctrl_correction_replay", "ctrl_open_loop",
+  )
+  replay = report.runs["ctrl_correction_replay"]
+  assert (replay.interval.controller, replay.interval.h) == ("fixed", 20)
+  assert tuple(replay.autoloco.ratio_schedule) == (2.5, 1.5, 1.0)
+  assert replay.autoloco.correction == report.runs["autoloco"].autoloco.correction
   # Too much spread for MAX_REPORT_SEEDS: the count stops there and says what it reaches.
   wide = _design_summary({"loss_ratio_hmin_ref": 0.1}, [0.0, 0.1, 0.2], 0.01)
   with open(os.path.join(path, "summary.json"), "w") as f:

@@ -619,3 +619,34 @@ def test_a_one_point_table_is_the_uncorrected_step_bit_for_bit():
 def test_bad_tables_raise(kwargs, match):
   with pytest.raises(ValueError, match=match):
     outer.autoloco(ALPHA, BETA, **kwargs)
+
+
+# --- replayed_ratios -------------------------------------------------------------
+
+
+def test_replayed_ratios_apply_the_recorded_ratio_of_each_update():
+  """The t-th update of the replay equals the wrapped transform's update given
+  S_t = ratios[t], S_ref = 1, whatever sums the caller passes; past the end the
+  last ratio holds."""
+  ratios = [2.2, 1.5, 0.9]
+  base = outer.autoloco(0.7, 0.5, 'momentum')
+  tx = outer.replayed_ratios(base, ratios)
+  params = jnp.zeros(3)
+  state, ref_state = tx.init(params), base.init(params)
+  deltas = [jnp.array([1.0, -2.0, 0.5]) * (k + 1) for k in range(5)]
+  for k, d in enumerate(deltas):
+    u, state = jax.jit(tx.update)(d, state, inner_lr_sum=3.0, reference_lr_sum=3.0)
+    r = ratios[min(k, len(ratios) - 1)]
+    want, ref_state = jax.jit(base.update)(
+        d, ref_state, inner_lr_sum=jnp.float32(r), reference_lr_sum=jnp.float32(1.0)
+    )
+    np.testing.assert_array_equal(u, want)
+    assert float(state.ratio) == pytest.approx(r)
+    assert float(state.beta) == pytest.approx(0.5**r, rel=1e-6)
+  assert tx.config == base.config
+
+
+@pytest.mark.parametrize('ratios', [[], [1.0, 0.0], [float('nan')], [-1.0]])
+def test_replayed_ratios_refuse_bad_sequences(ratios):
+  with pytest.raises(ValueError, match='ratios must be'):
+    outer.replayed_ratios(outer.autoloco(0.7, 0.5, 'momentum'), ratios)

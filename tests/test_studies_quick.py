@@ -121,9 +121,13 @@ def test_tune_keeps_the_best_coarse_pairs_and_report_uses_the_tuned_ones(phases)
 def test_controls_isolate_one_component_each(phases):
   study, result = phases["report"]
   auto = study.runs["autoloco"]
-  fixed = study.runs["ctrl_correction_only"]
+  replayed = "ctrl_correction_replay" in study.runs
+  fixed = study.runs["ctrl_correction_replay" if replayed else "ctrl_correction_only"]
   assert fixed.interval.controller == "fixed"
   assert fixed.autoloco.correction == auto.autoloco.correction != "none"
+  # At H_ref the correction is the identity: the control replays the design's r_t.
+  assert replayed == (fixed.interval.h == evidence.h_ref(quick=True))
+  assert bool(fixed.autoloco.ratio_schedule) == replayed
   no_corr = study.runs["ctrl_adaptation_only"]
   assert no_corr.autoloco.correction == "none"
   assert no_corr.interval.controller == auto.interval.controller
