@@ -23,6 +23,8 @@ def _describe(config: Any) -> str:
         f"{i.controller} H0={i.h} [{i.h_min}..{i.h_max}]",
         f"correction {config.autoloco.correction}",
     ]
+    if config.autoloco.get("ratio_schedule"):
+      parts.append(f"r_t replayed ({len(config.autoloco.ratio_schedule)} rounds)")
     on_change = config.autoloco.get("on_change", "keep")
     if on_change != "keep":
       parts.append(f"momentum buffer {on_change}")

@@ -269,3 +269,13 @@ def test_table_row_marks_only_a_compared_to_label_as_ref():
             "networks": ["homogeneous"], "reference": {"b": "a"}}
   cells = {k: report_text._table_row(study, result, k)[3] for k in "abc"}
   assert cells == {"a": "ref", "b": "+0.100", "c": ""}
+
+
+def test_a_replayed_ratio_schedule_is_named_in_the_table():
+  from configs import autoloco
+  from experiments import report_text
+
+  cfg = autoloco.get_config("tiny")
+  assert "replayed" not in report_text._describe(cfg)
+  cfg.autoloco.ratio_schedule = (2.0, 1.0)
+  assert "r_t replayed (2 rounds)" in report_text._describe(cfg)
