@@ -226,7 +226,7 @@ class AutoLoCo(DiLoCo):
       )
     if self.h_ref < 1:
       raise ValueError(f"autoloco.h_ref must be >= 1, got {self.h_ref}")
-    outer.autoloco(  # validates correction, table and on_change
+    tx = outer.autoloco(  # validates correction, table and on_change
         self.alpha,
         self.beta,
         self.correction,
@@ -234,7 +234,7 @@ class AutoLoCo(DiLoCo):
         on_change=self.on_change,
     )
     if self.ratio_schedule:
-      outer.replayed_ratios(outer.diloco(self.alpha, self.beta), self.ratio_schedule)
+      outer.replayed_ratios(tx, self.ratio_schedule)  # validates the ratios
 
   @property
   def table(self) -> tuple:

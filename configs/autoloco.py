@@ -15,10 +15,11 @@ DiLoCo tuned at every fixed H, 95% interval [-6%, +13%]: on the tuned frontier,
 with the paper's 27% outside the interval. In the many-rounds regime (3,000
 steps, 150 syncs at H_ref) it saves **+16% [+8%, +24%]** (interim: 16 of 20
 fresh seeds; 27% excluded), but DiLoCo at its fixed H_ref with the same
-corrected momentum sequence replayed saves at least as much (+24% [+14%, +33%]):
-there the saving is the outer momentum's schedule, not the adaptive H. Every
-front-loaded sync budget and the closed-loop rules with h_min = H_ref did worse
-on the tuning seeds (docs/results.md §1.1). The reference pair (alpha, beta) = (0.7, 0.7) is DiLoCo's
+corrected momentum sequence replayed saves as much (+24% [+14%, +33%]; the two
+not resolved apart): there the saving is the outer momentum's schedule, not the
+adaptive H. Every front-loaded sync budget and the closed-loop rules with
+h_min = H_ref did worse on the tuning seeds (docs/results.md §1.1). The
+reference pair (alpha, beta) = (0.7, 0.7) is DiLoCo's
 tuned at H_ref on Shakespeare by the first protocol (its 8 KB eval); on Python
 the second protocol tuned (0.7, 0.5).
 Expected (cpu, one seed): 2.660 bits/byte on the whole validation split

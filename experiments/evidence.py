@@ -40,8 +40,8 @@ Phases (every choice on the tuning seeds 0-2; the report on fresh seeds from 100
 Regimes: ``base`` is the ``study`` size (K = 4, 600 inner steps, H_ref = 20: 30
 syncs at H_ref); ``long`` has K = 8 workers with half the per-worker batch, non-iid
 shards and 1,200 steps; ``many`` is ``base`` run 3,000 steps (150 syncs at H_ref),
-where the loss curve is flatter (each report states what the last 20% of steps
-still gain: in many/Python, 0.036-0.051 bits/byte, against 0.060-0.068 in base). To fit the CPU time, ``many`` is pruned by
+where the loss curve is flatter, not flat (each report states what the last 20%
+of steps still gain). To fit the CPU time, ``many`` is pruned by
 the base cell of its corpus, and says so: its coarse grid is the pairs the base
 coarse pass ranked in the top ``TOP`` at some ``H`` (:func:`base_top_pairs`), its
 designs are ``MANY_DESIGNS``, and it has no ``regime`` phase (its tuned

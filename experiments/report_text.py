@@ -177,10 +177,11 @@ def _table_row(study: Any, result: dict, label: str) -> list[str]:
   s = st[label]
   ref = result["reference"].get(label)
   r = st.get(ref) if ref else None
-  is_ref = label in result["reference"].values()
   cells = [f"`{label}`", _describe(study.runs[label]), _pm(s["final_eval_bpb"])]
-  delta = f"{s['final_eval_bpb'][0] - r['final_eval_bpb'][0]:+.3f}" if r else ""
-  cells.append(delta or ("ref" if is_ref else ""))
+  if r:
+    cells.append(f"{s['final_eval_bpb'][0] - r['final_eval_bpb'][0]:+.3f}")
+  else:
+    cells.append("ref" if label in result["reference"].values() else "")
   cells.append(f"{s['syncs'][0]:.1f}")
   cells.append(_saving(s["syncs"][0], r["syncs"][0]) if r else "")
   cells.append(f"{s['bytes_per_worker'][0] / 1e6:.1f}")
