@@ -313,6 +313,49 @@ def test_finished_runs_are_skipped(quick, monkeypatch, tmp_path):
   assert set(result["stats"]) == set(study.labels)
 
 
+def test_archive_keeps_a_cells_finished_runs_for_a_fresh_checkout(studies, tmp_path):
+  """The archive holds every run of the cell's phases, and a fresh root restored
+  from it has each of them finished, so the sweep would train none again."""
+  from experiments import archive
+
+  root = studies["root"]
+  wanted = {
+      workdir
+      for study, _ in (studies["phases"][phase] for phase in evidence.PHASES)
+      for *_, workdir in sweep.jobs(study, root)
+  }
+  out = str(tmp_path / "finished_runs.tar.xz")
+  assert archive.write("base", "shakespeare", root, out, quick=True) == len(wanted)
+  fresh = str(tmp_path / "fresh")
+  assert archive.restore(out, fresh) == len(wanted)
+  assert all(sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in wanted)
+  assert archive.restore(out, fresh) == 0  # runs already there are kept as they are
+  assert archive.path("many", "python").endswith(
+      os.path.join("evidence_v2", "many_python", "finished_runs.tar.xz")
+  )
+
+
+def test_archive_command_line_writes_restores_and_refuses_an_unknown_cell(tmp_path):
+  """The module docstring's commands, on an empty root (this checkout's full
+  cells have no runs in it)."""
+  import subprocess
+  import sys
+
+  def command(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.archive", *args, f"--root={tmp_path / 'runs'}"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+
+  out = f"--file={tmp_path / 'cell.tar.xz'}"
+  written = command("base", "shakespeare", out)
+  assert written.returncode == 0 and "0 finished runs archived" in written.stdout
+  restored = command("base", "shakespeare", "--restore", out)
+  assert restored.returncode == 0 and "0 runs restored" in restored.stdout
+  wrong = command("base", "shakespear", out)
+  assert wrong.returncode != 0 and "unknown cell base shakespear" in wrong.stderr
+
+
 def test_interim_report_says_how_many_seeds_it_holds(quick, tmp_path):
   root, _, _ = quick
   study = heterogeneity.get_config("quick")
