@@ -465,6 +465,11 @@ def _report_runs(s, opts: dict) -> None:
           (label, ref) for label in s.syncs_saved for ref in ("frontier", f"diloco_h{href}")
       )
       + tuple(("autoloco", control) for control in controls)
+      + tuple(
+          (shape, "ctrl_ratio_median")
+          for shape in ("ctrl_correction_replay",)
+          if "ctrl_ratio_median" in controls
+      )
       + ((f"diloco_h{hs[-1]}", f"diloco_h{hs[0]}"),)
   )
 
@@ -482,7 +487,11 @@ def _controls(s, opts: dict, ref_pair, overrides: dict, why: dict) -> tuple[str,
   ``ctrl_correction_replay`` instead: DiLoCo's rounds of ``H_ref`` with the
   design's ratios ``r_t`` on tuning seed 0 replayed round by round
   (``outer.replayed_ratios``), the same sequence of corrected outer steps
-  without the adaptive ``H``."""
+  without the adaptive ``H``; and beside it ``ctrl_ratio_median``, the same
+  rounds with one constant ratio, the median ``r̃`` of that sequence: DiLoCo at
+  ``H_ref`` with the pair ``(α (1 − β^r̃)/(1 − β), β^r̃)``. The replay against it
+  says whether the schedule's shape matters or only its level, a pair between
+  the tuning grid's points (added after many/Python's 16-seed interim)."""
   base.add_run(s, "autoloco", autoloco_config(opts, ref_pair, **overrides))
   uncorrected = {**overrides, "autoloco__correction": "none"}
   base.add_run(s, "ctrl_adaptation_only", autoloco_config(opts, ref_pair, **uncorrected))
@@ -490,13 +499,18 @@ def _controls(s, opts: dict, ref_pair, overrides: dict, why: dict) -> tuple[str,
   fixed = autoloco_config(
       opts, ref_pair, interval__controller="fixed", interval__h=h_fixed
   )
+  labels = ("ctrl_adaptation_only",)
   if h_fixed == h_ref(opts["quick"]):
     fixed.autoloco.ratio_schedule = tuple(float(r) for r in why["ratio_seq"])
-    label = "ctrl_correction_replay"
+    base.add_run(s, "ctrl_correction_replay", fixed)
+    # The replay's level without its shape: one constant r, the median of r_t.
+    level = fixed.copy_and_resolve_references()
+    level.autoloco.ratio_schedule = (float(np.median(why["ratio_seq"])),)
+    base.add_run(s, "ctrl_ratio_median", level)
+    labels += ("ctrl_correction_replay", "ctrl_ratio_median")
   else:
-    label = "ctrl_correction_only"
-  base.add_run(s, label, fixed)
-  labels = ("ctrl_adaptation_only", label)
+    base.add_run(s, "ctrl_correction_only", fixed)
+    labels += ("ctrl_correction_only",)
   if "budget" in overrides:
     return labels
   schedule = tuple(int(h) for h in why["h_seq"])

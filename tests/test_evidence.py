@@ -304,12 +304,18 @@ def test_report_takes_the_design_that_saves_most_on_as_many_seeds_as_needed(dirs
   report = evidence.study("report,base,python")
   sweep.check_study(report)
   assert report.syncs_saved == (
-      "autoloco", "ctrl_adaptation_only", "ctrl_correction_replay", "ctrl_open_loop",
+      "autoloco", "ctrl_adaptation_only", "ctrl_correction_replay", "ctrl_ratio_median",
+      "ctrl_open_loop",
   )
   replay = report.runs["ctrl_correction_replay"]
   assert (replay.interval.controller, replay.interval.h) == ("fixed", 20)
   assert tuple(replay.autoloco.ratio_schedule) == (2.5, 1.5, 1.0)
   assert replay.autoloco.correction == report.runs["autoloco"].autoloco.correction
+  # Beside it the replay's level without its shape: the median ratio, constant.
+  level = report.runs["ctrl_ratio_median"]
+  assert (level.interval.controller, level.interval.h) == ("fixed", 20)
+  assert tuple(level.autoloco.ratio_schedule) == (1.5,)
+  assert ("ctrl_correction_replay", "ctrl_ratio_median") in report.comparisons
   # Too much spread for MAX_REPORT_SEEDS: the count stops there and says what it reaches.
   wide = _design_summary({"loss_ratio_hmin_ref": 0.1}, [0.0, 0.1, 0.2], 0.01)
   with open(os.path.join(path, "summary.json"), "w") as f:

@@ -128,6 +128,11 @@ def test_controls_isolate_one_component_each(phases):
   # At H_ref the correction is the identity: the control replays the design's r_t.
   assert replayed == (fixed.interval.h == evidence.h_ref(quick=True))
   assert bool(fixed.autoloco.ratio_schedule) == replayed
+  if replayed:  # and the replay's level alone: its median ratio, held constant
+    level = study.runs["ctrl_ratio_median"].autoloco.ratio_schedule
+    assert tuple(level) == (float(np.median(fixed.autoloco.ratio_schedule)),)
+  else:
+    assert "ctrl_ratio_median" not in study.runs
   no_corr = study.runs["ctrl_adaptation_only"]
   assert no_corr.autoloco.correction == "none"
   assert no_corr.interval.controller == auto.interval.controller
