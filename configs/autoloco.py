@@ -13,11 +13,11 @@ H_0 = 1.5 H_ref, clipped to [H_ref / 2, 4 H_ref]; outer correction ``momentum``
 base/Python's 10 fresh seeds it saves **+3.3% of syncs at equal loss** against
 DiLoCo tuned at every fixed H, 95% interval [-6%, +13%]: on the tuned frontier,
 with the paper's 27% outside the interval. In the many-rounds regime (3,000
-steps, 150 syncs at H_ref) it saves **+16% [+8%, +24%]** (interim: 16 of 20
-fresh seeds; 27% excluded), but DiLoCo at its fixed H_ref with the same
-corrected momentum sequence replayed saves as much (+24% [+14%, +33%]; the two
-not resolved apart): there the saving is the outer momentum's schedule, not the
-adaptive H. Every front-loaded sync budget and the closed-loop rules with
+steps, 150 syncs at H_ref) it saves **+17% [+10%, +25%]** (20 fresh seeds;
+27% excluded), but DiLoCo at its fixed H_ref with the same corrected momentum
+sequence replayed saves as much (+25% [+17%, +34%]; the two not resolved
+apart): there the saving is the outer momentum's schedule, not the adaptive H,
+against a frontier whose beta was tuned on a grid of step 0.2. Every front-loaded sync budget and the closed-loop rules with
 h_min = H_ref did worse on the tuning seeds (docs/results.md §1.1). The
 reference pair (alpha, beta) = (0.7, 0.7) is DiLoCo's
 tuned at H_ref on Shakespeare by the first protocol (its 8 KB eval); on Python
