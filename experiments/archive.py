@@ -36,14 +36,14 @@ def path(regime: str, corpus: str, quick: bool = False) -> str:
 def cell_workdirs(regime: str, corpus: str, root: str, quick: bool = False) -> list[str]:
   """The workdirs of every run of the cell's phases that can be built now (each
   phase needs the report of the one before it), in phase order, each once."""
-  out = []
+  out = {}  # an ordered set: later phases share runs with earlier ones
   for phase in evidence.regime_phases(regime):
     try:
       study = evidence.study(f"{phase},{regime},{corpus}" + (",quick" if quick else ""))
     except ValueError:  # an earlier phase has no report yet
       break
-    out += [workdir for *_, workdir in sweep.jobs(study, root) if workdir not in out]
-  return out
+    out.update(dict.fromkeys(workdir for *_, workdir in sweep.jobs(study, root)))
+  return list(out)
 
 
 def write(regime: str, corpus: str, root: str, out: str | None = None, quick: bool = False) -> int:

@@ -465,10 +465,11 @@ def _report_runs(s, opts: dict) -> None:
           (label, ref) for label in s.syncs_saved for ref in ("frontier", f"diloco_h{href}")
       )
       + tuple(("autoloco", control) for control in controls)
-      + tuple(
-          (shape, "ctrl_ratio_median")
-          for shape in ("ctrl_correction_replay",)
+      # The replay against its constant level: does the schedule's shape matter?
+      + (
+          (("ctrl_correction_replay", "ctrl_ratio_median"),)
           if "ctrl_ratio_median" in controls
+          else ()
       )
       + ((f"diloco_h{hs[-1]}", f"diloco_h{hs[0]}"),)
   )
@@ -489,7 +490,8 @@ def _controls(s, opts: dict, ref_pair, overrides: dict, why: dict) -> tuple[str,
   (``outer.replayed_ratios``), the same sequence of corrected outer steps
   without the adaptive ``H``; and beside it ``ctrl_ratio_median``, the same
   rounds with one constant ratio, the median ``r̃`` of that sequence: DiLoCo at
-  ``H_ref`` with the pair ``(α (1 − β^r̃)/(1 − β), β^r̃)``. The replay against it
+  ``H_ref`` with the design's correction applied at ``r̃`` (with ``momentum``,
+  the pair ``(α, β^r̃)``). The replay against it
   says whether the schedule's shape matters or only its level, a pair between
   the tuning grid's points (added after many/Python's 16-seed interim)."""
   base.add_run(s, "autoloco", autoloco_config(opts, ref_pair, **overrides))
