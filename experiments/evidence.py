@@ -41,14 +41,17 @@ Regimes: ``base`` is the ``study`` size (K = 4, 600 inner steps, H_ref = 20: 30
 syncs at H_ref); ``long`` has K = 8 workers with half the per-worker batch, non-iid
 shards and 1,200 steps; ``many`` is ``base`` run 3,000 steps (150 syncs at H_ref),
 where the loss curve is flatter, not flat (each report states what the last 20%
-of steps still gain). To fit the CPU time, ``many`` is pruned by
-the base cell of its corpus, and says so: its coarse grid is the pairs the base
-coarse pass ranked in the top ``TOP`` at some ``H`` (:func:`base_top_pairs`), its
-designs are ``MANY_DESIGNS``, and it has no ``regime`` phase (its tuned
-frontier's slope answers whether ``H`` matters; ``experiments/evidence.sh many
-python`` starts at ``coarse``). Corpora: ``shakespeare`` (embedded) and ``python``:
-the top-level modules of the Python standard library of the interpreter that runs
-the study (``sysconfig``'s ``stdlib``), through ``data.source=files``.
+of steps still gain). To fit the CPU time, ``many`` and ``long`` are pruned by
+the base cell of their corpus, and say so: the coarse grid is the pairs the base
+coarse pass ranked in the top ``TOP`` at some ``H`` (:func:`base_top_pairs`), the
+designs are ``PRUNED_DESIGNS``, and there is no ``regime`` phase (the tuned
+frontier's ``H = 60`` against ``H = 10`` in the report answers whether ``H``
+matters; ``experiments/evidence.sh many python`` starts at ``coarse``). For
+``long`` the first protocol's own long coarse passes back the pruning: there the
+best pair at every ``H`` was one of ``base_top_pairs`` on both corpora. Corpora:
+``shakespeare`` (embedded) and ``python``: the top-level modules of the Python
+standard library of the interpreter that runs the study (``sysconfig``'s
+``stdlib``), through ``data.source=files``.
 """
 
 from __future__ import annotations
@@ -65,12 +68,15 @@ from experiments import syncs_saved
 
 PHASES = ("regime", "coarse", "tune", "design", "report")
 REGIMES = ("base", "long", "many")
+#: The regimes pruned by the base cell of their corpus (grid, designs, no
+#: ``regime`` phase), to fit the CPU time of their longer runs.
+PRUNED_REGIMES = ("long", "many")
 CORPORA = ("shakespeare", "python")
 
 
 def regime_phases(regime: str) -> tuple[str, ...]:
-  """The phases ``regime`` runs, in order: ``many`` has no ``regime`` phase."""
-  return PHASES[1:] if regime == "many" else PHASES
+  """The phases ``regime`` runs, in order: a pruned regime has no ``regime`` phase."""
+  return PHASES[1:] if regime in PRUNED_REGIMES else PHASES
 
 
 #: The frontier's fixed intervals, in units of H_ref: H in {10, 14, 20, 30, 40, 60}
@@ -111,12 +117,12 @@ DESIGNS = {
 }
 #: The quick pipeline check's designs: one open-loop budget and one closed loop.
 QUICK_DESIGNS = ("budget_linear_r2", "autoloco_h0x1p5")
-#: The many-rounds regime's designs, pruned by the base/Python design phase to
-#: save CPU time: every shape family once (linear r4 sits between linear r2 and
+#: The pruned regimes' designs (``many``, ``long``), pruned by the base/Python
+#: design phase to save CPU time (base/Shakespeare's ranked them the same way): every shape family once (linear r4 sits between linear r2 and
 #: exponential r4 there; the agreement rule with h_min = H_ref synced and lost as
 #: the loss-ratio rule did), since many rounds is where an early deficit has the
 #: most time to be recovered.
-MANY_DESIGNS = (
+PRUNED_DESIGNS = (
     "autoloco_h0x1p5", "budget_constant", "budget_linear_r2", "budget_exp_r4",
     "budget_two_phase_r3", "loss_ratio_hmin_ref",
 )
@@ -190,12 +196,12 @@ def grid(
 ) -> tuple[tuple[float, float], ...]:
   """DiLoCo's outer ``(alpha, beta)`` pairs of the coarse pass in one cell.
 
-  ``many`` is ``base`` run five times longer, so its grid is pruned by the base
-  cell's coarse pass (:func:`base_top_pairs`); every other cell searches
-  ``ALPHAS x BETAS[corpus]``."""
+  A pruned regime (``many``: ``base`` run five times longer; ``long``: twice
+  the tokens on 8 workers) searches the pairs of the base cell's coarse pass
+  (:func:`base_top_pairs`); every other cell searches ``ALPHAS x BETAS[corpus]``."""
   if quick:
     return ((0.7, 0.8), (0.7, 0.9), (1.0, 0.8), (1.0, 0.9))
-  if regime == "many":
+  if regime in PRUNED_REGIMES:
     return base_top_pairs(corpus)
   return tuple((a, b) for a in ALPHAS for b in BETAS[corpus])
 
@@ -218,11 +224,11 @@ def base_top_pairs(corpus: str) -> tuple[tuple[float, float], ...]:
 
 def designs(quick: bool, regime: str = "base") -> dict:
   """The AutoLoCo designs of the design phase (label -> overrides); the
-  ``many`` regime tries ``MANY_DESIGNS``."""
+  pruned regimes try ``PRUNED_DESIGNS``."""
   if quick:
     return {label: DESIGNS[label] for label in QUICK_DESIGNS}
-  if regime == "many":
-    return {label: DESIGNS[label] for label in MANY_DESIGNS}
+  if regime in PRUNED_REGIMES:
+    return {label: DESIGNS[label] for label in PRUNED_DESIGNS}
   return dict(DESIGNS)
 
 

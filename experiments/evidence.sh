@@ -11,10 +11,10 @@ corpus=${2:?corpus: shakespeare | python}
 mode=${3:-}
 copies=${EVIDENCE_COPIES:-2}
 phases=(regime coarse tune design report)
-# The many-rounds regime has no regime phase: its tuned frontier's slope, with
-# its interval, says whether H matters (experiments/evidence.py).
+# The pruned regimes (many, long) have no regime phase: the report's tuned
+# H = 60 against H = 10 says whether H matters (evidence.regime_phases).
 first=regime
-[[ $regime == many ]] && first=coarse
+[[ $regime == many || $regime == long ]] && first=coarse
 from=${EVIDENCE_FROM:-$first}
 while [[ ${phases[0]} != "$from" ]]; do
   phases=("${phases[@]:1}")

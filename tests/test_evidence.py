@@ -84,7 +84,7 @@ def test_every_grid_label_is_distinct_and_round_trips():
 def test_the_config_file_is_an_entry_point_to_the_study(dirs):
   from configs.studies import evidence as entry
 
-  for arg in ("coarse,long,python", "regime,base,shakespeare,quick"):
+  for arg in ("coarse,base,python", "regime,long,shakespeare,quick"):
     assert entry.get_config(arg).to_dict() == evidence.study(arg).to_dict()
 
 
@@ -340,11 +340,36 @@ def test_many_is_pruned_by_the_base_cell(dirs):
   coarse = evidence.study("coarse,many,python")
   assert len(coarse.labels) == 3 * len(evidence.frontier_hs(False))
   assert {r.total_steps for r in coarse.runs.values()} == {3000}
-  # Its design phase tries MANY_DESIGNS only.
+  # Its design phase tries PRUNED_DESIGNS only.
   write_tune("many", "python")
   design = evidence.study("design,many,python")
-  assert design.syncs_saved == evidence.MANY_DESIGNS
-  assert set(evidence.MANY_DESIGNS) < set(evidence.DESIGNS)
+  assert design.syncs_saved == evidence.PRUNED_DESIGNS
+  assert set(evidence.PRUNED_DESIGNS) < set(evidence.DESIGNS)
+  # The long regime is pruned the same way, on its own 1,200 steps and 8 workers.
+  assert evidence.grid(False, "long", "python") == evidence.grid(False, "many", "python")
+  long_coarse = evidence.study("coarse,long,python")
+  assert set(long_coarse.labels) == set(coarse.labels)
+  assert {(r.total_steps, r.num_workers) for r in long_coarse.runs.values()} == {(1200, 8)}
+  write_tune("long", "python")
+  assert evidence.study("design,long,python").syncs_saved == evidence.PRUNED_DESIGNS
+  assert evidence.regime_phases("long") == evidence.regime_phases("many") == evidence.PHASES[1:]
+
+
+@pytest.mark.parametrize("corpus", evidence.CORPORA)
+def test_the_first_protocols_long_cells_back_their_pruning(corpus):
+  """The claim in experiments/evidence.py: in the first protocol's long coarse
+  passes (committed), the best pair at every H is one that the base cell's coarse
+  pass of this protocol keeps (base_top_pairs)."""
+  path = f"docs/studies/evidence/long_{corpus}/coarse/summary.json"
+  with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), path)) as f:
+    stats = json.load(f)["stats"]
+  best = {}
+  for label, s in stats.items():
+    h, a, b = evidence.parse_label(label)
+    best[h] = min(best.get(h, (float("inf"), None)), (s["final_eval_bpb"][0], (a, b)))
+  assert len(best) == 4  # the first protocol's H in {20, 30, 40, 60}
+  keep = set(evidence.base_top_pairs(corpus))
+  assert {pair for _, pair in best.values()} <= keep
 
 
 def test_many_without_the_base_coarse_pass_names_its_command(dirs):

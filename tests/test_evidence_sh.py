@@ -1,5 +1,6 @@
 """``experiments/evidence.sh``, the evidence study's runner: which phases it
-starts, in which order, how many copies, and where it starts for ``many`` or
+starts, in which order, how many copies, and where it starts for ``many``,
+``long`` or
 ``EVIDENCE_FROM``. A stand-in ``python`` on the PATH records each call instead
 of training (the phases themselves: tests/test_studies_quick.py)."""
 
@@ -38,10 +39,14 @@ def test_every_phase_in_order_two_copies_each(tmp_path):
   assert out == [f"{p},base,python,quick" for p in phases for _ in range(2)]
 
 
-def test_many_starts_at_coarse_and_evidence_from_skips_phases(tmp_path):
-  assert calls(tmp_path, "many", "python", EVIDENCE_COPIES="1") == [
-      f"{p},many,python" for p in ("coarse", "tune", "design", "report")
+@pytest.mark.parametrize("regime", ["many", "long"])
+def test_pruned_regimes_start_at_coarse_and_evidence_from_skips_phases(tmp_path, regime):
+  from experiments import evidence
+
+  assert calls(tmp_path, regime, "python", EVIDENCE_COPIES="1") == [
+      f"{p},{regime},python" for p in evidence.regime_phases(regime)
   ]
+  assert evidence.regime_phases(regime)[0] == "coarse"
   (tmp_path / "calls.txt").unlink()
   assert calls(tmp_path, "base", "python", EVIDENCE_FROM="report", EVIDENCE_COPIES="1") == [
       "report,base,python"

@@ -11,8 +11,10 @@ add ``,quick`` for the tiny pipeline check. ``experiments/evidence.sh <regime>
   python -m experiments.sweep --study configs/studies/evidence.py:design,base,shakespeare
   python -m experiments.sweep --study configs/studies/evidence.py:report,base,shakespeare
 
-and the same with ``python`` for the Python corpus or ``many`` for the
-many-rounds regime (``experiments/evidence.sh many python`` starts at ``coarse``).
+and the same with ``python`` for the Python corpus, ``many`` for the
+many-rounds regime or ``long`` for 8 workers on non-iid shards (these two are
+pruned by the base cell of their corpus: ``experiments/evidence.sh many python``
+starts at ``coarse``).
 
 Each phase writes its report to ``docs/studies/evidence_v2/<regime>_<corpus>/<phase>``
 (quick: ``runs/studies/evidence-v2-quick/...``), which the next phase reads. Two
@@ -22,7 +24,7 @@ needs to reach each design's loss, with paired bootstrap and t-intervals over
 the fresh seeds (``experiments/syncs_saved.py``).
 
 The phases, grids and designs, how each phase chooses its runs from the one
-before, and where the ``many`` regime is pruned: ``experiments/evidence.py``.
+before, and where the ``many`` and ``long`` regimes are pruned: ``experiments/evidence.py``.
 The results: ``docs/results.md`` §1.
 """
 
