@@ -93,11 +93,16 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
       compare(runs, cand, ref, tuple(study.frontier), tolerance)
       for cand, ref in study.get("comparisons", ())
   ]
-  # The paper's metric: syncs the tuned frontier needs for each label's loss.
-  saved = {
-      label: syncs_saved.from_runs(runs, tuple(study.frontier), label)
-      for label in study.get("syncs_saved", ())
-  }
+  # The paper's metric: syncs the tuned frontier needs for each label's loss,
+  # against the pooled log-linear frontier and, as a check on its shape, the
+  # pooled monotone one.
+  saved, saved_monotone = (
+      {
+          label: syncs_saved.from_runs(runs, tuple(study.frontier), label, model=model)
+          for label in study.get("syncs_saved", ())
+      }
+      for model in ("loglinear", "monotone")
+  )
   # The same comparisons paired per document, where the runs wrote their losses.
   documents = [
       per_document.paired(runs, c["candidate"], c["reference"])
@@ -109,6 +114,7 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
       title=study.title,
       comparisons=comparisons,
       syncs_saved=saved,
+      syncs_saved_monotone=saved_monotone,
       per_document=[d for d in documents if d is not None],
       power=dict(study.get("power") or {}),
       interim=str(study.get("interim", "")),

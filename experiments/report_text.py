@@ -3,9 +3,10 @@ each as a sentence."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from experiments import per_document
+from experiments import per_document, syncs_saved
 
 
 def _pm(ms: tuple[float, float], fmt: str = "{:.3f}") -> str:
@@ -105,29 +106,44 @@ def _t_ci(entry: dict, quantity: str, fmt: str) -> str:
 def syncs_saved_table(result: dict) -> list[str]:
   """Each label's syncs saved at equal loss and loss at equal syncs against the
   pooled log-linear frontier (``experiments/syncs_saved.py``), with the eval's
-  size and the seed count."""
+  size and the seed count, and beside it the saving against the pooled
+  monotone frontier (computed from the runs for a summary written before it)."""
   entries = result["syncs_saved"]
   first = next(iter(entries.values()))
   runs = result["runs"][first["candidate"]]
   tokens = {r["summary"].get("final_eval_tokens") for r in runs}
+  monotone = result.get("syncs_saved_monotone") or {
+      label: syncs_saved.from_runs(result["runs"], first["frontier"], label, model="monotone")
+      for label in entries
+  }
+  frontier_runs = [result["runs"][label] for label in first["frontier"]]
+  fit = syncs_saved.lack_of_fit(
+      [[r["summary"]["syncs"] for r in rs] for rs in zip(*frontier_runs)],
+      [[r["summary"]["final_eval_bpb"] for r in rs] for rs in zip(*frontier_runs)],
+  )
   lines = [
       f"Syncs saved at equal loss against the tuned frontier ({', '.join(first['frontier'])}:"
       f" pooled log-linear fit, slope {first['slope']:.4f} bits/byte per e-fold of syncs,"
       f" residual sd {first['residual_sd']:.4f}); 95% intervals over {first['n']}"
       f" seeds, paired bootstrap and (t) paired Student-t; final eval on {', '.join(map(str, sorted(tokens, key=str)))}"
       f" tokens. Tolerance (the frontier's loss for 10% fewer syncs):"
-      f" {first['tolerance']:.4f} bits/byte.",
+      f" {first['tolerance']:.4f} bits/byte. Monotone: the same against the pooled"
+      f" monotone frontier (any non-increasing curve in log syncs, no extrapolation),"
+      f" the union of its two intervals over the seeds whose loss it reaches."
+      + _lack_of_fit_text(fit),
       "",
       "| run | syncs | syncs saved at equal loss | (t) | Δ loss at equal syncs | (t) "
-      "| seeds with S* in range |",
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+      "| seeds with S* in range | monotone: syncs saved (seeds) |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
   ]
   for label, e in entries.items():
     syncs = sum(r["summary"]["syncs"] for r in result["runs"][label]) / e["n"]
+    m = monotone[label]
     lines.append(
         f"| `{label}` | {syncs:.1f} | {_ci(e['saved'], '{:+.1%}')} | "
         f"{_t_ci(e, 'saved', '{:+.1%}')} | {_ci(e['delta'], '{:+.4f}')} | "
-        f"{_t_ci(e, 'delta', '{:+.4f}')} | {e['needed_in_range']}/{e['n']} |"
+        f"{_t_ci(e, 'delta', '{:+.4f}')} | {e['needed_in_range']}/{e['n']} | "
+        f"{_ci(syncs_saved.widest(m), '{:+.1%}')} ({m['needed_in_range']}) |"
     )
   gains = [
       f"`{label}` {result['stats'][label]['late_gain'][0]:+.4f}"
@@ -151,6 +167,21 @@ def syncs_saved_table(result: dict) -> list[str]:
         + "; each comparison above states its own n).",
     ]
   return lines
+
+
+def _lack_of_fit_text(fit: dict) -> str:
+  """The sentence on ``syncs_saved.lack_of_fit``'s test of the line."""
+  if not math.isfinite(fit["p"]):
+    return " The line's lack of fit is not testable here (too few sync counts or seeds)."
+  verdict = (
+      " (the line misses the frontier's shape: read the monotone column)."
+      if fit["p"] < 0.05
+      else " (no lack of fit shown)."
+  )
+  return (
+      f" The line's lack of fit against free levels: F({fit['df1']}, {fit['df2']})"
+      f" = {fit['F']:.2f}, p = {fit['p']:.4f}{verdict}"
+  )
 
 
 def _table_head(nets) -> list[str]:

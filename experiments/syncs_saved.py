@@ -32,6 +32,28 @@ interval a verdict should read: the union of the two.
 "Equal quality" is tied to the frontier's slope: the tolerance is the loss
 DiLoCo loses for ``10%`` fewer syncs in that cell, ``|b| ln(1/0.9)``, so one
 tolerance means the same in a flat cell and a steep one.
+
+A second frontier model checks that a verdict does not hang on the log-linear
+shape: the **pooled monotone fit** (``model="monotone"``) keeps the seed
+intercepts and replaces the line by any non-increasing curve ``g``,
+piecewise linear in ``log S`` through the frontier's sync counts:
+
+    L_{s,i} = a_s + g(x_i),  g_1 >= g_2 >= ... (x ascending),
+
+fitted by least squares: with every seed on the same sync counts, ``g`` is the
+isotonic (non-increasing) regression of the column means of the seed-centred
+losses and ``a_s = Lbar_s`` (isotonic regression keeps the mean). It follows a
+frontier that is flat over part of its range where the line cannot. ``S*`` is the
+fewest syncs at which ``a_s + g`` reaches the candidate's loss (where ``g`` is flat
+at that loss, its start: the baseline's best case); outside ``g``'s range no
+``S*`` is defined (no extrapolation), so its saving is the mean over the seeds
+whose loss the frontier reaches, their count beside it.
+
+Which shape the data support is tested, not assumed: :func:`lack_of_fit` is
+the classical F-test of the line against a free level at every sync count
+(seed intercepts in both), ``F = ((RSS_line - RSS_free) / (I - 2)) /
+(RSS_free / ((S - 1)(I - 1)))``. Where it rejects the line, the monotone
+fit's saving is the one to read.
 """
 
 from __future__ import annotations
@@ -69,6 +91,88 @@ def fit_frontier(
   return a, b, float(math.sqrt((residuals**2).sum() / dof))
 
 
+def fit_monotone_frontier(
+    syncs_SxI: np.ndarray, loss_SxI: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+  """``(a_S, x_I, g_I, residual_sd)``: the pooled monotone frontier of the module
+  docstring, ``L = a_s + g(log S)``, with ``x_I`` the log sync counts ascending
+  and ``g_I`` non-increasing. Every seed must have the same sync counts."""
+  from scipy import optimize
+
+  x = np.log(np.asarray(syncs_SxI, np.float64))
+  y = np.asarray(loss_SxI, np.float64)
+  if x.shape != y.shape or x.ndim != 2 or x.shape[1] < 2:
+    raise ValueError(f"need [seeds, >= 2 intervals] arrays, got {x.shape} and {y.shape}")
+  order = np.argsort(x[0])
+  x, y = x[:, order], y[:, order]
+  if not np.allclose(x, x[0]):
+    raise ValueError("the monotone frontier needs the same sync counts on every seed")
+  centred = y - y.mean(axis=1, keepdims=True)
+  g = optimize.isotonic_regression(centred.mean(axis=0), increasing=False).x
+  a = y.mean(axis=1)
+  residuals = y - (a[:, None] + g)
+  dof = max(y.size - x.shape[0] - len(np.unique(g)) + 1, 1)
+  return a, x[0], g, float(math.sqrt((residuals**2).sum() / dof))
+
+
+def lack_of_fit(syncs_SxI: np.ndarray, loss_SxI: np.ndarray) -> dict:
+  """``dict(F, df1, df2, p)``: the F-test of the pooled log-linear frontier
+  against free column levels (module docstring); every seed must have the same
+  sync counts. A small ``p`` says the line misses the frontier's shape."""
+  from scipy import stats
+
+  fs = np.asarray(syncs_SxI, np.float64)
+  y = np.asarray(loss_SxI, np.float64)
+  if not np.allclose(fs, fs[0]):
+    raise ValueError("the lack-of-fit test needs the same sync counts on every seed")
+  n_seeds, n_points = y.shape
+  a, b, _ = fit_frontier(fs, y)
+  rss_line = float(((y - (a[:, None] + b * np.log(fs))) ** 2).sum())
+  centred = y - y.mean(axis=1, keepdims=True)
+  rss_free = float(((centred - centred.mean(axis=0)) ** 2).sum())
+  df1, df2 = n_points - 2, (n_seeds - 1) * (n_points - 1)
+  if df1 < 1 or df2 < 1 or rss_free <= 1e-15 * float((centred**2).sum()):
+    return dict(F=float("nan"), df1=df1, df2=df2, p=float("nan"))
+  f = ((rss_line - rss_free) / df1) / (rss_free / df2)
+  return dict(F=float(f), df1=df1, df2=df2, p=float(stats.f.sf(f, df1, df2)))
+
+
+def per_seed_monotone(
+    a_S: np.ndarray, x_I: np.ndarray, g_I: np.ndarray, syncs_S: np.ndarray, loss_S: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """:func:`per_seed` for the monotone frontier ``(a_S, x_I, g_I)``: NaN saving
+  and ``S*`` for a seed whose loss lies outside the frontier's range."""
+  syncs_S = np.asarray(syncs_S, np.float64)
+  loss_S = np.asarray(loss_S, np.float64)
+  delta = loss_S - (a_S + np.interp(np.log(syncs_S), x_I, g_I))
+  v = loss_S - a_S
+  eps = 1e-12  # a loss on a level of g up to rounding reaches it
+  reach = (v <= g_I[0] + eps) & (v >= g_I[-1] - eps)
+  j = np.argmax(g_I[None, :] <= v[:, None] + eps, axis=1)  # first point at or below v
+  j0 = np.maximum(j - 1, 0)
+  drop = g_I[j0] - g_I[j]
+  frac = np.clip(np.where(drop > 0, (g_I[j0] - v) / np.where(drop > 0, drop, 1.0), 0.0), 0, 1)
+  needed = np.where(reach, np.exp(x_I[j0] + frac * (x_I[j] - x_I[j0])), np.nan)
+  return 1.0 - syncs_S / needed, delta, needed
+
+
+def _loglinear(fs, fl, syncs_S, loss_S):
+  """``(saved_S, delta_S, needed_S, slope, residual_sd)`` against the log-linear fit."""
+  a, b, resid = fit_frontier(fs, fl)
+  return (*per_seed(a, b, syncs_S, loss_S), b, resid)
+
+
+def _monotone(fs, fl, syncs_S, loss_S):
+  """The same against the monotone fit; its slope is ``g``'s chord."""
+  a, x, g, resid = fit_monotone_frontier(fs, fl)
+  slope = float((g[-1] - g[0]) / (x[-1] - x[0]))
+  return (*per_seed_monotone(a, x, g, syncs_S, loss_S), slope, resid)
+
+
+#: The frontier models :func:`bootstrap` takes, by name.
+MODELS = {"loglinear": _loglinear, "monotone": _monotone}
+
+
 def tolerance(slope: float, fraction: float = TOLERANCE_FRACTION) -> float:
   """The loss the frontier loses for ``fraction`` fewer syncs: ``|b| ln(1/(1-f))``."""
   return abs(slope) * math.log(1.0 / (1.0 - fraction))
@@ -98,37 +202,42 @@ def bootstrap(
     samples: int = BOOTSTRAP_SAMPLES,
     level: float = 0.95,
     seed: int = 0,
+    model: str = "loglinear",
 ) -> dict:
   """The candidate against the frontier, paired by seed, with bootstrap intervals.
 
-  Returns ``dict(n, slope, residual_sd, tolerance, saved, delta, saved_t,
-  delta_t, per_seed_saved, per_seed_delta, needed_in_range)``; ``saved`` and
-  ``delta`` are ``dict(mean, low, high, half_width)`` (bootstrap quantiles,
-  ``level``), ``saved_t`` and ``delta_t`` the paired t-intervals, and
+  Returns ``dict(model, n, slope, residual_sd, tolerance, saved, delta,
+  saved_t, delta_t, per_seed_saved, per_seed_delta, needed_in_range)``;
+  ``saved`` and ``delta`` are ``dict(mean, low, high, half_width)`` (bootstrap
+  quantiles, ``level``), ``saved_t`` and ``delta_t`` the paired t-intervals, and
   ``needed_in_range`` counts the seeds whose ``S*`` lies inside the range of
-  the frontier's own sync counts (outside it the fit extrapolates).
+  the frontier's own sync counts (outside it the log-linear fit extrapolates;
+  the monotone one defines no ``S*``, and its saving is over the others).
+  ``model`` is a key of :data:`MODELS`.
   """
+  if model not in MODELS:
+    raise ValueError(f"unknown frontier model {model!r}; expected one of {sorted(MODELS)}")
+  fit = MODELS[model]
   fs = np.asarray(frontier_syncs_SxI, np.float64)
   fl = np.asarray(frontier_loss_SxI, np.float64)
   syncs_S, loss_S = np.asarray(syncs_S, np.float64), np.asarray(loss_S, np.float64)
   n = len(syncs_S)
-  a, b, resid = fit_frontier(fs, fl)
-  saved, delta, needed = per_seed(a, b, syncs_S, loss_S)
+  saved, delta, needed, b, resid = fit(fs, fl, syncs_S, loss_S)
   rng = np.random.default_rng(seed)
   means = np.empty((samples, 2))
   for j in range(samples):
     pick = rng.integers(0, n, n)
-    a_j, b_j, _ = fit_frontier(fs[pick], fl[pick])
-    saved_j, delta_j, _ = per_seed(a_j, b_j, syncs_S[pick], loss_S[pick])
-    means[j] = saved_j.mean(), delta_j.mean()
+    saved_j, delta_j, *_ = fit(fs[pick], fl[pick], syncs_S[pick], loss_S[pick])
+    means[j] = _mean(saved_j), delta_j.mean()
   tail = (1.0 - level) / 2.0
   in_range = (needed >= fs.min(axis=1)) & (needed <= fs.max(axis=1))
   return dict(
+      model=model,
       n=n,
       slope=b,
       residual_sd=resid,
       tolerance=tolerance(b),
-      saved=_interval(saved.mean(), means[:, 0], tail),
+      saved=_interval(_mean(saved), means[:, 0], tail),
       delta=_interval(delta.mean(), means[:, 1], tail),
       saved_t=_t_interval(saved, level),
       delta_t=_t_interval(delta, level),
@@ -136,6 +245,12 @@ def bootstrap(
       per_seed_delta=delta.tolist(),
       needed_in_range=int(in_range.sum()),
   )
+
+
+def _mean(values: np.ndarray) -> float:
+  """The mean of the finite values (NaN if none): a seed without ``S*`` drops out."""
+  finite = values[np.isfinite(values)]
+  return float(finite.mean()) if len(finite) else float("nan")
 
 
 def _interval(mean: float, draws: np.ndarray, tail: float) -> dict:
@@ -150,22 +265,26 @@ def _interval(mean: float, draws: np.ndarray, tail: float) -> dict:
 
 
 def _t_interval(per_seed_S: np.ndarray, level: float) -> dict:
-  if not np.isfinite(per_seed_S).all():
+  """The paired t-interval over the seeds with a finite value (NaN under 2)."""
+  finite = per_seed_S[np.isfinite(per_seed_S)]
+  if len(finite) < 2:
     nan = float("nan")
     return dict(mean=nan, low=nan, high=nan, half_width=nan)
-  ci = seed_stats.paired_interval(per_seed_S, level)
+  ci = seed_stats.paired_interval(finite, level)
   return {k: ci[k] for k in ("mean", "low", "high", "half_width")}
 
 
 def widest(entry: dict, quantity: str = "saved") -> dict:
   """The union of ``entry``'s bootstrap and t-intervals for ``quantity``
   (``"saved"`` or ``"delta"``): the interval a verdict reads. An entry read
-  back from JSON may hold ``"nan"``; one without a t-interval (written before
-  it existed) gives its bootstrap interval."""
+  back from JSON may hold ``"nan"``; an interval that is NaN (a t-interval over
+  fewer than 2 seeds) or missing (written before t-intervals existed) adds
+  nothing to the union."""
   boot = entry[quantity]
   t = entry.get(f"{quantity}_t") or boot
-  low = min(float(boot["low"]), float(t["low"]))
-  high = max(float(boot["high"]), float(t["high"]))
+  lows = [float(i["low"]) for i in (boot, t) if math.isfinite(float(i["low"]))]
+  highs = [float(i["high"]) for i in (boot, t) if math.isfinite(float(i["high"]))]
+  low, high = (min(lows), max(highs)) if lows and highs else (math.nan, math.nan)
   return dict(mean=float(boot["mean"]), low=low, high=high, half_width=(high - low) / 2)
 
 
@@ -201,9 +320,11 @@ def from_runs(
     frontier: Sequence[str],
     candidate: str,
     key: str = "final_eval_bpb",
+    model: str = "loglinear",
 ) -> dict:
   """:func:`bootstrap` of ``candidate`` against the ``frontier`` labels, their
-  runs paired by seed (every label on the same seeds, in the same order)."""
+  runs paired by seed (every label on the same seeds, in the same order), with
+  the frontier ``model``."""
   seeds = [r["seed"] for r in runs[candidate]]
   for label in frontier:
     if [r["seed"] for r in runs[label]] != seeds:
@@ -214,5 +335,6 @@ def from_runs(
       fs, fl,
       [r["summary"]["syncs"] for r in runs[candidate]],
       [r["summary"][key] for r in runs[candidate]],
+      model=model,
   )
   return dict(out, candidate=candidate, frontier=list(frontier), seeds=seeds)

@@ -395,6 +395,10 @@ def test_tables_read_an_interim_report_and_many_has_no_regime_phase(tmp_path):
   section = text.split("## many regime, python")[1].split("## ")[0]
   assert f"**Interim report**: {interim['interim']}" in section
   assert "Syncs saved at equal loss" in section
+  # A summary written before the monotone frontier existed gets it from its runs.
+  assert "syncs_saved_monotone" not in interim
+  assert "monotone: syncs saved (seeds)" in section
+  assert "The line's lack of fit against free levels: F(4, " in section
   assert "Still to run: coarse, tune, design, report." in section
   base = text.split("## base regime, python")[1].split("## ")[0]
   assert "Still to run: regime, coarse, tune, design, report." in base

@@ -174,6 +174,12 @@ def test_report_states_each_comparison_with_its_interval(phases):
   assert all(
       r["summary"]["final_eval_tokens"] > 0 for r in result["runs"]["autoloco"]
   )
+  # Beside it, the same against the pooled monotone frontier (a check on the
+  # log-linear shape), in the summary and the table.
+  assert set(summary["syncs_saved_monotone"]) == set(study.syncs_saved)
+  assert {e["model"] for e in summary["syncs_saved_monotone"].values()} == {"monotone"}
+  assert "monotone: syncs saved (seeds)" in text
+  assert "lack of fit is not testable here" in text  # quick: 2 sync counts
   # Beside the bootstrap, the paired t-interval, which contains the mean too.
   for entry in summary["syncs_saved"].values():
     t = entry["delta_t"]

@@ -92,3 +92,95 @@ def test_t_interval_beside_the_bootstrap():
   # An entry without a t-interval (written before it existed) reads its bootstrap.
   old = {k: v for k, v in out.items() if not k.endswith("_t")}
   assert syncs_saved.widest(old)["high"] == pytest.approx(0.4)
+
+
+def _monotone_case():
+  """Two seeds on S = (10, 20, 40), seed 1 = seed 0 + 0.2: losses (3.0, 2.6, 2.8)
+  and (3.2, 2.8, 3.0). Seed-centred: (0.2, -0.2, 0.0) on both; the last two
+  violate monotonicity, so the isotonic fit pools them: g = (0.2, -0.1, -0.1),
+  a = (2.8, 3.0)."""
+  fs = np.array([[10.0, 20.0, 40.0]] * 2)
+  fl = np.array([[3.0, 2.6, 2.8], [3.2, 2.8, 3.0]])
+  return fs, fl
+
+
+def test_monotone_fit_by_hand():
+  fs, fl = _monotone_case()
+  a, x, g, resid = syncs_saved.fit_monotone_frontier(fs, fl)
+  np.testing.assert_allclose(a, [2.8, 3.0])
+  np.testing.assert_allclose(x, np.log([10.0, 20.0, 40.0]))
+  np.testing.assert_allclose(g, [0.2, -0.1, -0.1])
+  # Residuals (0, -0.1, 0.1) on both seeds; 6 points - 2 intercepts - 1 free level.
+  assert resid == pytest.approx(math.sqrt(0.04 / 3))
+  # Columns in any order give the same fit; unequal sync counts are refused.
+  a2, x2, g2, _ = syncs_saved.fit_monotone_frontier(fs[:, ::-1], fl[:, ::-1])
+  np.testing.assert_allclose(g2, g)
+  with pytest.raises(ValueError, match="same sync counts"):
+    syncs_saved.fit_monotone_frontier([[10.0, 20.0], [10.0, 30.0]], [[1.0, 0.9]] * 2)
+
+
+def test_monotone_inversion_by_hand():
+  fs, fl = _monotone_case()
+  a, x, g, _ = syncs_saved.fit_monotone_frontier(fs, fl)
+  # Seed 0, loss 2.85: v = 0.05, half of the way from g = 0.2 to -0.1
+  # in log S from 10 to 20: S* = 10 sqrt(2); with 12 syncs, 1 - 12 / 14.14 saved.
+  # Seed 1, loss 2.9: v = -0.1, where g is flat from 20 to 40: S* = 20, the start.
+  saved, delta, needed = syncs_saved.per_seed_monotone(a, x, g, [12.0, 15.0], [2.85, 2.9])
+  np.testing.assert_allclose(needed, [10 * math.sqrt(2), 20.0])
+  np.testing.assert_allclose(saved, [1 - 12 / (10 * math.sqrt(2)), 0.25])
+  # At equal syncs: seed 0's frontier at 12 syncs is 2.8 + 0.2 - 0.3 log2(1.2).
+  assert delta[0] == pytest.approx(2.85 - (3.0 - 0.3 * math.log2(1.2)))
+  assert delta[1] == pytest.approx(2.9 - (3.0 + 0.2 - 0.3 * math.log2(1.5)))
+  # Outside the frontier's loss range (worse than 10 syncs, better than 40): no S*.
+  saved, _, needed = syncs_saved.per_seed_monotone(a, x, g, [12.0, 15.0], [3.05, 2.85])
+  assert np.isnan(needed).all() and np.isnan(saved).all()
+
+
+def test_monotone_model_in_the_bootstrap():
+  # On an exactly log-linear frontier the two models agree (piecewise linear
+  # in log S through points on one line is that line).
+  fs, fl, syncs, loss = _exact_case()
+  out = syncs_saved.bootstrap(fs, fl, syncs, loss, samples=500, model="monotone")
+  np.testing.assert_allclose(out["per_seed_saved"], [0.2, 0.4])
+  assert out["model"] == "monotone" and out["slope"] == pytest.approx(-0.1)
+  assert out["saved"]["low"] == pytest.approx(0.2)
+  assert out["saved"]["high"] == pytest.approx(0.4)
+  # A seed whose loss the frontier cannot reach drops out of the saving's mean.
+  fs, fl = _monotone_case()
+  out = syncs_saved.bootstrap(fs, fl, [12.0, 15.0], [2.85, 3.3], samples=200, model="monotone")
+  assert out["needed_in_range"] == 1
+  assert out["saved"]["mean"] == pytest.approx(1 - 12 / (10 * math.sqrt(2)))
+  assert math.isnan(out["saved_t"]["mean"])  # one seed: no t-interval
+  with pytest.raises(ValueError, match="unknown frontier model"):
+    syncs_saved.bootstrap(fs, fl, [12.0, 15.0], [2.85, 2.9], model="spline")
+
+
+def test_widest_ignores_a_nan_interval():
+  boot = dict(mean=0.1, low=0.0, high=0.2, half_width=0.1)
+  nan = dict(mean="nan", low="nan", high="nan", half_width="nan")
+  out = syncs_saved.widest({"saved": boot, "saved_t": nan})
+  assert (out["low"], out["high"]) == (0.0, 0.2)
+  assert math.isnan(syncs_saved.widest({"saved": nan, "saved_t": nan})["low"])
+
+
+def test_lack_of_fit_by_hand():
+  # The monotone case: the line through x = log(10, 20, 40) fits the centred
+  # (0.2, -0.2, 0) of both seeds with slope -0.2 / ln 4 per e-fold: fitted
+  # centred values (0.1, 0, -0.1), RSS_line = 2 (0.01 + 0.04 + 0.01) = 0.12.
+  # Free levels fit exactly: RSS_free = 0 -> no test (NaN). Add noise to seed 1
+  # that the levels cannot follow: (+0.01, -0.01, 0) on seed 1's raw losses.
+  fs, fl = _monotone_case()
+  assert math.isnan(syncs_saved.lack_of_fit(fs, fl)["F"])
+  fl = fl + np.array([[0.0, 0.0, 0.0], [0.01, -0.01, 0.0]])
+  out = syncs_saved.lack_of_fit(fs, fl)
+  a, b, _ = syncs_saved.fit_frontier(fs, fl)
+  rss_line = ((fl - (a[:, None] + b * np.log(fs))) ** 2).sum()
+  # Free levels: column means of the seed-centred losses; residuals +-(0.005,
+  # -0.005, 0) on the two seeds: RSS_free = 4 * 0.005^2 = 1e-4.
+  assert out["df1"] == 1 and out["df2"] == 2
+  assert out["F"] == pytest.approx((rss_line - 1e-4) / (1e-4 / 2))
+  assert 0 <= out["p"] < 0.05
+  # On an exact line the test does not reject.
+  fs, fl, _, _ = _exact_case()
+  noisy = fl + np.array([[0.001, -0.001, 0.0], [-0.001, 0.001, 0.0]])
+  assert syncs_saved.lack_of_fit(fs, noisy)["p"] > 0.05
