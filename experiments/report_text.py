@@ -143,7 +143,8 @@ def syncs_saved_table(result: dict) -> list[str]:
         f"| `{label}` | {syncs:.1f} | {_ci(e['saved'], '{:+.1%}')} | "
         f"{_t_ci(e, 'saved', '{:+.1%}')} | {_ci(e['delta'], '{:+.4f}')} | "
         f"{_t_ci(e, 'delta', '{:+.4f}')} | {e['needed_in_range']}/{e['n']} | "
-        f"{_ci(syncs_saved.widest(m), '{:+.1%}')} ({m['needed_in_range']}) |"
+        + (f"{_ci(syncs_saved.widest(m), '{:+.1%}')}" if m["needed_in_range"] else "none reached")
+        + f" ({m['needed_in_range']}) |"
     )
   gains = [
       f"`{label}` {result['stats'][label]['late_gain'][0]:+.4f}"
