@@ -47,7 +47,9 @@ frontier that is flat over part of its range where the line cannot. ``S*`` is th
 fewest syncs at which ``a_s + g`` reaches the candidate's loss (where ``g`` is flat
 at that loss, its start: the baseline's best case); outside ``g``'s range no
 ``S*`` is defined (no extrapolation), so its saving is the mean over the seeds
-whose loss the frontier reaches, their count beside it.
+whose loss the frontier reaches, their count beside it (a seed below the
+frontier's most-syncs point drops out, which lowers the saving: the check errs
+against the method).
 
 Which shape the data support is tested, not assumed: :func:`lack_of_fit` is
 the classical F-test of the line against a free level at every sync count
