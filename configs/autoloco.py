@@ -23,7 +23,8 @@ frontier, a shape the lack-of-fit test rejects there; against the pooled
 monotone frontier +20% [+11%, +28%], against the per-seed piecewise one +17%
 [+10%, +23%]; it is not resolved from DiLoCo at H_ref. With 8 workers on
 non-iid shards (long/Python, 12 fresh seeds) it saves +7% [-3%, +16%]: on the
-frontier, 27% excluded. Every front-loaded sync budget and the closed-loop
+frontier, 27% excluded; on long/Shakespeare (10 fresh seeds) +1.4% [-4%, +8%]
+on the monotone frontier, and worse than DiLoCo at H_ref. Every front-loaded sync budget and the closed-loop
 rules with h_min = H_ref did worse on the tuning seeds (docs/results.md §1.1). The
 reference pair (alpha, beta) = (0.7, 0.7) is DiLoCo's
 tuned at H_ref on Shakespeare by the first protocol (its 8 KB eval); on Python
