@@ -512,10 +512,11 @@ def train_and_evaluate(
 
 def _record(loop: _Loop, host: HostState, round_: _Round, progress, steady):
   """Reads, checks and logs a dispatched round; returns ``steady``, the (time,
-  step) at the end of the first round read."""
+  step) at the end of the first round read and at the end of this one."""
   record = _finish_round(loop, host, round_)
   _log(loop, host, record, progress)
-  return steady or (time.time(), record["step"])
+  now = (time.time(), record["step"])
+  return (steady[:2] if steady else now) + now
 
 
 def _log(loop: _Loop, host: HostState, record: dict, progress) -> None:
@@ -561,22 +562,35 @@ def _final_eval(loop: _Loop, state: state_lib.TrainState, workdir: str) -> dict:
   return fields
 
 
+def steady_rate(steady: tuple, start: tuple, tokens_per_step: int) -> float:
+  """Tokens/s from ``steady = (t_first, step_first, t_last, step_last)``, the
+  ends of the first and last rounds read; one round (equal steps) counts from
+  ``start = (t_start, step_start)``, its compilation included; NaN if no step
+  was taken."""
+  t_first, first_step, t_last, last_step = steady
+  if last_step == first_step:
+    t_first, first_step = start
+  tokens = (last_step - first_step) * tokens_per_step
+  return tokens / (t_last - t_first) if tokens else float("nan")
+
+
 def _summary(
-    loop: _Loop, host: HostState, steady: tuple[float, int] | None, final: dict
+    loop: _Loop, host: HostState, steady: tuple | None, final: dict
 ) -> dict:
-  """The run's final record; throughput counts from ``steady``, the (time,
-  step) at the end of the first round this process ran; ``final`` is
-  ``_final_eval``'s fields."""
+  """The run's final record; ``final`` is ``_final_eval``'s fields.
+
+  Throughput counts the rounds between the end of the first round this process
+  ran and the end of its last one (``steady``: their times and steps, from
+  ``_record``), so neither compilation nor the last checkpoint's save and the
+  final evaluation are in it; a run of one round takes its whole time, its
+  compilation included."""
   config, run = loop.config, loop.run
   tokens_per_step = config.num_workers * config.data.batch_size * config.data.seq_len
-  t_steady, steady_step = steady if steady else (time.time(), host.step)
-  if (
-      host.step == steady_step
-  ):  # one round only: the whole run's rate, compilation included
-    t_steady, steady_step = loop.t_start, loop.start_step
-  steady_tokens = (host.step - steady_step) * tokens_per_step
-  steady_time = time.time() - t_steady
-  tokens_per_sec = steady_tokens / steady_time if steady_tokens else float("nan")
+  tokens_per_sec = steady_rate(
+      steady or (0.0, host.step, time.time(), host.step),
+      (loop.t_start, loop.start_step),
+      tokens_per_step,
+  )
   clock = loop.clock.metrics()
   wall_time = time.time() - loop.t_start
   return dict(

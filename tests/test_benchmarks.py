@@ -421,14 +421,17 @@ def test_bracketed_pairs_each_row_with_its_neighbouring_reference_units(monkeypa
 
   def fake_timed(fn):
     fn()
+    # The runner whose units outnumber its timed ones plus its untimed first.
     runner = next(
-        r for r in (reference, fast, slow) if len(r.units) > clock.count(r.name)
+        r for r in (reference, fast, slow) if len(r.units) > clock.count(r.name) + 1
     )
     clock.append(runner.name)
     return runner.seconds
 
   monkeypatch.setattr(timing, "timed", fake_timed)
   out = timing.bracketed(reference, [fast, slow], steps=5, repeats=2)
+  # Each row ran one untimed unit more than it was timed, before any timed one.
+  assert [len(r.units) - clock.count(r.name) for r in (reference, fast, slow)] == [1] * 3
   # ref, fast, ref, slow, ref | ref, slow, ref, fast, ref
   assert clock == ["reference", "fast", "reference", "slow", "reference"] * 1 + [
       "reference",

@@ -1,6 +1,7 @@
 """The trainer end to end on the embedded Shakespeare data, and its errors."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -304,3 +305,12 @@ def test_an_injected_nan_stops_ddp_too(tmp_path):
   cfg.faults.nan_at_round = 1
   with pytest.raises(FloatingPointError, match="is nan in round 2"):
     train.train_and_evaluate(cfg, str(tmp_path))
+
+
+def test_steady_rate_spans_the_rounds_read_not_the_final_save_or_eval():
+  # First round read at t = 10 s (step 5), last at t = 12 s (step 25): 20 steps
+  # of 8 tokens in 2 s, whatever the final save and evaluation take after it.
+  assert train.steady_rate((10.0, 5, 12.0, 25), (0.0, 0), 8) == 80.0
+  # One round: its whole time from the start, compilation included.
+  assert train.steady_rate((10.0, 5, 10.0, 5), (0.0, 0), 8) == 4.0
+  assert math.isnan(train.steady_rate((3.0, 0, 3.0, 0), (0.0, 0), 8))

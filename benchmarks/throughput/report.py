@@ -275,7 +275,8 @@ TABLES = {
             "{load_avg_end[0]:.2f}, {load_avg_end[1]:.2f}, {load_avg_end[2]:.2f}.",
             "- Nominal fp32 peak: {machine[nominal_peak_flops]:/1e9:.1f} GFLOP/s = "
             "{machine[nominal_formula]}.",
-            "- Measured matmul peak (best of 3 jitted float32 n x n matmuls, n in "
+            "- Measured matmul peak (best of 3 jitted n x n matmuls in the model's "
+            "dtype ({main[model][dtype]}), n in "
             "{plan[matmul_n]}, once per repeat): median "
             "{main[matmul_peak_median]:/1e9:.1f} GFLOP/s, max "
             "{main[matmul_peak_max]:/1e9:.1f} GFLOP/s.",

@@ -72,7 +72,7 @@ def bracketed(
 ) -> dict:
   """Times ``rows`` side by side with ``reference``: ref, row 1, ref, row 2, ...,
   ref, every unit ``steps`` inner steps (in rounds of ``round_h``, default each
-  row's own H). A row's ratio uses the mean of its two
+  row's own H), after one untimed unit of each. A row's ratio uses the mean of its two
   neighbouring reference units; odd repeats reverse the row order; ``peak`` (a
   matmul rate) is measured once per repeat and paired with that repeat's units.
   Returns ``{name: {seconds, ratio, peak, reference_tokens_per_sec}}`` (lists
@@ -84,6 +84,11 @@ def bracketed(
   }
   for row in rows:
     out[row.name]["reference"] = reference.name
+  # One untimed unit each first: warm_up's H = 1 round compiles, but the first
+  # full unit can still pay one-off costs (on a GPU, the allocator growing for
+  # the staged chunk made DiLoCo's first timed unit 3x its second).
+  for row in [reference] + rows:
+    row.unit(steps, round_h)
   for rep in range(repeats):
     p = peak() if peak else float("nan")
     order = rows if rep % 2 == 0 else rows[::-1]
