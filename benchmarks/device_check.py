@@ -46,6 +46,7 @@ import traceback
 
 import jax
 import jax.numpy as jnp
+import optax
 from absl import app, flags
 
 from autoloco_jax import model as model_lib, train
@@ -76,7 +77,7 @@ GPU_ROWS = dict(
     model="seq_len=512,batch_size=4,dtype=bfloat16",
     num_workers=8,
     h=10,
-    repeats=2,
+    repeats=4,
     rows="diloco,autoloco,naive",
 )
 
@@ -120,6 +121,53 @@ def bf16_matmul(dry_run: bool) -> dict:
   n = 256 if dry_run else 8192
   rate = matmul_rate(n, repeats=3 if dry_run else 10, dtype=jnp.bfloat16)
   return dict(n=n, flops_per_sec=rate)
+
+
+def _update_seconds(tx, params, k: int) -> float:
+  """Median seconds of one jitted ``vmap``-ed update and apply of ``tx`` over
+  ``k`` copies of ``params`` (10 timed calls after a warm one)."""
+
+  def update(grads, opt, params):
+    updates, opt = tx.update(grads, opt, params)
+    return optax.apply_updates(params, updates), opt
+
+  params_K = jax.tree.map(lambda p: jnp.stack([p] * k), params)
+  opt_K = jax.vmap(tx.init)(params_K)
+  grads_K = jax.tree.map(lambda p: p * 1e-3, params_K)
+  step = jax.jit(jax.vmap(update), donate_argnums=(1, 2))
+  params_K, opt_K = jax.block_until_ready(step(grads_K, opt_K, params_K))
+  seconds = []
+  for _ in range(10):
+    start = time.perf_counter()
+    params_K, opt_K = jax.block_until_ready(step(grads_K, opt_K, params_K))
+    seconds.append(time.perf_counter() - start)
+  return sorted(seconds)[5]
+
+
+def optimizer_update(dry_run: bool) -> dict:
+  """Seconds of one inner optimizer update (``inner.optimizer``: clipping and
+  AdamW, float32 states) and its apply, for one model and for the rows' K
+  workers under ``vmap``: the memory-bound share of a step that K workers pay K
+  times and the one-model reference once. Beside it, the same chain under
+  ``optax.flatten`` (one vector instead of one kernel set per leaf; its weight
+  decay then reaches every entry, a timing variant only)."""
+  from autoloco_jax import inner
+  from benchmarks.throughput.plan import build_model
+  from configs import default
+
+  config = default.get_config("tiny" if dry_run else "gpu")
+  params = build_model(config).params
+  tx = inner.optimizer(config.inner, inner.schedule(config.inner, 1000))
+  workers = 2 if dry_run else GPU_ROWS["num_workers"]
+  return dict(
+      num_params=model_lib.param_count(params),
+      num_leaves=len(jax.tree.leaves(params)),
+      num_workers=workers,
+      seconds_one=_update_seconds(tx, params, 1),
+      seconds_workers=_update_seconds(tx, params, workers),
+      flat_seconds_one=_update_seconds(optax.flatten(tx), params, 1),
+      flat_seconds_workers=_update_seconds(optax.flatten(tx), params, workers),
+  )
 
 
 def throughput_rows(dry_run: bool, workdir: str, attention: str) -> dict:
@@ -169,12 +217,23 @@ def training_config(dry_run: bool, steps: int, attention: str = "auto"):
 
 
 def training_run(dry_run: bool, steps: int, attention: str) -> dict:
-  """A short run of the trainer; throughput from the end of its first round."""
+  """A short run of the trainer: its summary's throughput (from the end of its
+  first round to the end of its last) and each middle round's."""
   config = training_config(dry_run, steps, attention)
   with tempfile.TemporaryDirectory() as workdir:
     start = time.perf_counter()
     summary = train.train_and_evaluate(config, workdir)
     wall = time.perf_counter() - start
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+      records = [json.loads(line) for line in f]
+  rounds = [r for r in records if "round" in r and "wall_time" in r]
+  tokens_per_step = config.num_workers * config.data.batch_size * config.data.seq_len
+  # Each round's rate between consecutive reads, leaving out the first (it
+  # compiles) and the last (its evaluation compiles and runs in it).
+  middle = [
+      b["h"] * tokens_per_step / (b["wall_time"] - a["wall_time"])
+      for a, b in zip(rounds[:-1], rounds[1:-1])
+  ]
   return dict(
       config="configs/default.py:" + ("tiny" if dry_run else "gpu"),
       algorithm=summary["algorithm"],
@@ -189,6 +248,7 @@ def training_run(dry_run: bool, steps: int, attention: str) -> dict:
       syncs=summary["syncs"],
       tokens_per_sec=summary["tokens_per_sec"],
       model_flops_per_sec=summary["model_flops_per_sec"],
+      middle_round_tokens_per_sec=middle,
       final_eval_loss=summary["final_eval_loss"],
       wall_seconds=wall,
   )
@@ -223,8 +283,10 @@ def prepare(report: dict) -> dict:
   errors = [
       dict(stage=k, error=v.strip().splitlines()[-1]) for k, v in report["errors"].items()
   ]
+  middle = (training or {}).get("middle_round_tokens_per_sec")
   return dict(
       report,
+      middle_rates=", ".join(f"{r:.0f}" for r in middle) if middle else None,
       rows=rows,
       training=training,
       error_rows=errors,
@@ -279,6 +341,8 @@ TABLES = {
             "{training[mfu_nominal]} of nominal; final eval loss "
             "{training[final_eval_loss]:.3f}; wall {training[wall_seconds]:.0f} s.",
             "",
+            "The middle rounds' rates (neither compiling): {middle_rates} tokens/s.",
+            "",
             (
                 "Peak device memory: {memory[peak_bytes_in_use]" + _GIB + " GiB of "
                 "{memory[bytes_limit]" + _GIB + " GiB.",
@@ -286,6 +350,20 @@ TABLES = {
             ),
         ),
         title="## Training run",
+    ),
+    "optimizer": Lines(
+        (
+            "One inner optimizer update (clipping, AdamW, apply; float32 states) "
+            "of {optimizer[num_params]:,} parameters: "
+            "{optimizer[seconds_one]:/1e-3:.2f} ms for one model, "
+            "{optimizer[seconds_workers]:/1e-3:.2f} ms for K = "
+            "{optimizer[num_workers]} workers under `vmap`: what K workers pay "
+            "per step beside the one-model reference. The same under "
+            "`optax.flatten` (one vector, not {optimizer[num_leaves]} leaves): "
+            "{optimizer[flat_seconds_one]:/1e-3:.2f} ms and "
+            "{optimizer[flat_seconds_workers]:/1e-3:.2f} ms.",
+        ),
+        title="## Inner optimizer update",
     ),
     "errors": Table(
         lambda r: r["error_rows"],
@@ -347,6 +425,7 @@ def main(argv):
   _stage(report, "attention", lambda: attention_probe(dry_run), write)
   attention = report.get("attention", {}).get("path", "xla")
   _stage(report, "bf16_matmul", lambda: bf16_matmul(dry_run), write)
+  _stage(report, "optimizer", lambda: optimizer_update(dry_run), write)
   with tempfile.TemporaryDirectory() as workdir:
     _stage(
         report, "throughput", lambda: throughput_rows(dry_run, workdir, attention), write

@@ -139,8 +139,15 @@ def test_dry_run_on_the_accelerator_image_packages(tmp_path):
       report["bf16_matmul"]["flops_per_sec"] > 0
       and report["attention"]["path"] == "einsum"
   )
+  optimizer = report["optimizer"]
+  assert optimizer["num_workers"] == 2 and optimizer["num_leaves"] > 1
+  assert all(
+      optimizer[k] > 0
+      for k in ("seconds_one", "seconds_workers", "flat_seconds_one", "flat_seconds_workers")
+  )
   text = open(out / name.replace(".json", ".md")).read()
   assert "## Throughput rows" in text and "## Training run" in text
+  assert "## Inner optimizer update" in text
 
 
 def test_importing_the_memory_benchmark_defines_no_flags():
