@@ -23,7 +23,10 @@ from absl import flags
 from jax.sharding import NamedSharding, PartitionSpec
 from ml_collections import config_flags
 
-from autoloco_jax import algorithms, data, model as model_lib, replicas, rounds
+from autoloco_jax.algorithms import registry
+from autoloco_jax.data import corpus
+from autoloco_jax.model import transformer as model_lib
+from autoloco_jax.runtime import replicas, rounds
 
 
 def _abstract(tree: Any, specs: Any, mesh) -> Any:
@@ -62,7 +65,7 @@ def _flops(compiled) -> float:
   return float(cost.get("flops", float("nan"))) if cost else float("nan")
 
 
-def saved_activation_bytes(config: Any, vocab_size: int = data.VOCAB_SIZE) -> dict:
+def saved_activation_bytes(config: Any, vocab_size: int = corpus.VOCAB_SIZE) -> dict:
   """Bytes one device keeps from the forward pass for the backward pass of one
   inner step: the residuals of the gradient of K vmapped workers' losses (K =
   ``config.num_workers`` on one device), the arguments themselves not counted.
@@ -84,7 +87,7 @@ def saved_activation_bytes(config: Any, vocab_size: int = data.VOCAB_SIZE) -> di
   k, b, l = config.num_workers, config.data.batch_size, config.data.seq_len
   params = jax.eval_shape(init, jax.random.key(0))
   params_K = jax.tree.map(lambda x: jax.ShapeDtypeStruct((k, *x.shape), x.dtype), params)
-  tokens_KxBxL1 = jax.ShapeDtypeStruct((k, b, l + 1), data.token_dtype(vocab_size))
+  tokens_KxBxL1 = jax.ShapeDtypeStruct((k, b, l + 1), corpus.token_dtype(vocab_size))
   loss_K = jax.vmap(functools.partial(model_lib.loss_fn, apply))
   residuals = saved_residuals(lambda p, t: loss_K(p, t).sum(), params_K, tokens_KxBxL1)
   kept = [
@@ -97,7 +100,7 @@ def saved_activation_bytes(config: Any, vocab_size: int = data.VOCAB_SIZE) -> di
   )
 
 
-def compile_config(config: Any, vocab_size: int = data.VOCAB_SIZE) -> dict:
+def compile_config(config: Any, vocab_size: int = corpus.VOCAB_SIZE) -> dict:
   """Lowers and compiles ``config``'s inner loop and sync on abstract inputs.
 
   Returns the mesh size, parameter count, the run state's bytes per device,
@@ -109,13 +112,13 @@ def compile_config(config: Any, vocab_size: int = data.VOCAB_SIZE) -> dict:
     model_cfg.seq_len = config.data.seq_len
   init, apply = model_lib.make(model_cfg)
   mesh = replicas.make_mesh(config.num_workers, config.num_devices)
-  algo = algorithms.make(config, functools.partial(model_lib.loss_fn, apply), mesh)
+  algo = registry.make(config, functools.partial(model_lib.loss_fn, apply), mesh)
   params = jax.eval_shape(init, jax.random.key(0))
   state_shapes = jax.eval_shape(algo.init_state, params)
   state = _abstract(state_shapes, state_shapes.specs(), mesh)
   chunk = rounds.chunk_size(config.chunk_steps, algo.h_max)
   k, b, l = config.num_workers, config.data.batch_size, config.data.seq_len
-  dtype = data.token_dtype(vocab_size)
+  dtype = corpus.token_dtype(vocab_size)
   workers = NamedSharding(mesh, replicas.WORKERS)
   tokens = jax.ShapeDtypeStruct((k, chunk, b, l + 1), dtype, sharding=workers)
   present = jax.ShapeDtypeStruct((k,), jnp.float32, sharding=workers)

@@ -2,7 +2,7 @@
 
   python -m benchmarks.bf16 --config configs/default.py:study --out docs/bf16_cpu.json
 
-Trains ``--config`` twice with ``train.train_and_evaluate``: ``model.dtype``
+Trains ``--config`` twice with ``trainer.train_and_evaluate``: ``model.dtype``
 float32, then bfloat16 (activations and matmuls; the parameters, gradients and
 both optimizers' states stay float32, the master weights), and records each
 run's evaluation losses and mean training loss at every evaluation step. The
@@ -22,7 +22,7 @@ from typing import Any
 import jax
 from absl import app, flags
 
-from autoloco_jax import metrics as metrics_lib, train
+from autoloco_jax.run import metrics as metrics_lib, trainer
 from benchmarks import render
 from benchmarks.render import Lines, Table
 
@@ -46,7 +46,7 @@ def curve(config: Any, dtype: str) -> dict:
     config.log.progress = config.log.tensorboard = False
   with tempfile.TemporaryDirectory() as workdir:
     start = time.perf_counter()
-    summary = train.train_and_evaluate(config, workdir)
+    summary = trainer.train_and_evaluate(config, workdir)
     wall = time.perf_counter() - start
     records = metrics_lib.read(f"{workdir}/metrics.jsonl")
   evals = [r for r in records if "eval_loss" in r and not r.get("summary")]

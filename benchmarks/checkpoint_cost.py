@@ -20,7 +20,8 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-from autoloco_jax import checkpoint, rounds, train
+from autoloco_jax.run import checkpoint, trainer
+from autoloco_jax.runtime import rounds
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Config file.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Saves and restores to time.")
@@ -38,7 +39,7 @@ def _du(path: str) -> int:
 
 
 class _Reader:
-  """``read(n)``: the next ``n`` batches of every worker, as ``train.py`` reads them."""
+  """``read(n)``: the next ``n`` batches of every worker, as ``trainer.py`` reads them."""
 
   def __init__(self, data, batch_size: int):
     self.data, self.batch_size = data, batch_size
@@ -53,7 +54,7 @@ class _Reader:
 
 def main(_):
   config = _CONFIG.value
-  run = train.setup(config)
+  run = trainer.setup(config)
   # One real round first: an initial state (zero Adam moments) compresses far
   # better than a trained one and would flatter the size.
   reader = _Reader(run.data, config.data.batch_size)

@@ -20,7 +20,7 @@ measured) and ``.md`` at the end, with:
    with L = 512 and B = 4 sequences per worker, K = 8 workers on one device,
    units of H = 10 steps: the reference (one model, global batch K x B), DiLoCo,
    AutoLoCo and the naive per-worker loop, each ratio measured side by side.
-4. A short training run (``train.train_and_evaluate``) of ``configs/default.py:gpu``
+4. A short training run (``trainer.train_and_evaluate``) of ``configs/default.py:gpu``
    (AutoLoCo, K = 4 on the one device) on synthetic tokens (``data.source =
    synthetic``) with the gpu model in bfloat16, B = 8, L = 1024, 200 inner steps
    in rounds of 12 to 100 (H_0 = 50); ``model.remat = full`` if attention fell
@@ -49,7 +49,8 @@ import jax.numpy as jnp
 import optax
 from absl import app, flags
 
-from autoloco_jax import model as model_lib, train
+from autoloco_jax.model import transformer as model_lib
+from autoloco_jax.run import trainer
 from benchmarks import render
 from benchmarks.render import Lines, Table
 from benchmarks.throughput.peak import matmul_rate
@@ -151,7 +152,7 @@ def optimizer_update(dry_run: bool) -> dict:
   times and the one-model reference once. Beside it, the same chain under
   ``optax.flatten`` (one vector instead of one kernel set per leaf; its weight
   decay then reaches every entry, a timing variant only)."""
-  from autoloco_jax import inner
+  from autoloco_jax.runtime import inner
   from benchmarks.throughput.plan import build_model
   from configs import default
 
@@ -222,7 +223,7 @@ def training_run(dry_run: bool, steps: int, attention: str) -> dict:
   config = training_config(dry_run, steps, attention)
   with tempfile.TemporaryDirectory() as workdir:
     start = time.perf_counter()
-    summary = train.train_and_evaluate(config, workdir)
+    summary = trainer.train_and_evaluate(config, workdir)
     wall = time.perf_counter() - start
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
       records = [json.loads(line) for line in f]

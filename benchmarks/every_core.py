@@ -26,7 +26,7 @@ import tempfile
 
 from absl import app, flags
 
-from autoloco_jax import metrics as metrics_lib
+from autoloco_jax.run import metrics as metrics_lib
 
 _CONFIG = flags.DEFINE_string("config", "configs/default.py", "The run's config file.")
 _STEPS = flags.DEFINE_integer("total_steps", 300, "Inner steps of each run.")

@@ -6,8 +6,8 @@ process.
       --repeats 3 --out docs/host_wait.json
 
 The trainer dispatches round ``r + 1`` before it reads round ``r``
-(``train.py``): host work then runs while the device trains. Each run is
-``train.train_and_evaluate`` in a fresh temporary workdir. From its
+(``trainer.py``): host work then runs while the device trains. Each run is
+``trainer.train_and_evaluate`` in a fresh temporary workdir. From its
 metrics.jsonl, per round after the first (which compiles):
 
 * ``interval_s``: wall time between the host's reads of consecutive rounds
@@ -35,7 +35,7 @@ from absl import app, flags
 from benchmarks import render
 from ml_collections import config_flags
 
-from autoloco_jax import metrics as metrics_lib, train
+from autoloco_jax.run import metrics as metrics_lib, trainer
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Run config.")
 _TOTAL = flags.DEFINE_integer("total_steps", 300, "Inner steps per run.")
@@ -68,7 +68,7 @@ def run_once(config) -> dict:
     config.log.progress = False
     config.log.tensorboard = False
   with tempfile.TemporaryDirectory() as workdir:
-    summary = train.train_and_evaluate(config, workdir)
+    summary = trainer.train_and_evaluate(config, workdir)
     records = [
         r
         for r in metrics_lib.read(os.path.join(workdir, "metrics.jsonl"))

@@ -2,7 +2,7 @@
 
   python -m benchmarks.memory --config configs/default.py --num_workers 8 --out docs/memory.json
 
-Builds the config's run (``train.setup``), then reports, for the first device of
+Builds the config's run (``trainer.setup``), then reports, for the first device of
 the mesh, the bytes of every field of the run state and XLA's memory analysis
 of the compiled inner loop and sync (arguments, outputs, temporaries, aliased
 bytes). Nothing is trained. Set ``XLA_FLAGS=--xla_force_host_platform_device_count=N``
@@ -38,7 +38,8 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-from autoloco_jax import replicas, train
+from autoloco_jax.run import trainer
+from autoloco_jax.runtime import replicas
 from benchmarks import aot, render
 from benchmarks.render import Table
 
@@ -163,7 +164,7 @@ def search(config: Any, max_bytes: int, low: int, high: int) -> dict:
 
 def measure(config) -> dict:
   """Bytes on the mesh's first device: the state by field, and the rounds."""
-  run = train.setup(config)
+  run = trainer.setup(config)
   state, algo, mesh = run.state, run.algo, run.mesh
   device = mesh.devices.flat[0]
 

@@ -1,14 +1,14 @@
 """The benchmark's reference model and inner optimizer, written in PyTorch.
 
-The same decoder-only transformer as ``autoloco_jax/model.py`` in plain eager
+The same decoder-only transformer as ``autoloco_jax/model/transformer.py`` in plain eager
 PyTorch, trained with ``torch.optim.AdamW`` under the same clipping, schedule and
-hyperparameters as ``autoloco_jax/inner.py`` on the same global batch: what a
+hyperparameters as ``autoloco_jax/runtime/inner.py`` on the same global batch: what a
 competent PyTorch user would write for this model on a CPU. The throughput
 benchmark (``benchmarks/throughput/``) times it in a child process of its own
 (torch's threads and JAX's never share a process), unit by unit, each unit
 bracketed by a unit of the JAX ``reference`` row in the benchmark's process.
 
-Matching ``model.py`` (pre-norm, no biases):
+Matching ``transformer.py`` (pre-norm, no biases):
 
   x = embed(tokens)                         # [V, D], normal(0.02)
   per block: x = x + out(attn(rope(qkv(rmsnorm(x)))))   # fused [D, 3D] qkv

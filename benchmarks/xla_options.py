@@ -170,7 +170,7 @@ VARIANTS = (
     BF16,
     Variant(
         "attention_library",
-        "jax.nn.dot_product_attention instead of model.py's hand-written CPU path",
+        "jax.nn.dot_product_attention instead of transformer.py's hand-written CPU path",
         attention="library",
     ),
 )
@@ -311,7 +311,7 @@ def _row(variant: Variant) -> dict:
       env=dict(variant.env),
       devices=variant.devices,
       dtype=variant.dtype or "float32",
-      attention=variant.attention or "model.py",
+      attention=variant.attention or "transformer.py",
   )
 
 

@@ -18,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from autoloco_jax import data as data_lib, model as model_lib
+from autoloco_jax.data import corpus as data_lib
+from autoloco_jax.model import transformer as model_lib
 from benchmarks import unit_server
 from benchmarks.throughput.peak import machine
 from benchmarks.throughput.plan import (
@@ -42,11 +43,11 @@ class Variant:
   env: tuple = ()  # (NAME, value) environment variables
   devices: int = 1  # > 1: the global batch split data-parallel over simulated devices
   dtype: str = ""  # model.dtype ('' = the config's, float32)
-  attention: str = ""  # '' = model.py's own path; a key of ATTENTION
+  attention: str = ""  # '' = transformer.py's own path; a key of ATTENTION
 
 
 def library_attention(q_BxHxLxK, k_BxHxLxK, v_BxHxLxK):
-  """``model.py``'s non-CPU path: ``jax.nn.dot_product_attention`` on
+  """``transformer.py``'s non-CPU path: ``jax.nn.dot_product_attention`` on
   ``[B, L, H, K]`` views of the heads-major inputs."""
   to_blhk = lambda t: t.transpose(0, 2, 1, 3)
   o_BxLxHxK = jax.nn.dot_product_attention(

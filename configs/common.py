@@ -66,7 +66,7 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
 def _model(
     d: int, layers: int, heads: int, mlp: int, seq: int, size: str
 ) -> ml_collections.ConfigDict:
-  """The decoder-only transformer (autoloco_jax/model.py)."""
+  """The decoder-only transformer (autoloco_jax/model/transformer.py)."""
   m = ml_collections.ConfigDict()
   # Set from the data at run time.
   m.vocab_size = 256
@@ -201,7 +201,7 @@ def _gasloc() -> ml_collections.ConfigDict:
 
 
 def _gossip() -> ml_collections.ConfigDict:
-  """Who talks to whom in the gossip algorithms (autoloco_jax/topology.py)."""
+  """Who talks to whom in the gossip algorithms (autoloco_jax/algorithms/gossip/topology.py)."""
   c = ml_collections.ConfigDict()
   # matching | groups | ring | torus | exponential | complete
   c.topology = "matching"
@@ -213,7 +213,7 @@ def _gossip() -> ml_collections.ConfigDict:
 
 
 def _interval(h: int) -> ml_collections.ConfigDict:
-  """The number of inner steps H of each round (autoloco_jax/intervals.py)."""
+  """The number of inner steps H of each round (autoloco_jax/algorithms/diloco/intervals.py)."""
   c = ml_collections.ConfigDict()
   # fixed | lr_quadratic | loss_ratio | agreement | schedule | budget
   c.controller = "fixed"
@@ -237,7 +237,7 @@ def _interval(h: int) -> ml_collections.ConfigDict:
   c.hysteresis = 0.15
   # schedule: the rounds' H, replayed open loop (the last repeats).
   c.schedule = ()
-  # budget: the syncs the run may spend (autoloco_jax/budget.py).
+  # budget: the syncs the run may spend (autoloco_jax/algorithms/diloco/budget.py).
   c.syncs = 0
   # budget: constant | linear | exponential | two_phase
   c.shape = "linear"
@@ -267,7 +267,7 @@ def _eval(size: str, every: int) -> ml_collections.ConfigDict:
 
 
 def _stream() -> ml_collections.ConfigDict:
-  """Streaming, overlapped syncs of the DiLoCo family (autoloco_jax/streaming.py)."""
+  """Streaming, overlapped syncs of the DiLoCo family (autoloco_jax/algorithms/diloco/streaming.py)."""
   c = ml_collections.ConfigDict()
   # P fragments synced in turn, every H/P steps.
   c.fragments = 1
@@ -284,8 +284,8 @@ def _stream() -> ml_collections.ConfigDict:
 
 
 def _compress() -> ml_collections.ConfigDict:
-  """What the DiLoCo family and the gossip methods (NoLoCo, GASLoC: gossip.py)
-  send (autoloco_jax/codecs.py, exchange.py)."""
+  """What the DiLoCo family and the gossip methods (NoLoCo, GASLoC: shared.py)
+  send (autoloco_jax/compression/codecs.py, exchange.py)."""
   c = ml_collections.ConfigDict()
   # identity | bf16 | fp8 | fp4 | int8 | int4 | topk
   c.codec = "identity"
@@ -303,7 +303,7 @@ def _compress() -> ml_collections.ConfigDict:
 
 
 def _network() -> ml_collections.ConfigDict:
-  """The simulated clock of every run (autoloco_jax/comm.py, algorithms.md §6).
+  """The simulated clock of every run (autoloco_jax/sim/clock.py, algorithms.md §6).
 
   Tuples: () = the named setting; (x,) = x for every link or worker; K values =
   per worker (a link runs at its slower end); a KxK tuple of tuples = per link.
@@ -339,7 +339,7 @@ def _checkpoint(size: str) -> ml_collections.ConfigDict:
 
 
 def _faults() -> ml_collections.ConfigDict:
-  """Injected faults (autoloco_jax/faults.py): workers missing rounds, a NaN round."""
+  """Injected faults (autoloco_jax/sim/faults.py): workers missing rounds, a NaN round."""
   c = ml_collections.ConfigDict()
   # Each worker misses each round with this probability.
   c.drop_prob = 0.0

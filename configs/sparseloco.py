@@ -5,7 +5,7 @@ Run (2 CPU cores, about 3 minutes):
 Sizes: ``:tiny`` (seconds), ``:study``, ``:cpu`` (default), ``:gpu`` (not run here).
 
 Sarfi, Thérien, Lidin, Belilovsky 2025 (arXiv 2508.15706), as we read it
-(autoloco_jax/codecs.py, exchange.py): each worker keeps an error-feedback
+(autoloco_jax/compression/codecs.py, exchange.py): each worker keeps an error-feedback
 residual e <- 0.95 e + Delta, sends the top 1/64 of every chunk of 4096 values
 of e as ternary signs times a per-chunk scale (2 bits per value, 12 bits per
 index), and keeps what it did not send; the mean of the decoded payloads drives

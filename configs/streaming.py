@@ -5,7 +5,7 @@ Run (2 CPU cores, about 3 minutes):
 Sizes: ``:tiny`` (seconds), ``:study``, ``:cpu`` (default), ``:gpu`` (not run here).
 
 DiLoCo (K = 4, outer Nesterov 0.7 / 0.9) with the three parts of Streaming
-DiLoCo (Douillard et al. 2025, arXiv 2501.18512; autoloco_jax/streaming.py):
+DiLoCo (Douillard et al. 2025, arXiv 2501.18512; autoloco_jax/algorithms/diloco/streaming.py):
 P = 4 strided fragments, each synced every H steps, one every H/4; each
 exchange in flight for tau = min(5, H/4 - 1) inner steps, merged on arrival as
 0.5 local + 0.5 global; pseudo-gradients sent as float4 e2m1 with a float32

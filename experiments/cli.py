@@ -62,7 +62,7 @@ def run(main: Callable[[list[str]], None]) -> None:
   def wrapped(argv):
     if not flags.FLAGS["verbosity"].present:
       logging.set_verbosity(logging.WARNING)
-    from autoloco_jax import checkpoint
+    from autoloco_jax.run import checkpoint
 
     try:
       main(argv)

@@ -100,7 +100,7 @@ DESIGNS = {
     # The first protocol's chosen design: AdaComm's loss ratio from 1.5 H_ref.
     "autoloco_h0x1p5": dict(h_mult=1.5),
     # Open loop, a sync budget of 0.73 T / H_ref placed by a front-loaded shape
-    # (autoloco_jax/budget.py); "constant" is the budget's fixed-H control.
+    # (autoloco_jax/algorithms/diloco/budget.py); "constant" is the budget's fixed-H control.
     "budget_constant": dict(budget=BUDGET, interval__shape="constant"),
     "budget_linear_r2": dict(budget=BUDGET, interval__shape="linear", interval__ratio=2.0),
     "budget_linear_r4": dict(budget=BUDGET, interval__shape="linear", interval__ratio=4.0),

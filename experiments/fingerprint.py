@@ -7,7 +7,7 @@ Runs every algorithm config at ``:tiny`` and ``configs/default.py`` at its own
 size through the command line users run (``python -m experiments.run``), with
 the simulated clock's step time fixed (``--config.network.step_time=0.01``: a
 measured one moves with the machine's load), and keeps of each ``metrics.jsonl``
-every field but the host's timings (``train.TIMING_FIELDS`` and the summary's
+every field but the host's timings (``trainer.TIMING_FIELDS`` and the summary's
 throughput and wall times). Its SHA-256 is the run's fingerprint; with
 ``--against`` the table says, per config, whether the two agree bit for bit.
 

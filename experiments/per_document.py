@@ -2,7 +2,7 @@
 
 Every run's final evaluation writes, for each validation document ``d``, its
 counted target tokens ``n_d`` and the sum of their losses (nats) to
-``<workdir>/final_eval.json`` (``autoloco_jax/evaluation.py``). A document's loss
+``<workdir>/final_eval.json`` (``autoloco_jax/run/evaluation.py``). A document's loss
 in bits/byte is
 
     l_d = loss_sum_d / (n_d · ln 2 · bytes_per_token),

@@ -1,5 +1,5 @@
 """Plans a run past one machine: wall clock, compute utilization and bandwidth
-per method, from the project's own simulated clock (``autoloco_jax/plan.py``).
+per method, from the project's own simulated clock (``autoloco_jax/sim/planner.py``).
 
   python -m experiments.plan --config configs/diloco.py:tiny --config.network.step_time=0.05
   python -m experiments.plan --config configs/diloco.py --plan.params=1e10 \\
@@ -22,7 +22,8 @@ import ml_collections
 from absl import app, flags
 from ml_collections import config_flags
 
-from autoloco_jax import model, plan
+from autoloco_jax.model import transformer
+from autoloco_jax.sim import planner
 from experiments import cli
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -32,7 +33,7 @@ _CONFIG = config_flags.DEFINE_config_file(
 
 def _plan_defaults() -> ml_collections.ConfigDict:
   p = ml_collections.ConfigDict()
-  # Comma-separated methods of autoloco_jax.plan.METHODS.
+  # Comma-separated methods of autoloco_jax.sim.planner.METHODS.
   p.methods = "ddp,diloco,diloco-fp4,streaming,streaming-fp4,autoloco,noloco,gasloc"
   # Target parameter count; 0 = the config's model.
   p.params = 0.0
@@ -80,8 +81,8 @@ def setup(config, p) -> tuple:
   shapes, the network, the step budget and the step time."""
   if p.params:
     layers = p.layers or config.model.num_layers
-    config.model.update(plan.model_for_size(config.model, p.params, layers, p.vocab))
-  params = plan.abstract_params(config.model)
+    config.model.update(planner.model_for_size(config.model, p.params, layers, p.vocab))
+  params = planner.abstract_params(config.model)
   if p.bandwidth_gbps:
     config.network.bandwidth_gbps = _values(p.bandwidth_gbps)
   if p.latency_ms:
@@ -94,7 +95,7 @@ def setup(config, p) -> tuple:
     config.total_steps = math.ceil(p.tokens / (batch * config.num_workers))
   step_time = config.network.step_time
   if p.flops:
-    flops = model.flops_per_token(config.model, model.param_count(params))
+    flops = transformer.flops_per_token(config.model, transformer.param_count(params))
     step_time = flops * batch / (p.flops * p.mfu)
   if not step_time > 0:
     raise ValueError("give --plan.flops or --config.network.step_time (> 0)")
@@ -118,7 +119,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   p = _PLAN.value
   config, params, step_time = setup(_CONFIG.value, p)
-  n = model.param_count(params)
+  n = transformer.param_count(params)
   print(
       f"N = {n:.4g} parameters, {config.model.num_layers} layers, K = "
       f"{config.num_workers} sites, T = {config.total_steps} steps of "
@@ -127,21 +128,21 @@ def main(argv):
       f"{_given(config.network.latency_ms, 'ms')}"
       f"{config.comm.bytes_per_param} bytes/param"
   )
-  cus = " ".join(f"{u:8.0%}" for u in plan.UTILIZATIONS)
+  cus = " ".join(f"{u:8.0%}" for u in planner.UTILIZATIONS)
   print(f"{'method':14s} {'wall h':>10s} {'CU':>6s} {'TB/site':>10s} {'peak Gb/s':>9s}  "
         f"Gbit/s for CU {cus}")
   fragments = max(1, config.model.num_layers // p.fragment_layers)
-  hs = plan.h_sequence(p.h_from, p.h_scale) if p.h_from else None
+  hs = planner.h_sequence(p.h_from, p.h_scale) if p.h_from else None
   if p.h_schedule:
     hs = [int(h) for h in p.h_schedule.split(",")]
   rows, curves = {}, {}
   for name in p.methods.split(","):
-    cfg = plan.method_config(config, name, fragments)
+    cfg = planner.method_config(config, name, fragments)
     method_hs = hs if name == "autoloco" else None
-    rows[name] = plan.plan_method(cfg, params, step_time, method_hs, p.horizon)
+    rows[name] = planner.plan_method(cfg, params, step_time, method_hs, p.horizon)
     print(_row(name, rows[name]), flush=True)
     if p.curves:
-      curves[name] = plan.utilization_curve(
+      curves[name] = planner.utilization_curve(
           cfg, params, step_time, _grid(), method_hs, p.horizon
       )
   if p.curves:

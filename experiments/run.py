@@ -16,7 +16,7 @@ import logging as py_logging
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from autoloco_jax import distributed, train
+from autoloco_jax.run import distributed, trainer
 from experiments import cli
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -86,7 +86,7 @@ def main(argv):
       auto=_DISTRIBUTED_AUTO.value,
       heartbeat_timeout_seconds=_HEARTBEAT.value,
   )
-  train.train_and_evaluate(
+  trainer.train_and_evaluate(
       _CONFIG.value, _WORKDIR.value, allow_config_change=_ALLOW_CHANGE.value
   )
 

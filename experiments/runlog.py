@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from autoloco_jax import metrics as metrics_lib
+from autoloco_jax.run import metrics as metrics_lib
 
 #: Per-eval columns kept for curves, and per-round columns for adaptive runs.
 EVAL_KEYS = ("step", "tokens", "syncs", "bytes_per_worker", "sim_time", "eval_bpb")

@@ -4,7 +4,7 @@
       --report_dir docs/studies/heterogeneity
   python -m experiments.sweep --study configs/studies/decentralized.py --quick
 
-Every run is an ordinary training job (``train.train_and_evaluate``) in
+Every run is an ordinary training job (``trainer.train_and_evaluate``) in
 ``<root>/<algorithm>-<hash>``, where the hash is that of the config's
 trajectory fields (seed included): a run that two studies share (DiLoCo at
 H_ref is in three) is trained once. Finished runs are skipped; an interrupted
@@ -29,7 +29,7 @@ import filelock
 from absl import app, flags
 from ml_collections import config_flags
 
-from autoloco_jax import config_check, train
+from autoloco_jax.run import config_check, trainer
 from configs import common
 from experiments import cli, report
 
@@ -252,7 +252,7 @@ def run_study(
             f"({', '.join(changed)}); delete it or use another --root"
         )
       return
-    summary = train.train_and_evaluate(config, workdir)
+    summary = trainer.train_and_evaluate(config, workdir)
     if summary.get("preempted"):
       raise Interrupted(f"{label} seed {seed} stopped at step {summary['step']}")
     trained += 1
@@ -320,7 +320,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   # Studies keep one CPU device, whatever the machine's cores, so their runs stay
   # comparable (an XLA_FLAGS of the user's wins).
-  from autoloco_jax import distributed
+  from autoloco_jax.run import distributed
 
   distributed.set_host_devices(1)
   f = {name: holder.value for name, holder in _FLAGS.items()}

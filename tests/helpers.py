@@ -17,8 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from autoloco_jax import algorithms, metrics, replicas, rounds as rounds_lib
-from autoloco_jax import state as state_lib
+from autoloco_jax.algorithms import registry
+from autoloco_jax.run import metrics
+from autoloco_jax.runtime import replicas, rounds as rounds_lib, state as state_lib
 from configs import common
 from configs import diloco as diloco_config
 
@@ -91,7 +92,7 @@ def config(algorithm="diloco", K=4, h=3, lr=1.0, momentum=0.9, total=12):
 def run_rounds(cfg, mesh, hs, params=None, seed=1):
   """Runs one round per entry of ``hs`` through the round driver; returns
   (algo, state, list of metrics)."""
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(params or toy_params()), mesh)
   data = tokens(cfg.num_workers, sum(hs), seed)
   out, start = [], 0

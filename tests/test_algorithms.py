@@ -1,4 +1,4 @@
-"""The contract every algorithm of ``algorithms.REGISTRY`` meets, one suite for all.
+"""The contract every algorithm of ``registry.REGISTRY`` meets, one suite for all.
 
 A new algorithm gets every test here by adding its registry entry (and, below,
 its outer-step fields in ``helpers.OUTER_FIELDS`` and the bytes one of its
@@ -12,10 +12,13 @@ import jax
 import numpy as np
 import pytest
 
-from autoloco_jax import algorithms, checkpoint, comm, network, replicas, state as state_lib
+from autoloco_jax.algorithms import registry
+from autoloco_jax.run import checkpoint
+from autoloco_jax.runtime import contract, replicas, state as state_lib
+from autoloco_jax.sim import clock as clock_lib, network
 from tests.helpers import config, everyone, get, run_rounds, tiny, tokens, toy_loss, toy_params
 
-NAMES = sorted(algorithms.REGISTRY)
+NAMES = sorted(registry.REGISTRY)
 K = 4
 
 #: Bytes one worker sends in a round of ``h`` steps of a model of ``p`` float32
@@ -31,7 +34,7 @@ BYTES_PER_ROUND = {
 
 
 SUPPORTS_FAULTS = {
-    n: algorithms.make(config(n, K=K), toy_loss, replicas.make_mesh(K, 1)).supports_faults
+    n: registry.make(config(n, K=K), toy_loss, replicas.make_mesh(K, 1)).supports_faults
     for n in NAMES
 }
 
@@ -42,17 +45,17 @@ def test_every_algorithm_is_covered():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_hyperparameters_are_typed_and_built_from_their_config_group(name):
-  hp = algorithms.from_config(config(name, K=K))
+  hp = registry.from_config(config(name, K=K))
   assert dataclasses.is_dataclass(hp) and hp.name == name
   with pytest.raises(dataclasses.FrozenInstanceError):
     setattr(hp, dataclasses.fields(hp)[0].name, None)
-  algo = algorithms.make(config(name, K=K), toy_loss, replicas.make_mesh(K, 1))
-  assert isinstance(algo, algorithms.Algorithm) and algo.name == name
+  algo = registry.make(config(name, K=K), toy_loss, replicas.make_mesh(K, 1))
+  assert isinstance(algo, contract.Algorithm) and algo.name == name
   assert isinstance(algo.supports_faults, bool)
 
 
 def test_comm_pattern_and_supports_faults_are_required():
-  fields = {f.name: f for f in dataclasses.fields(algorithms.Algorithm)}
+  fields = {f.name: f for f in dataclasses.fields(contract.Algorithm)}
   for required in ("comm_pattern", "supports_faults"):
     assert fields[required].default is dataclasses.MISSING, required
 
@@ -76,7 +79,7 @@ def test_outer_pair_is_an_argument_of_one_compiled_sync(name, monkeypatch):
   mesh = replicas.make_mesh(K, 2)
   texts = []
   for lr, momentum in [(1.0, 0.9), (0.7, 0.5)]:
-    algo = algorithms.make(config(name, K=K, lr=lr, momentum=momentum), toy_loss, mesh)
+    algo = registry.make(config(name, K=K, lr=lr, momentum=momentum), toy_loss, mesh)
     state = state_lib.place(algo.init_state(toy_params()), mesh)
     texts.append(algo.sync.lower(state, everyone(K, mesh)).as_text())
   assert texts[0] == texts[1]
@@ -85,7 +88,7 @@ def test_outer_pair_is_an_argument_of_one_compiled_sync(name, monkeypatch):
   if name == "autoloco":
     cfg.autoloco.correction = "both"
   _, traced, m_traced = run_rounds(cfg, mesh, hs)
-  hyper_class = type(algorithms.from_config(cfg))
+  hyper_class = type(registry.from_config(cfg))
   monkeypatch.setattr(hyper_class, "outer_hyper", lambda self: {})
   algo, baked, m_baked = run_rounds(cfg, mesh, hs)
   assert algo.sync.hyper == {}
@@ -108,7 +111,7 @@ def test_sharded_equals_vmapped(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_rounds_donate_their_state(name):
   mesh = replicas.make_mesh(K, 2)
-  algo = algorithms.make(config(name, K=K), toy_loss, mesh)
+  algo = registry.make(config(name, K=K), toy_loss, mesh)
   params = toy_params()  # device arrays the caller keeps using
   state = state_lib.place(algo.init_state(params), mesh)
   before = state
@@ -130,7 +133,7 @@ def test_checkpoint_round_trip_resumes_exactly(name, tmp_path):
   _, uninterrupted, _ = run_rounds(cfg, mesh, hs)
 
   # Two rounds, a checkpoint, a fresh process's view of it, the last two rounds.
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   fresh = state_lib.place(algo.init_state(toy_params()), mesh)
   data, start = tokens(K, sum(hs)), 0
   state = fresh
@@ -157,9 +160,9 @@ def test_checkpoint_round_trip_resumes_exactly(name, tmp_path):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_comm_pattern_agrees_with_the_bytes_logged(name):
-  algo = algorithms.make(config(name, K=K), toy_loss, replicas.make_mesh(K, 1))
+  algo = registry.make(config(name, K=K), toy_loss, replicas.make_mesh(K, 1))
   p = 1000
-  clock = comm.SimClock(network.NETWORKS["homogeneous"](K), p, step_time=0.01)
+  clock = clock_lib.SimClock(network.NETWORKS["homogeneous"](K), p, step_time=0.01)
   expected = 0.0
   for r, h in enumerate([5, 7, 3]):
     record = clock.advance_round(algo, r, h)
@@ -170,13 +173,13 @@ def test_comm_pattern_agrees_with_the_bytes_logged(name):
 
 @pytest.mark.parametrize("name", [n for n in NAMES if not SUPPORTS_FAULTS[n]])
 def test_unsupported_faults_are_a_clear_error(name, tmp_path):
-  from autoloco_jax import train
+  from autoloco_jax.run import trainer
 
   cfg = tiny(**{"faults.drop_prob": 0.5})
   cfg.algorithm = name
   cfg.interval.h = 2
   with pytest.raises(ValueError, match=f"faults are not supported by {name}"):
-    train.train_and_evaluate(cfg, str(tmp_path))
+    trainer.train_and_evaluate(cfg, str(tmp_path))
 
 
 def test_faults_are_supported_by_the_all_reduce_family():
@@ -187,7 +190,7 @@ def test_unknown_algorithm_lists_the_registry():
   cfg = config()
   cfg.algorithm = "fedavg"
   with pytest.raises(ValueError, match="unknown algorithm 'fedavg'.*autoloco"):
-    algorithms.from_config(cfg)
+    registry.from_config(cfg)
 
 
 def test_ratio_schedule_replays_its_ratios_on_fixed_rounds():

@@ -5,7 +5,7 @@ are shared and noisy, so no speed is asserted here (the targets are reported in
 
 torch is optional (CI has none): without it the report says so in one line
 (checked in CI, and with torch present by pretending it is missing); with it,
-the PyTorch model is checked against ``autoloco_jax/model.py`` (parameter
+the PyTorch model is checked against ``autoloco_jax/model/transformer.py`` (parameter
 count, loss on the same weights, one optimizer step).
 """
 
@@ -335,7 +335,7 @@ def _load_jax_weights(net, params) -> None:
 def test_torch_model_param_count_matches(model_cfg):
   import jax
 
-  from autoloco_jax import model as model_lib
+  from autoloco_jax.model import transformer as model_lib
   from benchmarks import torch_reference
 
   net = torch_reference.Transformer(*(model_cfg[k] for k in _MODEL_KEYS))
@@ -354,7 +354,8 @@ def test_torch_model_and_optimizer_match_the_jax_ones():
   import jax.numpy as jnp
   import torch
 
-  from autoloco_jax import inner, model as model_lib
+  from autoloco_jax.model import transformer as model_lib
+  from autoloco_jax.runtime import inner
   from benchmarks import torch_reference
   from configs import common
 

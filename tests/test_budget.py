@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from autoloco_jax import budget, train
+from autoloco_jax.algorithms.diloco import budget
+from autoloco_jax.run import trainer
 from configs import autoloco as autoloco_config
 from tests import helpers
 
@@ -48,7 +49,7 @@ def test_a_run_with_a_budget_syncs_that_often(tmp_path):
           "interval.ratio": 3.0,
       },
   )
-  summary = train.train_and_evaluate(cfg, str(tmp_path))
+  summary = trainer.train_and_evaluate(cfg, str(tmp_path))
   assert summary["syncs"] == 3
   assert [r["h"] for r in helpers.rounds(str(tmp_path))] == list(
       budget.schedule(40, 3, "linear", 3.0)

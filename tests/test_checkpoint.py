@@ -11,8 +11,10 @@ import jax
 import numpy as np
 import pytest
 
-from autoloco_jax import checkpoint, faults, replicas, train
-from autoloco_jax import algorithms, state as state_lib
+from autoloco_jax.algorithms import registry
+from autoloco_jax.run import checkpoint, trainer
+from autoloco_jax.runtime import replicas, state as state_lib
+from autoloco_jax.sim import faults
 from tests.helpers import ROOT, config as toy_config, rounds, tiny, tokens, toy_loss, toy_params
 
 # A run long enough to be interrupted (about 40 rounds of a tiny model). The
@@ -85,12 +87,12 @@ def wait_for_rounds(workdir, n, proc, timeout=120):
 def comparable(workdir):
   """Per-round records without wall-clock fields."""
   # Host wall-clock measurements differ between any two runs.
-  timing = train.TIMING_FIELDS
+  timing = trainer.TIMING_FIELDS
   return [{k: v for k, v in r.items() if k not in timing} for r in rounds(workdir)]
 
 
 def final_params(workdir):
-  _, state, host = train.load_run(tiny(**LONG), str(workdir))
+  _, state, host = trainer.load_run(tiny(**LONG), str(workdir))
   assert host.step == 200
   return jax.device_get(state.params_K)
 
@@ -98,7 +100,7 @@ def final_params(workdir):
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("uninterrupted")
-  summary = train.train_and_evaluate(tiny(**LONG), str(workdir))
+  summary = trainer.train_and_evaluate(tiny(**LONG), str(workdir))
   return workdir, summary
 
 
@@ -149,7 +151,7 @@ def test_sigterm_saves_a_resumable_checkpoint(tmp_path, uninterrupted):
   assert stopped < 200
   assert max(checkpoint.Checkpointer(str(tmp_path)).steps()) == stopped
 
-  summary = train.train_and_evaluate(tiny(**LONG), str(tmp_path))
+  summary = trainer.train_and_evaluate(tiny(**LONG), str(tmp_path))
   assert summary["final_eval_loss"] == uninterrupted[1]["final_eval_loss"]
   assert comparable(tmp_path) == comparable(reference)
 
@@ -161,10 +163,10 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
   with pytest.raises(
       FloatingPointError, match=r"loss_mean is nan in round 4 \(inner step 20\)"
   ):
-    train.train_and_evaluate(cfg, str(tmp_path))
+    trainer.train_and_evaluate(cfg, str(tmp_path))
   steps = checkpoint.Checkpointer(str(tmp_path)).steps()
   assert max(steps) == 15  # saved after round 3, never after the poisoned round
-  _, state, host = train.load_run(cfg, str(tmp_path))
+  _, state, host = trainer.load_run(cfg, str(tmp_path))
   assert host.step == 15
   assert all(
       np.isfinite(x).all() for x in jax.tree.leaves(jax.device_get(state.params_K))
@@ -183,37 +185,37 @@ def _corrupt(ckpt_dir, step):
 def test_corrupted_latest_checkpoint_falls_back_to_the_previous(tmp_path):
   cfg = tiny(**LONG)
   cfg.total_steps = 100  # checkpoints kept at steps 95 and 100
-  train.train_and_evaluate(cfg, str(tmp_path))
+  trainer.train_and_evaluate(cfg, str(tmp_path))
   ckpt_dir = os.path.join(tmp_path, "checkpoints")
   assert sorted(int(s) for s in os.listdir(ckpt_dir) if s.isdigit()) == [95, 100]
   _corrupt(ckpt_dir, 100)
-  _, state, host = checkpoint.load_state(str(tmp_path), train.setup(cfg).state)
+  _, state, host = checkpoint.load_state(str(tmp_path), trainer.setup(cfg).state)
   assert host["step"] == 95
 
   _corrupt(ckpt_dir, 95)
   with pytest.raises(
       checkpoint.CheckpointError, match="no checkpoint .* could be restored"
   ):
-    train.train_and_evaluate(cfg, str(tmp_path))
+    trainer.train_and_evaluate(cfg, str(tmp_path))
 
 
 @pytest.mark.slow
 def test_config_change_on_resume_is_refused(tmp_path):
   cfg = tiny(total_steps=10, **{"interval.h": 5, "eval.every_steps": 10})
-  train.train_and_evaluate(cfg, str(tmp_path))
+  trainer.train_and_evaluate(cfg, str(tmp_path))
   changed = tiny(total_steps=10, **{"interval.h": 5, "eval.every_steps": 10})
   changed.inner.lr = 1e-3
   with pytest.raises(ValueError, match=r"inner.lr: 0.003 -> 0.001"):
-    train.train_and_evaluate(changed, str(tmp_path))
+    trainer.train_and_evaluate(changed, str(tmp_path))
   # Fields that do not alter the trajectory may change.
   same = tiny(total_steps=10, **{"interval.h": 5, "eval.every_steps": 5})
-  train.train_and_evaluate(same, str(tmp_path))
+  trainer.train_and_evaluate(same, str(tmp_path))
 
 
 def test_dropping_one_of_four_workers_averages_over_three():
   cfg = toy_config(K=4, lr=1.0, momentum=0.0)
   mesh = replicas.make_mesh(4, 2)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   theta = jax.device_get(state.outer.params)
   state = algo.inner(state, replicas.put_workers(tokens(4, 3), mesh), np.int32(3))
@@ -244,7 +246,7 @@ def test_worker_drops_are_seeded_and_logged(tmp_path):
   np.testing.assert_array_equal(a, b)
   assert a[0][1] == a[0][2] == 0
   assert all(x.sum() >= 1 for x in a)
-  train.train_and_evaluate(cfg, str(tmp_path))
+  trainer.train_and_evaluate(cfg, str(tmp_path))
   logged = [r["workers_present"] for r in rounds(tmp_path)]
   assert logged == [float(x.sum()) for x in a]
   bytes_ = [r["bytes_per_worker"] for r in rounds(tmp_path)]
@@ -277,13 +279,13 @@ def test_config_validation_names_the_field(tmp_path, field, value, message):
   with cfg.unlocked():
     cfg[section][name] = value
   with pytest.raises(ValueError, match=message):
-    train.train_and_evaluate(cfg, str(tmp_path))
+    trainer.train_and_evaluate(cfg, str(tmp_path))
 
 
 def test_fields_added_later_and_left_empty_are_no_change(tmp_path):
   import json
 
-  from autoloco_jax import config_check
+  from autoloco_jax.run import config_check
 
   cfg = tiny()
   stored = json.loads(cfg.to_json_best_effort())

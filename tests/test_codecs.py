@@ -9,7 +9,8 @@ import ml_collections
 import numpy as np
 import pytest
 
-from autoloco_jax import codecs, comm, exchange
+from autoloco_jax.compression import codecs, exchange
+from autoloco_jax.sim import clock
 
 BLOCK = 128
 QUANTIZERS = ("fp8", "fp4", "int8", "int4")
@@ -198,12 +199,12 @@ def test_traffic_dense_allreduce_and_sparse_allgather():
   # all-reduce) when dense, gathered and decoded (ring all-gather) otherwise.
   n, k = 1000, 4
   ident, bf16, int8 = (codecs.make(c) for c in ("identity", "bf16", "int8"))
-  assert comm.ring_allreduce(1, k, ident.encoded_bytes(n)) == comm.ring_allreduce(n, k, 4)
-  assert comm.ring_allreduce(1, k, bf16.encoded_bytes(n)) == comm.ring_allreduce(n, k, 2)
-  assert comm.ring_allgather(int8.encoded_bytes(n), k) == comm.Traffic(
+  assert clock.ring_allreduce(1, k, ident.encoded_bytes(n)) == clock.ring_allreduce(n, k, 4)
+  assert clock.ring_allreduce(1, k, bf16.encoded_bytes(n)) == clock.ring_allreduce(n, k, 2)
+  assert clock.ring_allgather(int8.encoded_bytes(n), k) == clock.Traffic(
       3 * (1000 + 8 * 4), 3
   )
-  assert comm.ring_allgather(int8.encoded_bytes(n), 1) == comm.Traffic(0.0, 0)
+  assert clock.ring_allgather(int8.encoded_bytes(n), 1) == clock.Traffic(0.0, 0)
   assert ident.dense and bf16.dense
   assert not any(codecs.make(c).dense for c in ("fp8", "fp4", "int8", "int4", "topk"))
 

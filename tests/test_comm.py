@@ -7,7 +7,9 @@ import ml_collections
 import numpy as np
 import pytest
 
-from autoloco_jax import comm, network
+from autoloco_jax.algorithms import registry
+from autoloco_jax.runtime import contract
+from autoloco_jax.sim import clock as clock_lib, network
 
 P, B = 1_000_000, 4  # parameters, bytes per parameter
 MB = P * B  # 4e6 bytes per model
@@ -15,8 +17,8 @@ GBPS = 125e6  # bytes/s in 1 Gbit/s
 
 
 def test_traffic_hand_values():
-  assert comm.ring_allreduce(P, 4, B) == comm.Traffic(2 * 3 / 4 * MB, 6)
-  assert comm.ring_allreduce(P, 1, B) == comm.Traffic(0.0, 0)
+  assert clock_lib.ring_allreduce(P, 4, B) == clock_lib.Traffic(2 * 3 / 4 * MB, 6)
+  assert clock_lib.ring_allreduce(P, 1, B) == clock_lib.Traffic(0.0, 0)
 
 
 def test_network_links_from_scalars_lists_and_matrices():
@@ -56,13 +58,13 @@ def test_allreduce_and_exchange_times_by_hand():
 
 def allreduce_round(h, k=4):
   """A DiLoCo round: ``h`` local steps, then one all-reduce."""
-  return comm.RoundComm("allreduce", np.full(k, h))
+  return contract.RoundComm("allreduce", np.full(k, h))
 
 
 def test_diloco_and_ddp_rounds_by_hand():
   net = network.make_network(4, 1.0, 1.0)
   ar = 6 * 0.009
-  clock = comm.SimClock(net, P, B, step_time=0.1)
+  clock = clock_lib.SimClock(net, P, B, step_time=0.1)
   m = clock.advance(allreduce_round(10))
   assert m["sim_time"] == pytest.approx(1.0 + ar)
   assert m["bytes_per_worker"] == 6e6 and m["messages_per_worker"] == 6
@@ -71,14 +73,14 @@ def test_diloco_and_ddp_rounds_by_hand():
   assert m["sim_round_time"] == pytest.approx(0.5 + ar)
   assert m["round_bytes_per_worker"] == 6e6
 
-  ddp = comm.SimClock(net, P, B, step_time=0.1)
-  m = ddp.advance(comm.RoundComm("allreduce_every_step", np.full(4, 10)))
+  ddp = clock_lib.SimClock(net, P, B, step_time=0.1)
+  m = ddp.advance(contract.RoundComm("allreduce_every_step", np.full(4, 10)))
   assert m["sim_time"] == pytest.approx(10 * (0.1 + ar))
   assert m["syncs"] == 10 and m["bytes_per_worker"] == 10 * 6e6
 
 
 def test_bytes_match_the_trainer_accounting_for_ddp_and_diloco():
-  from autoloco_jax import algorithms, replicas
+  from autoloco_jax.runtime import replicas
   from tests.helpers import config, toy_loss
 
   mesh = replicas.make_mesh(4, 1)
@@ -87,24 +89,24 @@ def test_bytes_match_the_trainer_accounting_for_ddp_and_diloco():
       ("diloco", lambda h: 1),
       ("autoloco", lambda h: 1),
   ):
-    algo = algorithms.make(config(name, K=4), toy_loss, mesh)
-    clock = comm.SimClock(network.NETWORKS["hetero"](4), P, B, step_time=0.01)
-    traffic = comm.Traffic(0.0, 0)
+    algo = registry.make(config(name, K=4), toy_loss, mesh)
+    clock = clock_lib.SimClock(network.NETWORKS["hetero"](4), P, B, step_time=0.01)
+    traffic = clock_lib.Traffic(0.0, 0)
     for r, h in enumerate([5, 7, 3]):
       m = clock.advance_round(algo, r, h)
-      traffic = traffic + comm.ring_allreduce(P, 4, B) * per_round(h)
+      traffic = traffic + clock_lib.ring_allreduce(P, 4, B) * per_round(h)
     assert m["bytes_per_worker"] == traffic.bytes
     assert m["messages_per_worker"] == traffic.messages
 
 
 def gossip_round(net, matching, speeds=None, h=10):
-  clock = comm.SimClock(net, P, B, step_time=0.1, speed_K=speeds)
-  clock.advance(comm.RoundComm("gossip", np.full(4, h), np.asarray([matching])))
+  clock = clock_lib.SimClock(net, P, B, step_time=0.1, speed_K=speeds)
+  clock.advance(contract.RoundComm("gossip", np.full(4, h), np.asarray([matching])))
   return clock
 
 
 def diloco_round(net, speeds=None, h=10):
-  clock = comm.SimClock(net, P, B, step_time=0.1, speed_K=speeds)
+  clock = clock_lib.SimClock(net, P, B, step_time=0.1, speed_K=speeds)
   clock.advance(allreduce_round(h))
   return clock
 
@@ -144,9 +146,9 @@ def test_one_slow_worker_stalls_diloco_but_only_its_partner_in_a_gossip_round():
 
 def test_gossip_on_a_ring_waits_for_neighbours_only():
   net = network.make_network(4, 1.0, 1.0)
-  clock = comm.SimClock(net, P, B, step_time=0.1, speed_K=[1, 1, 1, 3])
+  clock = clock_lib.SimClock(net, P, B, step_time=0.1, speed_K=[1, 1, 1, 3])
   ring = np.array([[1, 2, 3, 0], [3, 0, 1, 2]])
-  clock.advance(comm.RoundComm("gossip", np.full(4, 10), ring))
+  clock.advance(contract.RoundComm("gossip", np.full(4, 10), ring))
   ex = 0.001 + 2 * 0.032
   # Worker 1's neighbours are 0 and 2 (both at 1 s); 0 and 2 neighbour worker 3 (3 s).
   np.testing.assert_allclose(clock.time_K, [3 + ex, 1 + ex, 3 + ex, 3 + ex])
@@ -178,17 +180,17 @@ def test_named_networks_and_config():
         ml_collections.ConfigDict(dict(speed_factors=(1.0, 0.0, 1.0, 1.0))), 4
     )
   with pytest.raises(ValueError, match="unknown round pattern"):
-    comm.SimClock(het, P).advance(comm.RoundComm("broadcast", np.ones(4)))
+    clock_lib.SimClock(het, P).advance(contract.RoundComm("broadcast", np.ones(4)))
 
 
 def test_measure_step_time_leaves_the_state_alone():
   import chex
   import jax
-  from autoloco_jax import algorithms, replicas, rounds, state as state_lib
+  from autoloco_jax.runtime import replicas, rounds, state as state_lib
   from tests.helpers import config, tokens, toy_loss, toy_params
 
   mesh = replicas.make_mesh(2, 1)
-  algo = algorithms.make(config("diloco", K=2), toy_loss, mesh)
+  algo = registry.make(config("diloco", K=2), toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   before = jax.device_get(state.params_K)
   t = rounds.measure_step_time(
@@ -210,7 +212,7 @@ def test_absent_workers_leave_the_ring_and_rejoin_at_its_end():
   # Worker faults: only present workers compute and all-reduce; the ring of
   # the 3 present workers runs 2·2 stages of P b / 3 bytes.
   net = network.make_network(4, 1.0, 1.0)
-  clock = comm.SimClock(net, P, B, step_time=0.1)
+  clock = clock_lib.SimClock(net, P, B, step_time=0.1)
   m = clock.advance(allreduce_round(10), present_K=[1, 1, 0, 1])
   ar3 = 4 * (0.001 + MB / 3 / GBPS)
   assert network.allreduce_time(net, MB, ring=[0, 1, 3]) == pytest.approx(ar3)
@@ -219,7 +221,7 @@ def test_absent_workers_leave_the_ring_and_rejoin_at_its_end():
   assert m["syncs"] == 1
   with pytest.raises(ValueError, match="not supported in gossip"):
     clock.advance(
-        comm.RoundComm("gossip", np.ones(4), np.array([[1, 0, 3, 2]])),
+        contract.RoundComm("gossip", np.ones(4), np.array([[1, 0, 3, 2]])),
         present_K=[1, 1, 0, 1],
     )
 
@@ -228,10 +230,10 @@ def test_clock_state_round_trips_for_checkpoints():
   import json
 
   net = network.NETWORKS["hetero"](4)
-  clock = comm.SimClock(net, P, B, step_time=0.05, speed_K=[1, 1, 1, 2])
-  clock.advance(comm.RoundComm("gossip", np.full(4, 5), np.array([[2, 3, 0, 1]])))
+  clock = clock_lib.SimClock(net, P, B, step_time=0.05, speed_K=[1, 1, 1, 2])
+  clock.advance(contract.RoundComm("gossip", np.full(4, 5), np.array([[2, 3, 0, 1]])))
   saved = json.loads(json.dumps(clock.state_dict()))
-  fresh = comm.SimClock(net, P, B, step_time=0.0, speed_K=[1, 1, 1, 2])
+  fresh = clock_lib.SimClock(net, P, B, step_time=0.0, speed_K=[1, 1, 1, 2])
   fresh.load_state_dict(saved)
   assert fresh.step_time == 0.05
   pattern = allreduce_round(5)

@@ -1,5 +1,5 @@
 """Compressed exchanges of the DiLoCo family (exchange.py) and what the clock
-makes of them (comm.py): error feedback inside the sync, bytes per codec,
+makes of them (clock.py): error feedback inside the sync, bytes per codec,
 all-reduce against all-gather, overlapped exchanges, peak bandwidth."""
 
 import json
@@ -8,8 +8,11 @@ import jax
 import numpy as np
 import pytest
 
-from autoloco_jax import algorithms, codecs, comm, fragments, network, replicas
-from autoloco_jax import state as state_lib
+from autoloco_jax.algorithms import registry
+from autoloco_jax.algorithms.diloco import fragments
+from autoloco_jax.compression import codecs
+from autoloco_jax.runtime import contract, replicas, state as state_lib
+from autoloco_jax.sim import clock as clock_lib, network
 from tests.helpers import config, everyone, get, tokens, toy_loss, toy_params
 
 K = 4
@@ -34,7 +37,7 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients()
   beta_e, beta = 0.5, 0.9
   cfg = _cfg("topk", ef_beta=beta_e, chunk_size=16, density=0.125, value_bits=2)
   mesh = replicas.make_mesh(K, 2)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   data = tokens(K, 6)
   codec = codecs.from_config(cfg.compress)
@@ -75,7 +78,7 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients()
 def test_without_error_feedback_the_average_is_the_mean_of_decoded_payloads():
   cfg = _cfg("int4", block_size=8)
   mesh = replicas.make_mesh(K, 1)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   theta = get(state.outer.params)
   state = algo.inner(state, replicas.put_workers(tokens(K, 2), mesh), np.int32(2))
@@ -103,21 +106,21 @@ def test_every_codec_is_counted_with_its_encoded_bytes_and_collective(
   if name in ("fp8", "fp4", "int8", "int4"):
     args = dict(block_size=32)
   cfg = _cfg(name, fragments_=num_fragments, **args)
-  algo = algorithms.make(cfg, toy_loss, replicas.make_mesh(K, 1))
+  algo = registry.make(cfg, toy_loss, replicas.make_mesh(K, 1))
   params = toy_params()
   algo.init_state(params)
   codec = codecs.from_config(cfg.compress)
   ids = fragments.leaf_fragments(params, num_fragments)
-  clock = comm.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.01)
+  clock = clock_lib.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.01)
   total = 0.0
   for r in range(4):
     p = r % num_fragments
     leaves = [x for f, x in zip(ids, jax.tree.leaves(params)) if f == p]
     payload = sum(codec.encoded_bytes(x.size) for x in leaves)
     per_leaf = [
-        comm.ring_allreduce(1, K, codec.encoded_bytes(x.size))
+        clock_lib.ring_allreduce(1, K, codec.encoded_bytes(x.size))
         if codec.dense
-        else comm.ring_allgather(codec.encoded_bytes(x.size), K)
+        else clock_lib.ring_allgather(codec.encoded_bytes(x.size), K)
         for x in leaves
     ]
     expected = sum(t.bytes for t in per_leaf)
@@ -135,7 +138,7 @@ def test_every_codec_is_counted_with_its_encoded_bytes_and_collective(
 
 
 def test_comm_pattern_needs_the_parameters_for_a_compressed_payload():
-  algo = algorithms.make(_cfg("fp4"), toy_loss, replicas.make_mesh(K, 1))
+  algo = registry.make(_cfg("fp4"), toy_loss, replicas.make_mesh(K, 1))
   with pytest.raises(ValueError, match="init_state"):
     algo.comm_pattern(0, 4)
 
@@ -146,12 +149,12 @@ def test_allgather_and_allreduce_of_a_payload_by_hand():
   ms = 1e-3
   assert network.allreduce_time(net, 1e6) == pytest.approx(6 * (1 + 2) * ms)
   assert network.allgather_time(net, 1e6) == pytest.approx(3 * (1 + 8) * ms)
-  assert comm.ring_allgather(1e6, K) == comm.Traffic(3e6, 3)
-  assert comm.ring_allreduce(1000, K, 0.5) == comm.Traffic(750.0, 6)
+  assert clock_lib.ring_allgather(1e6, K) == clock_lib.Traffic(3e6, 3)
+  assert clock_lib.ring_allreduce(1000, K, 0.5) == clock_lib.Traffic(750.0, 6)
   for dense, seconds, sent in [(True, 18 * ms, 1.5e6), (False, 27 * ms, 3e6)]:
-    clock = comm.SimClock(net, 10, step_time=0.0)
+    clock = clock_lib.SimClock(net, 10, step_time=0.0)
     record = clock.advance(
-        comm.RoundComm("allreduce", np.zeros(K, int), payload_bytes=1e6, dense=dense)
+        contract.RoundComm("allreduce", np.zeros(K, int), payload_bytes=1e6, dense=dense)
     )
     assert record["sim_time"] == pytest.approx(seconds)
     assert record["bytes_per_worker"] == pytest.approx(sent)
@@ -162,12 +165,12 @@ def test_default_rounds_keep_their_numbers():
   """The default DiLoCo pattern (no payload) is the old ring all-reduce of the
   model at bytes_per_param; fractional bytes per parameter are allowed."""
   net = network.make_network(K, 1.0, 1.0)
-  clock = comm.SimClock(net, 10**6, step_time=0.0)
-  record = clock.advance(comm.RoundComm("allreduce", np.zeros(K, int)))
+  clock = clock_lib.SimClock(net, 10**6, step_time=0.0)
+  record = clock.advance(contract.RoundComm("allreduce", np.zeros(K, int)))
   assert record["sim_time"] == pytest.approx(0.054)  # 6 × (1 + 8) ms
   assert record["bytes_per_worker"] == 2 * 3 / 4 * 10**6 * 4
-  half = comm.SimClock(net, 10**6, bytes_per_param=0.5, step_time=0.0)
-  assert half.advance(comm.RoundComm("allreduce", np.zeros(K, int)))[
+  half = clock_lib.SimClock(net, 10**6, bytes_per_param=0.5, step_time=0.0)
+  assert half.advance(contract.RoundComm("allreduce", np.zeros(K, int)))[
       "bytes_per_worker"
   ] == pytest.approx(2 * 3 / 4 * 0.5e6)
 
@@ -176,34 +179,34 @@ def test_overlapped_exchange_stalls_only_when_it_has_not_arrived():
   net = network.make_network(K, 1.0, 1.0)  # payload 1e6 all-reduce: 18 ms
   steps = lambda n: np.full(K, n)
   for tau, step_time, stall in [(2, 0.01, 0.0), (1, 0.01, 0.008)]:
-    clock = comm.SimClock(net, 10, step_time=step_time)
-    sent = clock.advance(comm.RoundComm("send", steps(3), payload_bytes=1e6, window=tau))
+    clock = clock_lib.SimClock(net, 10, step_time=step_time)
+    sent = clock.advance(contract.RoundComm("send", steps(3), payload_bytes=1e6, window=tau))
     assert sent["sim_time"] == pytest.approx(0.03)  # the send does not block
     assert sent["syncs"] == 1 and sent["bytes_per_worker"] == pytest.approx(1.5e6)
     assert sent["peak_bandwidth"] == pytest.approx(1.5e6 / (tau * step_time))
     saved = json.loads(json.dumps(clock.state_dict()))
-    resumed = comm.SimClock(net, 10).load_state_dict(saved)
-    arrived = resumed.advance(comm.RoundComm("arrive", steps(tau)))
+    resumed = clock_lib.SimClock(net, 10).load_state_dict(saved)
+    arrived = resumed.advance(contract.RoundComm("arrive", steps(tau)))
     assert arrived["sim_time"] == pytest.approx(0.03 + tau * step_time + stall)
     assert arrived["sim_comm_time"] == pytest.approx(stall)
     assert arrived["syncs"] == 1 and arrived["round_bytes_per_worker"] == 0
     assert arrived["peak_bandwidth"] == 0
     assert arrived["peak_bandwidth_max"] == pytest.approx(1.5e6 / (tau * step_time))
   with pytest.raises(ValueError, match="without an exchange in flight"):
-    comm.SimClock(net, 10).advance(comm.RoundComm("arrive", steps(1)))
+    clock_lib.SimClock(net, 10).advance(contract.RoundComm("arrive", steps(1)))
 
 
 def test_streaming_rounds_on_the_clock():
   """P = 2, τ = 1: sends alternate fragments with their own payloads, arrivals
   send nothing, and syncs count the sends."""
   cfg = _cfg("fp4", fragments_=2, tau=1, block_size=32)
-  algo = algorithms.make(cfg, toy_loss, replicas.make_mesh(K, 1))
+  algo = registry.make(cfg, toy_loss, replicas.make_mesh(K, 1))
   params = toy_params()
   algo.init_state(params)
   assert algo.first_h == 2 and algo.h_max == 2 and not algo.supports_faults
   kinds = [algo.comm_pattern(r, 1).kind for r in range(4)]
   assert kinds == ["send", "arrive", "send", "arrive"]
-  clock = comm.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.01)
+  clock = clock_lib.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.01)
   codec = codecs.fp4(32)
   for r, h in enumerate([2, 1, 1, 1]):
     record = clock.advance_round(algo, r, h)
@@ -214,7 +217,7 @@ def test_streaming_rounds_on_the_clock():
 
 
 def test_diloco_peak_bandwidth_is_the_round_exchange_per_step_time():
-  algo = algorithms.make(config("diloco", K=K), toy_loss, replicas.make_mesh(K, 1))
-  clock = comm.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.02)
+  algo = registry.make(config("diloco", K=K), toy_loss, replicas.make_mesh(K, 1))
+  clock = clock_lib.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.02)
   record = clock.advance_round(algo, 0, 5)
   assert record["peak_bandwidth"] == pytest.approx(2 * 3 / 4 * 4000 / 0.02)

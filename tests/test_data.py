@@ -7,7 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from autoloco_jax import data, shakespeare, sources, tokenizers
+from autoloco_jax.data import corpus, shakespeare, sources, tokenizers
 
 SEQ_LEN = 64
 
@@ -42,12 +42,12 @@ def shakespeare_cfg(data_dir, **overrides):
 
 @pytest.fixture(scope="session")
 def iid_data(data_dir):
-  return data.build(shakespeare_cfg(data_dir), num_workers=4, seed=0)
+  return corpus.build(shakespeare_cfg(data_dir), num_workers=4, seed=0)
 
 
 @pytest.fixture(scope="session")
 def non_iid_data(data_dir):
-  return data.build(shakespeare_cfg(data_dir, partition="non_iid"), num_workers=4, seed=0)
+  return corpus.build(shakespeare_cfg(data_dir, partition="non_iid"), num_workers=4, seed=0)
 
 
 def synthetic_data(num_rows=12, num_workers=2, seed=3):
@@ -55,7 +55,7 @@ def synthetic_data(num_rows=12, num_workers=2, seed=3):
   rows_NxL1 = np.repeat(np.arange(num_rows, dtype=np.uint8)[:, None], 9, axis=1)
   shards = list(np.arange(num_rows).reshape(num_workers, -1))
   eval_MxL1 = np.tile(np.array([[97, 98]], dtype=np.uint8), (4, 4))[:, :9]
-  return data.WorkerData(rows_NxL1, shards, eval_MxL1, seed)
+  return corpus.WorkerData(rows_NxL1, shards, eval_MxL1, seed)
 
 
 # ---------------------------------------------------------------------------
@@ -67,7 +67,7 @@ def test_tokenizer_round_trip_non_ascii():
   tok = tokenizers.ByteTokenizer()
   tokens = tok.encode(text)
   assert len(tokens) == len(text.encode("utf-8")) > len(text)
-  assert tokens.max() < tokenizers.VOCAB_SIZE == data.VOCAB_SIZE == 256
+  assert tokens.max() < tokenizers.VOCAB_SIZE == corpus.VOCAB_SIZE == 256
   assert tok.decode(tokens) == text
 
 
@@ -127,8 +127,8 @@ def test_iid_shards_disjoint_equal_and_seeded(data_dir, iid_data):
   assert len(np.unique(all_ids)) == len(all_ids)
   assert len({len(s) for s in shards}) == 1
   assert iid_data.info["train_sequences"] == len(all_ids)
-  again = data.build(shakespeare_cfg(data_dir), num_workers=4, seed=0)
-  other = data.build(shakespeare_cfg(data_dir), num_workers=4, seed=1)
+  again = corpus.build(shakespeare_cfg(data_dir), num_workers=4, seed=0)
+  other = corpus.build(shakespeare_cfg(data_dir), num_workers=4, seed=1)
   for k in range(4):
     np.testing.assert_array_equal(again.worker_sequence_ids(k), shards[k])
   assert not np.array_equal(other.worker_sequence_ids(0), shards[0])
@@ -261,12 +261,12 @@ def files_cfg(path, **overrides):
 def test_files_source_glob(tmp_path):
   write_docs(tmp_path)
   (tmp_path / "notes.md").write_text("not matched by the glob")
-  wd = data.build(files_cfg(tmp_path / "doc*.txt"), num_workers=2, seed=0)
+  wd = corpus.build(files_cfg(tmp_path / "doc*.txt"), num_workers=2, seed=0)
   assert wd.info["train_documents"] == 9 and wd.info["eval_documents"] == 1
   docs = sources.load_documents(files_cfg(tmp_path / "doc*.txt"))
   assert all(b"not matched" not in d for d in docs.train + docs.validation)
   assert not set(docs.train) & set(docs.validation)
-  non_iid = data.build(
+  non_iid = corpus.build(
       files_cfg(tmp_path / "doc*.txt", partition="non_iid"), num_workers=3, seed=0
   )
   assert [len(d) for d in non_iid.worker_documents] == [3, 3, 3]
@@ -285,31 +285,31 @@ def test_synthetic_source_is_seeded_random_bytes(tmp_path):
   docs = sources.load_documents(cfg)
   assert sum(map(len, docs.train)) == 1 << 18 and docs.validation
   assert docs == sources.load_documents(cfg)  # the same bytes every time
-  wd = data.build(cfg, num_workers=2, seed=0)
+  wd = corpus.build(cfg, num_workers=2, seed=0)
   # Uniform bytes: the unigram entropy is log(256) nats, up to sampling.
   assert abs(wd.unigram_entropy() - math.log(256)) < 0.05
 
 
 def test_error_missing_path(tmp_path):
   with pytest.raises(ValueError, match="matches no files"):
-    data.build(files_cfg(tmp_path / "nothing*.txt"), num_workers=2, seed=0)
+    corpus.build(files_cfg(tmp_path / "nothing*.txt"), num_workers=2, seed=0)
 
 
 def test_error_empty_file(tmp_path):
   write_docs(tmp_path, count=3)
   (tmp_path / "doc03.txt").write_text("  \n")
   with pytest.raises(ValueError, match="empty file.*doc03.txt"):
-    data.build(files_cfg(tmp_path / "*.txt"), num_workers=2, seed=0)
+    corpus.build(files_cfg(tmp_path / "*.txt"), num_workers=2, seed=0)
 
 
 def test_error_unknown_source(tmp_path):
   with pytest.raises(ValueError, match="unknown data source 'ftp'"):
-    data.build(files_cfg(tmp_path, source="ftp"), num_workers=2, seed=0)
+    corpus.build(files_cfg(tmp_path, source="ftp"), num_workers=2, seed=0)
 
 
 def test_error_unknown_partition(tmp_path):
   with pytest.raises(ValueError, match="unknown partition mode 'by_author'"):
-    data.build(files_cfg(tmp_path, partition="by_author"), num_workers=2, seed=0)
+    corpus.build(files_cfg(tmp_path, partition="by_author"), num_workers=2, seed=0)
 
 
 def test_error_unknown_tfds_name(tmp_path):
@@ -317,16 +317,16 @@ def test_error_unknown_tfds_name(tmp_path):
       tmp_path, source="tfds", name="no_such_dataset_xyz", data_dir=str(tmp_path)
   )
   with pytest.raises(ValueError, match="unknown tfds dataset name 'no_such_dataset_xyz'"):
-    data.build(cfg, num_workers=2, seed=0)
+    corpus.build(cfg, num_workers=2, seed=0)
   assert not any(tmp_path.iterdir())  # failed before touching the data dir
 
 
 def test_error_too_little_data(tmp_path):
   write_docs(tmp_path, count=2, size=60)
   with pytest.raises(ValueError, match="too little data"):
-    data.build(files_cfg(tmp_path, batch_size=64), num_workers=2, seed=0)
+    corpus.build(files_cfg(tmp_path, batch_size=64), num_workers=2, seed=0)
   with pytest.raises(ValueError, match="too little data.*non_iid"):
-    data.build(files_cfg(tmp_path, partition="non_iid"), num_workers=4, seed=0)
+    corpus.build(files_cfg(tmp_path, partition="non_iid"), num_workers=4, seed=0)
 
 
 def test_tfds_source_reads_registered_builder(data_dir):
@@ -344,11 +344,11 @@ def test_tfds_source_reads_registered_builder(data_dir):
           max_bytes=300_000,
       )
   )
-  wd = data.build(cfg, num_workers=2, seed=0)
+  wd = corpus.build(cfg, num_workers=2, seed=0)
   assert wd.info["train_bytes"] == 300_000 and wd.info["eval_bytes"] == 300_000
   cfg.text_key = "body"
   with pytest.raises(ValueError, match="no text feature 'body'"):
-    data.build(cfg, num_workers=2, seed=0)
+    corpus.build(cfg, num_workers=2, seed=0)
 
 
 def test_default_data_dir_env(monkeypatch):

@@ -10,7 +10,10 @@ import jax
 import numpy as np
 import pytest
 
-from autoloco_jax import eval_sets, evaluation, model as model_lib, replicas, rounds, train
+from autoloco_jax.data import eval_sets
+from autoloco_jax.model import transformer as model_lib
+from autoloco_jax.run import evaluation, trainer
+from autoloco_jax.runtime import replicas, rounds
 from tests import helpers
 
 
@@ -89,7 +92,7 @@ def test_per_document_sums_by_hand():
 
 
 def test_a_sample_as_large_as_the_split_is_the_whole_split():
-  from autoloco_jax import data as data_lib
+  from autoloco_jax.data import corpus as data_lib
 
   rows = np.arange(2 * 9, dtype=np.uint8).reshape(2, 9)  # 2 rows of L + 1 = 9
   wd = data_lib.WorkerData(rows, [np.array([0]), np.array([1])], rows, seed=0)
@@ -169,12 +172,12 @@ def test_fixed_h_run_unchanged_when_h_divides_t(tmp_path, monkeypatch):
         **{"total_steps": total, "interval.controller": "fixed", "interval.h": 10}
     )
 
-  stub = train.train_and_evaluate(tiny(45), str(tmp_path / "stub"))
+  stub = trainer.train_and_evaluate(tiny(45), str(tmp_path / "stub"))
   assert [r["h"] for r in helpers.rounds(str(tmp_path / "stub"))] == [10, 10, 10, 15]
   assert stub["syncs"] == 4
-  new = train.train_and_evaluate(tiny(40), str(tmp_path / "new"))
+  new = trainer.train_and_evaluate(tiny(40), str(tmp_path / "new"))
   monkeypatch.setattr(rounds, "round_steps", _old_rule)
-  old = train.train_and_evaluate(tiny(40), str(tmp_path / "old"))
+  old = trainer.train_and_evaluate(tiny(40), str(tmp_path / "old"))
   new_rounds, old_rounds = (helpers.rounds(str(tmp_path / n)) for n in ("new", "old"))
   assert [r["h"] for r in new_rounds] == [10] * 4
   keys = ("loss_mean", "loss_end", "param_norm", "delta_norm", "eval_loss")
@@ -190,7 +193,7 @@ def test_final_eval_record_and_documents(tmp_path):
   cfg = helpers.tiny(
       **{"total_steps": 10, "eval.final_num_batches": 0, "eval.max_tokens": 3000}
   )
-  summary = train.train_and_evaluate(cfg, str(tmp_path))
+  summary = trainer.train_and_evaluate(cfg, str(tmp_path))
   assert summary["final_eval_tokens"] == 3000 // cfg.data.seq_len * cfg.data.seq_len
   assert not summary["final_eval_whole"]  # 3,000 targets: the split is cut to them
   assert 0 < summary["final_eval_share"] < 1

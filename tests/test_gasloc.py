@@ -6,7 +6,9 @@ import jax
 import numpy as np
 import pytest
 
-from autoloco_jax import algorithms, gasloc, replicas, state as state_lib, topology
+from autoloco_jax.algorithms import registry
+from autoloco_jax.algorithms.gossip import gasloc, topology
+from autoloco_jax.runtime import replicas, state as state_lib
 from tests.helpers import (
     assert_trees_close,
     config,
@@ -41,7 +43,7 @@ def test_gossip_step_equals_hand_formulas():
   eta, gamma, K, h = 0.8, 0.5, 4, 2
   cfg = gasloc_config(K=K, h=h, eta=eta, gamma=gamma)
   mesh = replicas.make_mesh(K, 2)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   topo = topology.from_config(cfg)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   start = get(state.outer.start_K)
@@ -101,7 +103,7 @@ def test_complete_graph_spec_form_mean_follows_diloco_but_replicas_differ():
   # θ_{1,k} = θ_0 + η ḡ + γ η g_k, with g_k = θ_{0,k} − θ_0 the worker's drift.
   K, h, lr, beta = 4, 2, 0.7, 0.9
   mesh = replicas.make_mesh(K, 1)
-  algo = algorithms.make(
+  algo = registry.make(
       gasloc_config(K=K, h=h, eta=lr, gamma=beta, topo="complete"), toy_loss, mesh
   )
   s = state_lib.place(algo.init_state(toy_params()), mesh)
@@ -131,7 +133,7 @@ def test_slow_workers_take_fewer_steps():
   K, h = 4, 4
   mesh = replicas.make_mesh(K, 2)
   data = tokens(K, h)
-  hetero = algorithms.make(
+  hetero = registry.make(
       gasloc_config(K=K, h=h, speeds=(1.0, 1.0, 2.0, 2.0)), toy_loss, mesh
   )
   s = state_lib.place(hetero.init_state(toy_params()), mesh)
@@ -140,7 +142,7 @@ def test_slow_workers_take_fewer_steps():
   acc = get(s.acc)
   _, metrics = hetero.sync(s, everyone(K, mesh))
 
-  homo = algorithms.make(gasloc_config(K=K, h=h), toy_loss, mesh)
+  homo = registry.make(gasloc_config(K=K, h=h), toy_loss, mesh)
   s = state_lib.place(homo.init_state(toy_params()), mesh)
   s = homo.inner(s, replicas.put_workers(data[:, :2], mesh), np.int32(2))
   two = get(s.params_K), get(s.inner_opt_K)
@@ -172,6 +174,6 @@ def test_learns(topo):
 def test_errors():
   mesh = replicas.make_mesh(4, 1)
   with pytest.raises(ValueError, match=r"config.gasloc.gamma must be in \[0.0, 1.0\)"):
-    algorithms.make(gasloc_config(gamma=1.0), toy_loss, mesh)
+    registry.make(gasloc_config(gamma=1.0), toy_loss, mesh)
   with pytest.raises(ValueError, match="speed_factors"):
-    algorithms.make(gasloc_config(speeds=(1.0, 2.0)), toy_loss, mesh)
+    registry.make(gasloc_config(speeds=(1.0, 2.0)), toy_loss, mesh)

@@ -1,4 +1,4 @@
-"""Compressed gossip exchanges (gossip.py, noloco.py, gasloc.py): the identity
+"""Compressed gossip exchanges (shared.py, noloco.py, gasloc.py): the identity
 codec is today's exchange bit for bit, a lossy codec stays close and counts
 its encoded bytes, error feedback's bookkeeping, resume with residuals, and
 the combinations still refused."""
@@ -9,9 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from autoloco_jax import algorithms, checkpoint, codecs, comm, network, replicas
-from autoloco_jax import rounds as rounds_lib, state as state_lib, topology
-from autoloco_jax.algorithms import jit_sync
+from autoloco_jax.algorithms import registry
+from autoloco_jax.algorithms.gossip import topology
+from autoloco_jax.compression import codecs
+from autoloco_jax.run import checkpoint
+from autoloco_jax.runtime import replicas, rounds as rounds_lib, state as state_lib
+from autoloco_jax.runtime.jitting import jit_sync
+from autoloco_jax.sim import clock as clock_lib, network
 from tests.helpers import config, everyone, get, run_rounds, tokens, toy_loss, toy_params
 
 K = 4
@@ -92,7 +96,7 @@ def test_identity_without_error_feedback_is_todays_exchange_bit_for_bit(case):
   name, topo, extra = CASES[case]
   cfg = gossip_config(name, topo, **extra)
   mesh = replicas.make_mesh(K, 2)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   today = todays_sync(cfg, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   assert state.outer.exchange is None  # no reference, no residual: today's layout
@@ -134,7 +138,7 @@ def test_a_lossy_codec_stays_close_and_sends_its_encoded_bytes(case, codec):
   # The clock: the same exchanges, each message the encoded payload.
   encoded = codecs.tree_encoded_bytes(codecs.make(codec), toy_params())
   clocks = [
-      comm.SimClock(network.NETWORKS["homogeneous"](K), NUM_PARAMS, step_time=0.01)
+      clock_lib.SimClock(network.NETWORKS["homogeneous"](K), NUM_PARAMS, step_time=0.01)
       for _ in range(2)
   ]
   for r in range(3):
@@ -154,7 +158,7 @@ def test_complete_graph_compressed_is_the_codecs_collective():
   """On the complete graph the exchange is the DiLoCo family's collective: an
   all-gather of int8 payloads, an all-reduce of bf16 ones."""
   for codec, dense, factor in [("int8", False, K - 1), ("bf16", True, 2 * (K - 1) / K)]:
-    algo = algorithms.make(
+    algo = registry.make(
         gossip_config("gasloc", "complete", codec), toy_loss, replicas.make_mesh(K, 1)
     )
     with pytest.raises(ValueError, match="init_state"):
@@ -162,7 +166,7 @@ def test_complete_graph_compressed_is_the_codecs_collective():
     algo.init_state(toy_params())
     pattern = algo.comm_pattern(0, 2)
     assert pattern.kind == "allreduce" and pattern.dense == dense
-    clock = comm.SimClock(network.NETWORKS["homogeneous"](K), NUM_PARAMS)
+    clock = clock_lib.SimClock(network.NETWORKS["homogeneous"](K), NUM_PARAMS)
     record = clock.advance(pattern)
     encoded = codecs.tree_encoded_bytes(codecs.make(codec), toy_params())
     assert record["bytes_per_worker"] == pytest.approx(factor * encoded)
@@ -174,7 +178,7 @@ def test_complete_graph_compressed_is_the_codecs_collective():
 
 def hand_messages(name, cfg, state, theta0):
   """``x_k = s_k − c θ_0`` of the state before a sync (module docstring of
-  gossip.py), from host copies."""
+  shared.py), from host copies."""
   if name == "noloco":
     a, g = cfg.noloco.alpha, cfg.noloco.gamma
     theta, phi = get(state.params_K), get(state.outer.params_K)
@@ -194,7 +198,7 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_message(name):
   cfg.compress.block_size = 8
   codec = codecs.from_config(cfg.compress)
   mesh = replicas.make_mesh(K, 2)  # partners on other devices: ppermute
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   topo = topology.from_config(cfg)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   theta0 = get(state.outer.exchange.reference)
@@ -259,7 +263,7 @@ def test_checkpoint_round_trip_with_residuals_resumes_exactly(case, tmp_path):
   mesh = replicas.make_mesh(K, 2)
   hs = [2, 2, 2, 2]
   _, uninterrupted, _ = run_rounds(cfg, mesh, hs)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   data, start = tokens(K, sum(hs)), 0
 
@@ -291,11 +295,11 @@ def test_gossip_refuses_streaming_by_name(name):
   cfg = gossip_config(name, codec="int8")
   cfg.stream.fragments = 2
   with pytest.raises(ValueError, match="does not stream: stream.fragments"):
-    algorithms.from_config(cfg)
+    registry.from_config(cfg)
   cfg = gossip_config(name, codec="int8")
   cfg.stream.tau = 1
   with pytest.raises(ValueError, match="does not stream"):
-    algorithms.from_config(cfg)
+    registry.from_config(cfg)
 
 
 @pytest.mark.parametrize("case", ["noloco-matching", "gasloc-torus-mixed"])
@@ -324,7 +328,7 @@ def test_trainer_resumes_a_compressed_gossip_run_exactly(name, tmp_path, capsys)
   import os
   import shutil
 
-  from autoloco_jax import train
+  from autoloco_jax.run import trainer
   from configs import gasloc as gasloc_config, noloco as noloco_config
   from tests.helpers import rounds, tiny
 
@@ -340,10 +344,10 @@ def test_trainer_resumes_a_compressed_gossip_run_exactly(name, tmp_path, capsys)
       "interval.h": 2,
   }
   full, cut = tmp_path / "full", tmp_path / "cut"
-  summary = train.train_and_evaluate(tiny(module, **overrides), str(full))
+  summary = trainer.train_and_evaluate(tiny(module, **overrides), str(full))
   records = rounds(str(full))
   assert all(np.isfinite(r["loss_mean"]) and r["ef_residual_norm"] > 0 for r in records)
-  run = train.setup(tiny(module, **overrides))
+  run = trainer.setup(tiny(module, **overrides))
   params = jax.tree.map(lambda x: x[0], run.state.params_K)
   encoded = codecs.tree_encoded_bytes(codecs.int8(), params)
   assert summary["bytes_per_worker"] == pytest.approx(len(records) * encoded)
@@ -354,13 +358,13 @@ def test_trainer_resumes_a_compressed_gossip_run_exactly(name, tmp_path, capsys)
     if entry.isdigit() and int(entry) > at:
       shutil.rmtree(cut / "checkpoints" / entry)
   capsys.readouterr()
-  resumed = train.train_and_evaluate(tiny(module, **overrides), str(cut))
+  resumed = trainer.train_and_evaluate(tiny(module, **overrides), str(cut))
   assert f"Resumed from the checkpoint at inner step {at}" in capsys.readouterr().out
-  timing = train.TIMING_FIELDS
+  timing = trainer.TIMING_FIELDS
   strip = lambda rs: [{k: v for k, v in r.items() if k not in timing} for r in rs]
   assert strip(rounds(str(cut))) == strip(records)
   for key in ("bytes_per_worker", "sim_time", "syncs", "final_eval_loss"):
     assert resumed[key] == summary[key], key
-  _, a, _ = train.load_run(tiny(module, **overrides), str(full))
-  _, b, _ = train.load_run(tiny(module, **overrides), str(cut))
+  _, a, _ = trainer.load_run(tiny(module, **overrides), str(full))
+  _, b, _ = trainer.load_run(tiny(module, **overrides), str(cut))
   chex.assert_trees_all_equal(get(a), get(b))

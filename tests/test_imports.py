@@ -1,4 +1,5 @@
-"""The package's import graph: no cycles, and the data layers import one way.
+"""The package's import graph: no cycles, the layers of ``docs/architecture.md``
+import one way, and ``configs/`` never imports ``experiments/``.
 
 Imports are read from the source with `ast`, function-level ones included, so
 an import deferred to break a cycle at load time still counts as an edge (those
@@ -12,9 +13,27 @@ import autoloco_jax
 
 PACKAGE = pathlib.Path(autoloco_jax.__file__).parent
 
+#: The package's layers, lowest first (``docs/architecture.md``): a module
+#: imports modules of its own subpackage and of lower layers only. Subpackages
+#: of one layer do not import each other.
+LAYERS = (
+    ("outer", "ranges"),  # standalone: JAX, optax and the standard library
+    ("data", "model", "runtime"),
+    ("compression",),
+    ("algorithms",),
+    ("sim",),
+    ("run",),
+)
+
+#: Within ``algorithms``: the families and DDP do not import each other; the
+#: registry, which builds any of them by name, imports them all.
+FAMILIES = ("algorithms.diloco", "algorithms.gossip", "algorithms.ddp")
+
 #: The data path, lowest layer first: a layer imports only layers before it.
 #: The Shakespeare builder is a source's backend, so it comes before `sources`.
-DATA_LAYERS = ("shakespeare", "sources", "tokenizers", "data", "pipeline")
+DATA_LAYERS = tuple(
+    f"data.{m}" for m in ("shakespeare", "sources", "tokenizers", "corpus", "pipeline")
+)
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -78,6 +97,55 @@ def test_data_layers_import_one_way():
     assert not wrong, f"{layer} imports {wrong}, a later layer of {DATA_LAYERS}"
 
 
+def _part(module: str) -> tuple[int, str]:
+  """``(layer index, top subpackage)`` of ``autoloco_jax.<sub>...``."""
+  top = module.split(".")[1] if module.count(".") else ""
+  for i, layer in enumerate(LAYERS):
+    if top in layer:
+      return i, top
+  raise AssertionError(f"{module} is in no layer of {LAYERS}: add it to one")
+
+
+def test_layers_import_one_way():
+  graph = _graph()
+  wrong = []
+  for module, targets in graph.items():
+    if module == "autoloco_jax":
+      continue
+    layer, top = _part(module)
+    for target in targets:
+      t_layer, t_top = _part(target)
+      if t_top != top and t_layer >= layer:
+        wrong.append(f"{module} -> {target}")
+  assert not wrong, "imports against the layers:\n" + "\n".join(sorted(wrong))
+
+
+def test_algorithm_families_do_not_import_each_other():
+  graph = _graph()
+  family = lambda m: next((f for f in FAMILIES if m.startswith(f"autoloco_jax.{f}")), None)
+  wrong = [
+      f"{m} -> {t}"
+      for m, targets in graph.items()
+      for t in targets
+      if family(m) and family(t) and family(m) != family(t)
+  ]
+  assert not wrong, "\n".join(wrong)
+
+
+def test_configs_never_import_experiments():
+  root = PACKAGE.parent / "configs"
+  wrong = []
+  for path in root.rglob("*.py"):
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+      names = []
+      if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+      elif isinstance(node, ast.ImportFrom) and not node.level:
+        names = [node.module or ""]
+      wrong += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "experiments"]
+  assert not wrong, wrong
+
+
 def test_no_import_cycles():
   graph = _graph()
   state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -104,5 +172,5 @@ def test_no_import_cycles():
 def test_the_graph_sees_deferred_imports():
   # sources imports shakespeare inside functions (TFDS only when needed).
   graph = _graph()
-  assert "autoloco_jax.shakespeare" in graph["autoloco_jax.sources"]
-  assert graph["autoloco_jax.data"] >= {"autoloco_jax.sources", "autoloco_jax.tokenizers"}
+  assert "autoloco_jax.data.shakespeare" in graph["autoloco_jax.data.sources"]
+  assert graph["autoloco_jax.data.corpus"] >= {"autoloco_jax.data.sources", "autoloco_jax.data.tokenizers"}

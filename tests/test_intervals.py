@@ -1,4 +1,4 @@
-"""Specification of the interval controllers (autoloco_jax/intervals.py).
+"""Specification of the interval controllers (autoloco_jax/algorithms/diloco/intervals.py).
 
 One shared suite runs over every controller in ``CONTROLLERS``; a new
 controller gets all of it by adding one entry (a test checks none is missing).
@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from autoloco_jax import intervals, signals
+from autoloco_jax.algorithms.diloco import intervals
+from autoloco_jax.runtime import signals
 
 # name -> factory() with small bounds, as at CPU scale.
 CONTROLLERS = {

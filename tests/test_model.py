@@ -1,4 +1,4 @@
-"""Tests for autoloco_jax.model: shapes, causality, RoPE, params, FLOPs, training."""
+"""Tests for autoloco_jax.model.transformer: shapes, causality, RoPE, params, FLOPs, training."""
 
 import math
 
@@ -9,7 +9,7 @@ import numpy as np
 import optax
 import pytest
 
-from autoloco_jax import model
+from autoloco_jax.model import transformer
 
 
 def _cfg(**overrides):
@@ -41,7 +41,7 @@ def base():
   apply are compiled once for the whole module.
   """
   cfg = _cfg()
-  init, apply = model.make(cfg)
+  init, apply = transformer.make(cfg)
   return cfg, jax.jit(apply), init(jax.random.PRNGKey(0)), init
 
 
@@ -51,11 +51,11 @@ def test_output_shape_and_dtype(base, dtype):
   # Params stay float32 whatever the activation dtype, and have the same
   # structure, so the float32 params are reused (saves compiling an init).
   assert all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(params))
-  bf_params = jax.eval_shape(model.make(_cfg(dtype=dtype))[0], jax.random.PRNGKey(0))
+  bf_params = jax.eval_shape(transformer.make(_cfg(dtype=dtype))[0], jax.random.PRNGKey(0))
   assert jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), bf_params) == (
       jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), params)
   )
-  apply = model.make(_cfg(dtype=dtype))[1]
+  apply = transformer.make(_cfg(dtype=dtype))[1]
   logits_BxLxV = jax.jit(apply)(params, _tokens((2, 16), cfg.vocab_size))
   assert logits_BxLxV.shape == (2, 16, cfg.vocab_size)
   assert logits_BxLxV.dtype == jnp.float32
@@ -79,7 +79,7 @@ def test_rope_relative_position():
   k_1x1x1xK = jax.random.normal(jax.random.PRNGKey(1), (1, 1, 1, 8))
 
   def rope(x, pos):
-    return model.apply_rope(x, *model.rope_tables(np.array([pos]), 8))
+    return transformer.apply_rope(x, *transformer.rope_tables(np.array([pos]), 8))
 
   def score(m, n):
     return float(jnp.sum(rope(q_1x1x1xK, m) * rope(k_1x1x1xK, n)))
@@ -99,11 +99,11 @@ def test_rope_relative_position():
 def test_tie_embeddings(base):
   _, _, p_untied, _ = base
   tied = _cfg(tie_embeddings=True)
-  init, apply = model.make(tied)
+  init, apply = transformer.make(tied)
   apply = jax.jit(apply)
   p_tied_shapes = jax.eval_shape(init, jax.random.PRNGKey(0))
   assert (
-      model.param_count(p_untied) - model.param_count(p_tied_shapes)
+      transformer.param_count(p_untied) - transformer.param_count(p_tied_shapes)
       == tied.vocab_size * tied.d_model
   )
   assert "head" not in p_tied_shapes and "head" in p_untied
@@ -128,29 +128,29 @@ def test_tie_embeddings(base):
 def test_param_count_formula(tie):
   cfg = _cfg(tie_embeddings=tie)
   # Shapes suffice to count: eval_shape avoids compiling init.
-  params = jax.eval_shape(model.make(cfg)[0], jax.random.PRNGKey(0))
+  params = jax.eval_shape(transformer.make(cfg)[0], jax.random.PRNGKey(0))
   v, d, f, n = 32, 32, 64, 2
   # embed + per block (qkv 3d^2, out d^2, up/down 2df, two norms 2d)
   # + final norm + (untied) head.
   expected = v * d + n * (4 * d * d + 2 * d * f + 2 * d) + d + (0 if tie else v * d)
-  assert model.param_count(params) == expected
+  assert transformer.param_count(params) == expected
 
 
 @pytest.mark.parametrize("tie", [False, True])
 def test_flops_per_token(tie):
   cfg = _cfg(tie_embeddings=tie)
   # Shapes suffice to count: eval_shape avoids compiling init.
-  params = jax.eval_shape(model.make(cfg)[0], jax.random.PRNGKey(0))
+  params = jax.eval_shape(transformer.make(cfg)[0], jax.random.PRNGKey(0))
   v, d, f, n, l = 32, 32, 64, 2, 16
   non_embedding = n * (4 * d * d + 2 * d * f + 2 * d) + d
   expected = 6 * (non_embedding + v * d) + 12 * n * d * l
-  assert model.flops_per_token(cfg) == pytest.approx(expected)
-  assert model.flops_per_token(cfg, model.param_count(params)) == pytest.approx(expected)
+  assert transformer.flops_per_token(cfg) == pytest.approx(expected)
+  assert transformer.flops_per_token(cfg, transformer.param_count(params)) == pytest.approx(expected)
 
 
 def test_loss_at_init_is_log_vocab(base):
   cfg, apply, params, _ = base
-  loss = jax.jit(lambda p, t: model.loss_fn(apply, p, t))(
+  loss = jax.jit(lambda p, t: transformer.loss_fn(apply, p, t))(
       params, _tokens((8, 17), cfg.vocab_size)
   )
   assert loss.shape == ()
@@ -164,7 +164,7 @@ def test_overfits_one_batch(base):
 
   def step(carry, _):
     params, opt_state = carry
-    loss, grads = jax.value_and_grad(lambda p: model.loss_fn(apply, p, tokens_BxL1))(
+    loss, grads = jax.value_and_grad(lambda p: transformer.loss_fn(apply, p, tokens_BxL1))(
         params
     )
     updates, opt_state = opt.update(grads, opt_state, params)
@@ -194,14 +194,14 @@ def test_overfits_one_batch(base):
 )
 def test_validate_rejects(field, value, match):
   with pytest.raises(ValueError, match=match):
-    model.validate(_cfg(**{field: value}))
+    transformer.validate(_cfg(**{field: value}))
   with pytest.raises(ValueError, match=match):
-    model.make(_cfg(**{field: value}))
+    transformer.make(_cfg(**{field: value}))
 
 
 def test_validate_accepts_good_config():
-  model.validate(_cfg())
-  model.validate(_cfg(dtype="bfloat16", tie_embeddings=True))
+  transformer.validate(_cfg())
+  transformer.validate(_cfg(dtype="bfloat16", tie_embeddings=True))
 
 
 def test_vmap_over_stacked_params(base):
@@ -219,16 +219,16 @@ def test_causal_attention_matches_dot_product_attention():
   """The CPU attention path equals the library call used on other backends."""
   rng = np.random.default_rng(0)
   q, k, v = (jnp.asarray(rng.normal(size=(2, 3, 16, 8)), jnp.float32) for _ in range(3))
-  ours = model.causal_attention(q, k, v)
-  ref = model.attend(q, k, v, "xla")
+  ours = transformer.causal_attention(q, k, v)
+  ref = transformer.attend(q, k, v, "xla")
   np.testing.assert_allclose(ours, ref, atol=1e-5, rtol=1e-5)
 
 
 def _loss_and_grads(**overrides):
-  init, apply = model.make(_cfg(**overrides))
+  init, apply = transformer.make(_cfg(**overrides))
   params = init(jax.random.PRNGKey(0))
   tokens = _tokens((2, 17), 32, seed=3)
-  loss = lambda p: model.loss_fn(apply, p, tokens)
+  loss = lambda p: transformer.loss_fn(apply, p, tokens)
   return jax.jit(jax.value_and_grad(loss))(params)
 
 
@@ -252,9 +252,9 @@ def test_attention_paths_and_remat_agree(overrides):
 
 
 def test_auto_attention_resolves_by_backend():
-  f32, bf16 = model.validate(_cfg()), model.validate(_cfg(dtype="bfloat16"))
-  assert model.attention_path(f32, "cpu") == "einsum"
-  assert model.attention_path(bf16, "gpu") == "cudnn"
-  assert model.attention_path(f32, "gpu") == "xla"
-  assert model.attention_path(bf16, "tpu") == "xla"
-  assert model.attention_path(model.validate(_cfg(attention="xla")), "cpu") == "xla"
+  f32, bf16 = transformer.validate(_cfg()), transformer.validate(_cfg(dtype="bfloat16"))
+  assert transformer.attention_path(f32, "cpu") == "einsum"
+  assert transformer.attention_path(bf16, "gpu") == "cudnn"
+  assert transformer.attention_path(f32, "gpu") == "xla"
+  assert transformer.attention_path(bf16, "tpu") == "xla"
+  assert transformer.attention_path(transformer.validate(_cfg(attention="xla")), "cpu") == "xla"

@@ -6,7 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from autoloco_jax import algorithms, config_check, outer, replicas
+from autoloco_jax import outer
+from autoloco_jax.algorithms import registry
+from autoloco_jax.run import config_check
+from autoloco_jax.runtime import replicas
 from experiments import sweep
 from tests.helpers import config, run_rounds
 
@@ -86,7 +89,7 @@ def test_the_trainer_applies_the_config_field():
   mesh = replicas.make_mesh(2, 1)
   hs = [4, 6, 6, 3]
   runs = {m: run_rounds(autoloco_config(m), mesh, hs)[1] for m in outer.ON_CHANGE}
-  assert algorithms.from_config(autoloco_config("rescale")).on_change == "rescale"
+  assert registry.from_config(autoloco_config("rescale")).on_change == "rescale"
   # Round 3 repeats round 2's H (nearly the same ratio; the schedule moves it a
   # little), rounds 2 and 4 change it: the three modes end in three places.
   for a, b in (("keep", "restart"), ("keep", "rescale"), ("restart", "rescale")):
@@ -108,7 +111,7 @@ def test_rounds_at_h_ref_are_the_same_in_every_mode():
 
 def test_bad_field_is_refused():
   with pytest.raises(ValueError, match="on_change"):
-    algorithms.from_config(autoloco_config("zero"))
+    registry.from_config(autoloco_config("zero"))
 
 
 def test_the_default_keeps_finished_runs_names():

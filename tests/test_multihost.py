@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from autoloco_jax import train
+from autoloco_jax.run import trainer
 from experiments import launch_local
 from configs import diloco as diloco_config
 from configs import noloco as noloco_config
@@ -45,7 +45,7 @@ def reference(workdir, module=diloco_config, **overrides):
   cfg = tiny(
       module, num_workers=4, num_devices=2, **{"network.step_time": 0.01}, **overrides
   )
-  train.train_and_evaluate(cfg, str(workdir))
+  trainer.train_and_evaluate(cfg, str(workdir))
   return rounds(workdir)
 
 

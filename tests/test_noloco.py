@@ -8,7 +8,10 @@ import numpy as np
 import optax
 import pytest
 
-from autoloco_jax import algorithms, comm, network, replicas, state as state_lib, topology
+from autoloco_jax.algorithms import registry
+from autoloco_jax.algorithms.gossip import topology
+from autoloco_jax.runtime import replicas, state as state_lib
+from autoloco_jax.sim import clock as clock_lib, network
 from tests.helpers import (
     assert_trees_close,
     config,
@@ -32,7 +35,7 @@ def test_outer_step_equals_hand_formulas_on_four_devices():
   alpha, beta, gamma, K, h = 0.7, 0.5, 0.3, 4, 2
   cfg = noloco_config(K=K, h=h, alpha=alpha, beta=beta, gamma=gamma)
   mesh = replicas.make_mesh(K, 4)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   topo = topology.from_config(cfg)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   phi, m = get(state.outer.params_K), jax.tree.map(
@@ -87,7 +90,7 @@ def test_gamma_zero_on_the_complete_graph_is_diloco_with_heavy_ball_momentum():
   alpha, beta, K, h = 0.7, 0.5, 4, 2
   cfg = noloco_config(K=K, h=h, alpha=alpha, beta=beta, gamma=0.0, topo="complete")
   mesh = replicas.make_mesh(K, 2)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   outer = optax.sgd(alpha, momentum=beta)
   phi = jax.tree.map(lambda x: x[0], get(state.outer.params_K))
@@ -120,7 +123,7 @@ def test_learns_and_reports_its_communication():
     assert pattern.kind == "gossip"
     np.testing.assert_array_equal(pattern.neighbors_DxK, topo.neighbors(r))
     np.testing.assert_array_equal(pattern.steps_K, [3] * 4)
-  clock = comm.SimClock(
+  clock = clock_lib.SimClock(
       network.NETWORKS["homogeneous"](4), num_params=256, step_time=0.01
   )
   record = clock.advance_round(algo, 0, 3)
@@ -131,11 +134,11 @@ def test_errors():
   mesh = replicas.make_mesh(4, 1)
   cfg = noloco_config(beta=1.0)
   with pytest.raises(ValueError, match=r"config.noloco.beta must be in \[0.0, 1.0\)"):
-    algorithms.make(cfg, toy_loss, mesh)
+    registry.make(cfg, toy_loss, mesh)
   cfg = noloco_config()
   cfg.interval.controller = "lr_quadratic"
   with pytest.raises(ValueError, match="fixed interval"):
-    algorithms.make(cfg, toy_loss, mesh)
+    registry.make(cfg, toy_loss, mesh)
   cfg = noloco_config(K=3)
   with pytest.raises(ValueError, match="even number of workers"):
-    algorithms.make(cfg, toy_loss, replicas.make_mesh(3, 1))
+    registry.make(cfg, toy_loss, replicas.make_mesh(3, 1))

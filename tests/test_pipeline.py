@@ -4,7 +4,8 @@ its state resumes exactly, and it feeds only this process's workers."""
 import numpy as np
 import pytest
 
-from autoloco_jax import data, pipeline, replicas
+from autoloco_jax.data import corpus, pipeline
+from autoloco_jax.runtime import replicas
 
 L = 16
 
@@ -13,7 +14,7 @@ def worker_data(num_workers=3, rows=90, seed=0):
   rng = np.random.default_rng(7)
   tokens = rng.integers(0, 256, size=(rows, L + 1)).astype(np.uint8)
   shards = list(np.random.default_rng(seed).permutation(rows).reshape(num_workers, -1))
-  return data.WorkerData(tokens, shards, tokens[:10], seed)
+  return corpus.WorkerData(tokens, shards, tokens[:10], seed)
 
 
 @pytest.mark.parametrize("prefetch", [0, 8])

@@ -1,4 +1,4 @@
-"""The planner (``autoloco_jax/plan.py``, ``experiments/plan.py``) is the
+"""The planner (``autoloco_jax/sim/planner.py``, ``experiments/plan.py``) is the
 training clock: a run's logged simulated time is its prediction, exactly; and
 its bandwidths for a compute utilization match the streaming DiLoCo paper's
 simulation where the two models make the same assumptions."""
@@ -12,7 +12,9 @@ import sys
 
 import pytest
 
-from autoloco_jax import metrics as metrics_lib, model, network as network_lib, plan, train
+from autoloco_jax.model import transformer
+from autoloco_jax.run import metrics as metrics_lib, trainer
+from autoloco_jax.sim import network as network_lib, planner
 from configs import autoloco, common, streaming
 from tests.helpers import ROOT
 
@@ -24,7 +26,7 @@ def _tiny_run(get_config, tmp_path, **network):
   cfg.log.progress = False
   for key, value in network.items():
     cfg.network[key] = value
-  train.train_and_evaluate(cfg, str(tmp_path))
+  trainer.train_and_evaluate(cfg, str(tmp_path))
   return cfg, metrics_lib.read(os.path.join(tmp_path, "metrics.jsonl"))
 
 
@@ -38,18 +40,18 @@ def test_a_runs_simulated_time_is_the_planners_prediction(get_config, overlap, t
   two-site network, with and without hiding behind the backward pass."""
   cfg, records = _tiny_run(get_config, tmp_path, overlap_backward=overlap)
   summary = records[-1]
-  params = plan.abstract_params(cfg.model)
-  assert model.param_count(params) == summary["num_params"]
-  algo = plan.build(cfg, params)
+  params = planner.abstract_params(cfg.model)
+  assert transformer.param_count(params) == summary["num_params"]
+  algo = planner.build(cfg, params)
   hs = None
   if algo.planned_h is None:
-    hs = plan.h_sequence(os.path.join(tmp_path, "metrics.jsonl"))
-  clock = plan.clock_on(
+    hs = planner.h_sequence(os.path.join(tmp_path, "metrics.jsonl"))
+  clock = planner.clock_on(
       cfg, network_lib.network_from_config(cfg.network, cfg.num_workers),
       summary["num_params"], cfg.network.step_time,
   )
   first_h = algo.first_h or int(cfg.interval.h)
-  predicted = plan.simulate(algo, clock, cfg.total_steps, first_h, hs)
+  predicted = planner.simulate(algo, clock, cfg.total_steps, first_h, hs)
   assert predicted["sim_time"] == summary["sim_time"]
   assert predicted["bytes_per_worker"] == summary["bytes_per_worker"]
   assert predicted["syncs"] == summary["syncs"]
@@ -112,21 +114,21 @@ def _published_setting():
 def test_bandwidth_for_a_utilization_matches_streaming_diloco_table_4(size):
   layers, step_time, rows = PUBLISHED[size]
   base = _published_setting()
-  params = plan.abstract_params(plan.model_for_size(base.model, size, layers, 32000))
-  n = model.param_count(params)
+  params = planner.abstract_params(planner.model_for_size(base.model, size, layers, 32000))
+  n = transformer.param_count(params)
   assert abs(n / size - 1) < 0.05
   for name, published in rows.items():
-    cfg = plan.method_config(base, name, layers // 3)
-    algo = plan.build(cfg, params)
+    cfg = planner.method_config(base, name, layers // 3)
+    algo = planner.build(cfg, params)
     net = network_lib.network_from_config(cfg.network, 2)
 
     def cu(m):
-      clock = plan.clock_on(cfg, plan.scaled_network(net, m), n, step_time)
+      clock = planner.clock_on(cfg, planner.scaled_network(net, m), n, step_time)
       first = algo.first_h or 100
-      return plan.simulate(algo, clock, cfg.total_steps, first, horizon=300)["utilization"]
+      return planner.simulate(algo, clock, cfg.total_steps, first, horizon=300)["utilization"]
 
     for u, theirs in zip(CUS, published):
-      ours = plan.required_factor(cu, u, lo=1e-2, hi=1e4, rel=1e-2)
+      ours = planner.required_factor(cu, u, lo=1e-2, hi=1e4, rel=1e-2)
       if (size, name, u) in BY_DESIGN:
         continue
       assert 1 / TOLERANCE <= ours / theirs <= TOLERANCE, (size, name, u, ours, theirs)
@@ -180,12 +182,12 @@ def test_the_docstring_commands_run(command):
 
 
 def test_required_bandwidth_by_bisection():
-  assert plan.required_factor(lambda m: m / (1 + m), 0.5) == pytest.approx(1.0, rel=2e-3)
-  assert plan.required_factor(lambda m: 0.3, 0.5) == math.inf
+  assert planner.required_factor(lambda m: m / (1 + m), 0.5) == pytest.approx(1.0, rel=2e-3)
+  assert planner.required_factor(lambda m: 0.3, 0.5) == math.inf
 
 
 def test_a_model_of_a_target_size():
   cfg = common.base("tiny")
-  m = plan.model_for_size(cfg.model, 1e10, 48, 32000)
-  n = model.param_count(plan.abstract_params(m))
+  m = planner.model_for_size(cfg.model, 1e10, 48, 32000)
+  n = transformer.param_count(planner.abstract_params(m))
   assert m["num_layers"] == 48 and m["d_model"] % 128 == 0 and abs(n / 1e10 - 1) < 0.02

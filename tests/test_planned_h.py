@@ -6,8 +6,9 @@ import jax
 import numpy as np
 import pytest
 
-from autoloco_jax import algorithms, intervals, replicas
-from autoloco_jax import rounds as rounds_lib, state as state_lib
+from autoloco_jax.algorithms import registry
+from autoloco_jax.algorithms.diloco import intervals
+from autoloco_jax.runtime import replicas, rounds as rounds_lib, state as state_lib
 from tests.helpers import config, tokens, toy_loss, toy_params
 
 K = 2
@@ -42,7 +43,7 @@ def test_the_host_plans_the_h_the_sync_returns(case):
   is what the host planned for it."""
   cfg = _config(case)
   mesh = replicas.make_mesh(K, 1)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   assert algo.planned_h is not None
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   data, start = tokens(K, 64), 0
@@ -66,7 +67,7 @@ def test_adaptive_controllers_plan_nothing():
   cfg = config("autoloco", K=K, h=4)
   cfg.interval.controller = "loss_ratio"
   cfg.interval.h_min, cfg.interval.h_max = 2, 8
-  algo = algorithms.make(cfg, toy_loss, replicas.make_mesh(K, 1))
+  algo = registry.make(cfg, toy_loss, replicas.make_mesh(K, 1))
   assert algo.planned_h is None
 
 

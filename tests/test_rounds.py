@@ -13,7 +13,8 @@ import numpy as np
 import optax
 import pytest
 
-from autoloco_jax import algorithms, inner, replicas, rounds, state as state_lib
+from autoloco_jax.algorithms import registry
+from autoloco_jax.runtime import inner, replicas, rounds, state as state_lib
 from tests.helpers import (
     B,
     L,
@@ -77,7 +78,7 @@ def test_a_padded_chunk_takes_the_same_steps():
   data = tokens(cfg.num_workers, sum(hs))
   results = []
   for chunk in (3, 8):
-    algo = algorithms.make(cfg, toy_loss, mesh)
+    algo = registry.make(cfg, toy_loss, mesh)
     state, start = state_lib.place(algo.init_state(toy_params()), mesh), 0
     for h in hs:
       read = lambda n, s=start: data[:, s : s + n]
@@ -91,7 +92,7 @@ def test_averaged_pseudo_gradient_is_the_mean_of_worker_moves():
   # Outer lr 1 and momentum 0: θ_{t+1} = θ_t − mean_k (θ_t − θ_{t,k}).
   cfg = config(K=4, lr=1.0, momentum=0.0)
   mesh = replicas.make_mesh(4, 2)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   theta = get(state.outer.params)
   state = algo.inner(state, replicas.put_workers(tokens(4, 3), mesh), np.int32(3))
@@ -161,14 +162,14 @@ def test_unknown_algorithm():
   cfg = config()
   cfg.algorithm = "fedavg"
   with pytest.raises(ValueError, match="unknown algorithm 'fedavg'"):
-    algorithms.make(cfg, toy_loss, replicas.make_mesh(4, 1))
+    registry.make(cfg, toy_loss, replicas.make_mesh(4, 1))
 
 
 def test_ddp_model_is_one_copy_per_device():
   # DDP's parameters and AdamW moments exist once per device, not K times.
   K, D = 8, 2
   mesh = replicas.make_mesh(K, D)
-  algo = algorithms.make(config("ddp", K=K), toy_loss, mesh)
+  algo = registry.make(config("ddp", K=K), toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   state, _ = algo.sync(
       algo.inner(state, replicas.put_workers(tokens(K, 3), mesh), np.int32(3)),
@@ -198,7 +199,7 @@ def test_global_state_is_one_copy_per_device(name):
   # θ_t, the outer momentum and the controller exist once per device, not K times.
   K, D = 8, 2
   mesh = replicas.make_mesh(K, D)
-  algo = algorithms.make(config(name, K=K), toy_loss, mesh)
+  algo = registry.make(config(name, K=K), toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   state, _ = algo.sync(
       algo.inner(state, replicas.put_workers(tokens(K, 3), mesh), np.int32(3)),

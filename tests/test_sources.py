@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from autoloco_jax import sources
+from autoloco_jax.data import sources
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

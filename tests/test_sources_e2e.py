@@ -98,7 +98,7 @@ def test_jsonl_source_with_a_tokenizer_json(tmp_path, corpus):
 
 
 def test_files_source_with_an_existing_sentencepiece_model(tmp_path, corpus):
-  from autoloco_jax import tokenizers
+  from autoloco_jax.data import tokenizers
 
   root, docs = corpus
   model = tokenizers.train_sentencepiece(docs, 300, tmp_path, byte_fallback=False)

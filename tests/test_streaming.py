@@ -8,8 +8,12 @@ import jax
 import numpy as np
 import pytest
 
-from autoloco_jax import algorithms, checkpoint, fragments, model as model_lib, replicas
-from autoloco_jax import rounds as rounds_lib, state as state_lib, streaming
+from autoloco_jax.algorithms import registry
+from autoloco_jax.algorithms.diloco import fragments, streaming
+from autoloco_jax.model import transformer as model_lib
+from autoloco_jax.run import checkpoint
+from autoloco_jax.runtime import contract, replicas, rounds as rounds_lib
+from autoloco_jax.runtime import state as state_lib
 from tests.helpers import (
     assert_trees_close,
     config,
@@ -87,7 +91,7 @@ def test_schedule_and_validation():
   with pytest.raises(ValueError, match="stream.mix"):
     streaming.Stream(mix=1.5)
   with pytest.raises(ValueError, match="stream.tau"):
-    algorithms.make(
+    registry.make(
         stream_config(h=4, fragments=2, tau=2), toy_loss, replicas.make_mesh(K, 1)
     )
 
@@ -98,13 +102,13 @@ def test_other_algorithms_refuse_streams_and_ddp_codecs(name):
   cfg.compress.codec = "fp4"
   if name == "ddp":  # the gossip methods compress (tests/test_gossip_compress.py)
     with pytest.raises(ValueError, match="uncompressed"):
-      algorithms.from_config(cfg)
+      registry.from_config(cfg)
   else:
-    assert not algorithms.from_config(cfg).compression.plain
+    assert not registry.from_config(cfg).compression.plain
   cfg = config(name, K=K)
   cfg.stream.fragments = 2
   with pytest.raises(ValueError, match="does not stream"):
-    algorithms.from_config(cfg)
+    registry.from_config(cfg)
 
 
 # ----------------------------------------------------------------------------
@@ -148,7 +152,7 @@ def test_streaming_is_interleaved_diloco_on_the_fragments(autoloco):
   assert [int(m["h"]) for m in metrics] == [2, 4, 4, 4, 4, 4]  # steps per fragment
   assert all(int(m["next_h"]) == H // P for m in metrics)
 
-  plain = algorithms.make(config("diloco", K=K, h=H), toy_loss, mesh)
+  plain = registry.make(config("diloco", K=K, h=H), toy_loss, mesh)
   state = state_lib.place(plain.init_state(toy_params()), mesh)
   data, start = tokens(K, sum(hs)), 0
   g = jax.tree.map(np.asarray, get(toy_params()))
@@ -176,7 +180,7 @@ def test_overlap_merges_with_the_mixing_factor_and_zero_tau_resets():
   λ·local + (1 − λ)·global, the other fragment untouched."""
   mesh = replicas.make_mesh(K, 1)
   cfg = stream_config(h=4, fragments=2, tau=1, mix=0.25)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   data = tokens(K, 3)
   state = algo.inner(state, replicas.put_workers(data[:, :2], mesh), np.int32(2))
@@ -199,7 +203,7 @@ def test_overlap_merges_with_the_mixing_factor_and_zero_tau_resets():
 def test_eager_swaps_the_provisional_step_for_the_true_one_on_arrival():
   mesh = replicas.make_mesh(K, 1)
   cfg = stream_config(h=2, tau=1, eager=True)  # P = 1: the whole model
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   data = tokens(K, 3)
   theta = get(toy_params())
@@ -251,7 +255,7 @@ def test_checkpoint_round_trip_resumes_exactly_with_fragments_in_flight(case, tm
   tau = cfg.stream.tau
   hs = [2, 1, 1, 1, 1, 1, 1, 1] if tau else [2, 2, 2, 2]
   _, uninterrupted, _ = run_rounds(cfg, mesh, hs)
-  algo = algorithms.make(cfg, toy_loss, mesh)
+  algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   data, start = tokens(K, sum(hs)), 0
 
@@ -280,7 +284,7 @@ def test_autoloco_fragments_keep_their_own_lr_sums():
   mesh = replicas.make_mesh(K, 1)
   cfg = stream_config("autoloco", h=6, fragments=3)
   algo, state, metrics = run_rounds(cfg, mesh, [2] * 6)
-  setup_lr = algorithms.Setup.from_config(cfg, toy_loss, mesh).lr_schedule
+  setup_lr = contract.Setup.from_config(cfg, toy_loss, mesh).lr_schedule
   lr = np.array([float(setup_lr(s)) for s in range(12)], np.float32)
   expected = [lr[0:2].sum(), lr[0:4].sum(), lr[0:6].sum(), lr[2:8].sum(), lr[4:10].sum()]
   np.testing.assert_allclose([m["lr_sum"] for m in metrics[:5]], expected, rtol=1e-6)
@@ -296,7 +300,8 @@ def test_autoloco_streaming_fp4_trains_end_to_end(tmp_path):
   """AutoLoCo's adaptive H with P = 2 strided fragments, τ = 1 and fp4 on the
   tiny config: finite losses, one sync per send, the fp4 all-gather bytes of
   each fragment sent, and the run state round-trips the checkpoint."""
-  from autoloco_jax import codecs, train
+  from autoloco_jax.compression import codecs
+  from autoloco_jax.run import trainer
   from configs import autoloco as autoloco_config
   from tests.helpers import rounds, tiny
 
@@ -311,7 +316,7 @@ def test_autoloco_streaming_fp4_trains_end_to_end(tmp_path):
       },
   )
   workdir = str(tmp_path / "run")
-  summary = train.train_and_evaluate(cfg, workdir)
+  summary = trainer.train_and_evaluate(cfg, workdir)
   records = rounds(workdir)
   assert all(np.isfinite(r["loss_mean"]) for r in records)
   assert np.isfinite(summary["final_eval_loss"])
@@ -322,7 +327,7 @@ def test_autoloco_streaming_fp4_trains_end_to_end(tmp_path):
   for r in records:
     assert r["h"] == (cfg.stream.tau if r["sent"] == 0 else r["h"])
 
-  run = train.setup(cfg)
+  run = trainer.setup(cfg)
   params = jax.tree.map(lambda x: x, run.state.outer.params)
   ids = fragments.leaf_fragments(params, 2)
   codec = codecs.fp4(128)
@@ -352,7 +357,7 @@ def test_trainer_resumes_exactly_from_a_checkpoint_with_a_fragment_in_flight(
   summary bytes and time, final state."""
   import shutil
 
-  from autoloco_jax import train
+  from autoloco_jax.run import trainer
   from tests.helpers import rounds, tiny
 
   overrides = {
@@ -370,7 +375,7 @@ def test_trainer_resumes_exactly_from_a_checkpoint_with_a_fragment_in_flight(
       "total_steps": 20,
   }
   full, cut = tmp_path / "full", tmp_path / "cut"
-  summary = train.train_and_evaluate(tiny(**overrides), str(full))
+  summary = trainer.train_and_evaluate(tiny(**overrides), str(full))
   records = rounds(str(full))
   sends = [r["step"] for r in records if r["sent"] == 1]
   at = sends[2]  # a checkpoint with fragment 0 in flight
@@ -379,9 +384,9 @@ def test_trainer_resumes_exactly_from_a_checkpoint_with_a_fragment_in_flight(
     if name.isdigit() and int(name) > at:
       shutil.rmtree(cut / "checkpoints" / name)
   capsys.readouterr()
-  resumed = train.train_and_evaluate(tiny(**overrides), str(cut))
+  resumed = trainer.train_and_evaluate(tiny(**overrides), str(cut))
   assert f"Resumed from the checkpoint at inner step {at}" in capsys.readouterr().out
-  timing = train.TIMING_FIELDS
+  timing = trainer.TIMING_FIELDS
   strip = lambda rs: [{k: v for k, v in r.items() if k not in timing} for r in rs]
   assert strip(rounds(str(cut))) == strip(records)
   for key in (
@@ -392,6 +397,6 @@ def test_trainer_resumes_exactly_from_a_checkpoint_with_a_fragment_in_flight(
       "final_eval_loss",
   ):
     assert resumed[key] == summary[key], key
-  _, a, _ = train.load_run(tiny(**overrides), str(full))
-  _, b, _ = train.load_run(tiny(**overrides), str(cut))
+  _, a, _ = trainer.load_run(tiny(**overrides), str(full))
+  _, b, _ = trainer.load_run(tiny(**overrides), str(cut))
   chex.assert_trees_all_equal(get(a), get(b))

@@ -13,7 +13,7 @@ import shlex
 import numpy as np
 import pytest
 
-from autoloco_jax import train
+from autoloco_jax.run import trainer
 from configs.studies import ablations, base, compression, decentralized, heterogeneity
 from experiments import evidence, sweep
 from tests import test_documented_commands as documented
@@ -318,7 +318,7 @@ def test_finished_runs_are_skipped(quick, monkeypatch, tmp_path):
   def no_training(*args, **kwargs):
     raise AssertionError("a finished run was trained again")
 
-  monkeypatch.setattr(train, "train_and_evaluate", no_training)
+  monkeypatch.setattr(trainer, "train_and_evaluate", no_training)
   study = heterogeneity.get_config("quick")
   result = sweep.run_study(study, root, str(tmp_path), progress=False)
   assert set(result["stats"]) == set(study.labels)
@@ -455,7 +455,7 @@ def test_also_network_times_match_a_run_on_that_network(quick, tmp_path):
   config.seed = 0
   config.network.name = "hetero"
   config.network.also = ()
-  alone = train.train_and_evaluate(config, str(tmp_path))
+  alone = trainer.train_and_evaluate(config, str(tmp_path))
   assert alone["final_eval_bpb"] == logged["final_eval_bpb"]
   np.testing.assert_allclose(alone["sim_time"], logged["sim_time_hetero"], rtol=1e-12)
   assert logged["sim_time_hetero"] > logged["sim_time"]

@@ -7,14 +7,14 @@ import os
 import numpy as np
 import pytest
 
-from autoloco_jax import train
+from autoloco_jax.run import trainer
 from configs.studies import ablations, base
 from experiments import report, sweep
 
 
 def test_interrupted_run_stops_the_study(monkeypatch, tmp_path):
   monkeypatch.setattr(
-      train, "train_and_evaluate", lambda config, workdir: dict(preempted=True, step=7)
+      trainer, "train_and_evaluate", lambda config, workdir: dict(preempted=True, step=7)
   )
   study = ablations.get_config("quick")
   with pytest.raises(sweep.Interrupted, match="step 7"):

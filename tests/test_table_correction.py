@@ -5,7 +5,9 @@ import chex
 import numpy as np
 import pytest
 
-from autoloco_jax import algorithms, diloco, replicas
+from autoloco_jax.algorithms import registry
+from autoloco_jax.algorithms.diloco import autoloco
+from autoloco_jax.runtime import replicas
 from tests.helpers import config, run_rounds
 
 K, H_REF = 2, 4
@@ -20,10 +22,10 @@ def autoloco_config(correction, tuned=()):
 
 
 def test_tuned_pairs_become_ratio_points_of_the_reference_pair():
-  hp = algorithms.from_config(
+  hp = registry.from_config(
       autoloco_config("table", ((8, 1.05, 0.6), (4, 0.7, 0.8), (2, 0.56, 0.9)))
   )
-  assert isinstance(hp, diloco.AutoLoCo)
+  assert isinstance(hp, autoloco.AutoLoCo)
   np.testing.assert_allclose(
       hp.table, ((0.5, 0.8, 0.9), (1.0, 1.0, 0.8), (2.0, 1.5, 0.6)), rtol=1e-12
   )
@@ -66,9 +68,9 @@ def test_a_table_of_the_reference_pair_alone_is_adaptation_without_correction():
 )
 def test_bad_tuned_pairs_are_refused(tuned, match):
   with pytest.raises(ValueError, match=match):
-    algorithms.from_config(autoloco_config("table", tuned))
+    registry.from_config(autoloco_config("table", tuned))
 
 
 def test_tuned_pairs_without_the_table_correction_are_refused():
   with pytest.raises(ValueError, match="correction='table'"):
-    algorithms.from_config(autoloco_config("momentum", ((4, 0.7, 0.8),)))
+    registry.from_config(autoloco_config("momentum", ((4, 0.7, 0.8),)))

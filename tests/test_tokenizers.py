@@ -13,8 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from autoloco_jax import data
-from autoloco_jax import tokenizers as toks
+from autoloco_jax.data import corpus as corpus_lib, tokenizers as toks
 
 spm = pytest.importorskip("sentencepiece")
 hf = pytest.importorskip("tokenizers")
@@ -26,7 +25,7 @@ ODD = "naïve café — 你好 🙂\ttabs\n\n  and  spaces  \r\n"
 
 def encode_documents(tok, docs) -> np.ndarray:
   """The documents' tokens joined by the separator, as `data.tokenize` packs them."""
-  return data.tokenize((d.encode() for d in docs), tok, np.dtype(np.int32)).tokens_T
+  return corpus_lib.tokenize((d.encode() for d in docs), tok, np.dtype(np.int32)).tokens_T
 
 
 def bytes_per_token(tok, texts) -> float:
@@ -251,7 +250,7 @@ def test_bits_per_byte_conversion(spm_path, corpus):
   num_bytes = sum(len(t.encode()) for t in texts)
   num_tokens = sum(len(tok.encode(t)) for t in texts)
   rows = np.zeros((2, 9), np.uint8)
-  worker_data = data.WorkerData(
+  worker_data = corpus_lib.WorkerData(
       rows, [np.arange(2)], rows, 0, bytes_per_token=num_bytes / num_tokens
   )
   nats_total = 1234.5

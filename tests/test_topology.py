@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from autoloco_jax import replicas, topology
+from autoloco_jax.algorithms.gossip import topology
+from autoloco_jax.runtime import replicas
 
 
 def assert_perfect_matching(partner):

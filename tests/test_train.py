@@ -10,7 +10,8 @@ import jax
 import numpy as np
 import pytest
 
-from autoloco_jax import checkpoint, comm, train
+from autoloco_jax.run import checkpoint, trainer
+from autoloco_jax.sim import clock
 from configs import autoloco as autoloco_config
 from configs import ddp as ddp_config
 from tests.helpers import ROOT, rounds, tiny
@@ -19,7 +20,7 @@ from tests.helpers import ROOT, rounds, tiny
 @pytest.mark.slow
 def test_tiny_diloco_learns_and_logs(tmp_path):
   cfg = tiny(total_steps=150, **{"eval.every_steps": 50})
-  summary = train.train_and_evaluate(cfg, str(tmp_path))
+  summary = trainer.train_and_evaluate(cfg, str(tmp_path))
   records = rounds(tmp_path)
 
   # Learns: well below the byte-unigram entropy of the validation text.
@@ -32,7 +33,7 @@ def test_tiny_diloco_learns_and_logs(tmp_path):
   assert records[-1]["step"] == 150
   assert summary["tokens"] == 150 * 2 * 8 * 64
   assert summary["syncs"] == len(records) == 15
-  ring = comm.ring_allreduce(summary["num_params"], 2, 4)
+  ring = clock.ring_allreduce(summary["num_params"], 2, 4)
   np.testing.assert_allclose(summary["bytes_per_worker"], 15 * ring.bytes)
   assert [r["step"] for r in records if "eval_loss" in r] == [50, 100, 150]
   for key in (
@@ -61,14 +62,14 @@ def test_tiny_diloco_learns_and_logs(tmp_path):
 @pytest.mark.slow
 def test_autoloco_fixed_at_h_ref_equals_diloco(tmp_path):
   base = dict(total_steps=30, **{"eval.every_steps": 30})
-  d = train.train_and_evaluate(tiny(**base), str(tmp_path / "d"))
+  d = trainer.train_and_evaluate(tiny(**base), str(tmp_path / "d"))
   a_cfg = tiny(autoloco_config, **base)
   a_cfg.interval.controller = "fixed"
   a_cfg.interval.h = a_cfg.autoloco.h_ref  # DiLoCo's H (the config's H_0 is 1.5 H_ref)
   # DiLoCo's pair (the AutoLoCo config's reference pair is the one tuned at H_ref).
   d_cfg = tiny(**base)
   a_cfg.diloco.alpha, a_cfg.diloco.beta = d_cfg.diloco.alpha, d_cfg.diloco.beta
-  a = train.train_and_evaluate(a_cfg, str(tmp_path / "a"))
+  a = trainer.train_and_evaluate(a_cfg, str(tmp_path / "a"))
   for rd, ra in zip(rounds(tmp_path / "d"), rounds(tmp_path / "a")):
     assert ra["ratio"] == 1.0
     for key in ("loss_mean", "loss_end", "delta_norm", "outer_lr", "outer_momentum"):
@@ -85,7 +86,7 @@ def test_adaptive_interval_hits_budget_and_compiles_once(tmp_path):
   cfg.interval.controller = "lr_quadratic"  # H grows 4 -> 30 as the lr decays
   cfg.interval.h, cfg.interval.h_min, cfg.interval.h_max = 4, 2, 30
   cfg.autoloco.h_ref = 4
-  summary = train.train_and_evaluate(cfg, str(tmp_path))
+  summary = trainer.train_and_evaluate(cfg, str(tmp_path))
   intervals = [r["h"] for r in rounds(tmp_path)]
   assert sum(intervals) == 97
   assert len(set(intervals)) >= 3, intervals
@@ -98,7 +99,7 @@ def test_adaptive_interval_hits_budget_and_compiles_once(tmp_path):
 @pytest.mark.slow
 def test_sharded_run_on_two_devices(tmp_path):
   cfg = tiny(total_steps=20, num_devices=2, **{"eval.every_steps": 20})
-  summary = train.train_and_evaluate(cfg, str(tmp_path))
+  summary = trainer.train_and_evaluate(cfg, str(tmp_path))
   assert np.isfinite(summary["final_eval_loss"])
 
 
@@ -119,7 +120,7 @@ def test_sharded_run_on_two_devices(tmp_path):
 )
 def test_bad_config_is_a_clear_error(tmp_path, overrides, message):
   with pytest.raises(ValueError, match=message):
-    train.train_and_evaluate(tiny(**overrides), str(tmp_path))
+    trainer.train_and_evaluate(tiny(**overrides), str(tmp_path))
 
 
 @pytest.mark.slow
@@ -192,7 +193,7 @@ def test_cli_run_prints_no_library_info_lines(tmp_path):
 
 
 def test_host_device_count_is_the_largest_divisor_of_k_within_the_cores():
-  from autoloco_jax import distributed
+  from autoloco_jax.run import distributed
 
   assert distributed.host_device_count(4, cores=2) == 2
   assert distributed.host_device_count(6, cores=4) == 3
@@ -203,7 +204,7 @@ def test_host_device_count_is_the_largest_divisor_of_k_within_the_cores():
 
 @pytest.mark.slow
 def test_cli_uses_every_core_unless_told_otherwise(tmp_path):
-  from autoloco_jax import distributed
+  from autoloco_jax.run import distributed
 
   env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
   common = [
@@ -245,7 +246,7 @@ def _records_without_timing(workdir):
   with open(os.path.join(workdir, "metrics.jsonl")) as f:
     records = [json.loads(line) for line in f]
   return [
-      [(k, v) for k, v in r.items() if k not in train.TIMING_FIELDS]
+      [(k, v) for k, v in r.items() if k not in trainer.TIMING_FIELDS]
       for r in records
       if not r.get("summary")
   ]
@@ -267,15 +268,15 @@ def test_rounds_read_one_round_late_equal_rounds_read_at_once(tmp_path, adaptive
   cfg = lambda every: tiny(
       *([module] if module else []), **overrides, **{"checkpoint.every_rounds": every}
   )
-  train.train_and_evaluate(cfg(1), str(tmp_path / "at_once"))
-  train.train_and_evaluate(cfg(3), str(tmp_path / "late"))
+  trainer.train_and_evaluate(cfg(1), str(tmp_path / "at_once"))
+  trainer.train_and_evaluate(cfg(3), str(tmp_path / "late"))
   at_once = _records_without_timing(tmp_path / "at_once")
   assert _records_without_timing(tmp_path / "late") == at_once
   assert len(at_once) >= 4 and all("host_wait_s" in r for r in rounds(tmp_path / "late"))
   if adaptive:
     assert len({dict(r)["h"] for r in at_once}) >= 2
-  _, a, _ = train.load_run(cfg(1), str(tmp_path / "at_once"))
-  _, b, _ = train.load_run(cfg(3), str(tmp_path / "late"))
+  _, a, _ = trainer.load_run(cfg(1), str(tmp_path / "at_once"))
+  _, b, _ = trainer.load_run(cfg(3), str(tmp_path / "late"))
   np.testing.assert_equal(jax.device_get(a.params_K), jax.device_get(b.params_K))
 
 
@@ -292,7 +293,7 @@ def test_nan_between_checkpoints_stops_one_round_later_unsaved(tmp_path):
   with pytest.raises(
       FloatingPointError, match=r"loss_mean is nan in round 3 \(inner step 15\)"
   ):
-    train.train_and_evaluate(cfg, str(tmp_path))
+    trainer.train_and_evaluate(cfg, str(tmp_path))
   assert max(checkpoint.Checkpointer(str(tmp_path)).steps()) == 10
   assert [r["round"] for r in rounds(tmp_path)] == [1, 2]
 
@@ -304,13 +305,13 @@ def test_an_injected_nan_stops_ddp_too(tmp_path):
   cfg = tiny(ddp_config, total_steps=20, **{"network.step_time": 0.01})
   cfg.faults.nan_at_round = 1
   with pytest.raises(FloatingPointError, match="is nan in round 2"):
-    train.train_and_evaluate(cfg, str(tmp_path))
+    trainer.train_and_evaluate(cfg, str(tmp_path))
 
 
 def test_steady_rate_spans_the_rounds_read_not_the_final_save_or_eval():
   # First round read at t = 10 s (step 5), last at t = 12 s (step 25): 20 steps
   # of 8 tokens in 2 s, whatever the final save and evaluation take after it.
-  assert train.steady_rate((10.0, 5, 12.0, 25), (0.0, 0), 8) == 80.0
+  assert trainer.steady_rate((10.0, 5, 12.0, 25), (0.0, 0), 8) == 80.0
   # One round: its whole time from the start, compilation included.
-  assert train.steady_rate((10.0, 5, 10.0, 5), (0.0, 0), 8) == 4.0
-  assert math.isnan(train.steady_rate((3.0, 0, 3.0, 0), (0.0, 0), 8))
+  assert trainer.steady_rate((10.0, 5, 10.0, 5), (0.0, 0), 8) == 4.0
+  assert math.isnan(trainer.steady_rate((3.0, 0, 3.0, 0), (0.0, 0), 8))

@@ -8,8 +8,8 @@ import re
 import jax
 import numpy as np
 
-from autoloco_jax import algorithms, replicas
-from autoloco_jax import rounds as rounds_lib, state as state_lib
+from autoloco_jax.runtime import contract, replicas, rounds as rounds_lib
+from autoloco_jax.runtime import state as state_lib
 from tests.helpers import ROOT, config, tokens, toy_loss, toy_params
 
 K = 2
@@ -30,7 +30,7 @@ def test_the_documented_variant_syncs_only_the_shared_leaves():
   cfg = config("diloco", K=K, h=3, momentum=0.0)
   mesh = replicas.make_mesh(K, 1)
   hparams = example["SharedLayersDiLoCo"].from_config(cfg)
-  algo = hparams.build(algorithms.Setup.from_config(cfg, toy_loss, mesh))
+  algo = hparams.build(contract.Setup.from_config(cfg, toy_loss, mesh))
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   data = tokens(K, 6)
   for r in range(2):

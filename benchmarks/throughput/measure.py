@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from autoloco_jax import replicas, rounds
+from autoloco_jax.runtime import replicas, rounds
 from benchmarks.throughput import pytorch
 from benchmarks.throughput.peak import matmul_rate
 from benchmarks.throughput.plan import Plan, algorithm_config, build_model, synthetic_data
@@ -31,7 +31,7 @@ from benchmarks.throughput.timing import (
 )
 
 #: Measured on one device and, as ``<name>@N``, on N devices (rows that
-#: ``algorithms.make`` does not build are reported as skipped, with the reason).
+#: ``registry.make`` does not build are reported as skipped, with the reason).
 ALGORITHMS = ("ddp", "diloco", "autoloco", "noloco", "gasloc")
 
 #: (reference, diloco) runners already compiled for a config, reused by the sweeps.
@@ -130,7 +130,7 @@ def measure_rows(
   Returns the result and the live runners (reused by the hot-path checks)."""
   base = algorithm_config(plan, "diloco", num_devices=devices)
   # A unit: `steps` inner steps in each row's own rounds, none longer than `steps`;
-  # the staged chunk keeps each config's size, as train.py sizes it.
+  # the staged chunk keeps each config's size, as trainer.py sizes it.
   steps = plan.h or int(base.interval.h)
   model = build_model(base)
   data = synthetic_data(base)

@@ -11,7 +11,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 import numpy as np
 
-from autoloco_jax import data as data_lib, model as model_lib
+from autoloco_jax.data import corpus as data_lib
+from autoloco_jax.model import transformer as model_lib
 from configs import common
 
 
@@ -138,7 +139,7 @@ _models: dict = {}
 
 
 def build_model(config: Any) -> Model:
-  """The model ``train.setup`` builds (byte vocabulary), cached by shape."""
+  """The model ``trainer.setup`` builds (byte vocabulary), cached by shape."""
   model_cfg = config.model.copy_and_resolve_references()
   with model_cfg.unlocked():
     model_cfg.vocab_size = data_lib.VOCAB_SIZE
@@ -170,7 +171,7 @@ def synthetic_data(config: Any) -> data_lib.WorkerData:
 
 class Reader:
   """``read(n) -> tokens_KxnxBxL1``: the next ``n`` batches of every worker, read
-  from ``data`` as ``train.py`` reads them (the ``rounds.Reader`` of a row)."""
+  from ``data`` as ``trainer.py`` reads them (the ``rounds.Reader`` of a row)."""
 
   def __init__(
       self, data: data_lib.WorkerData, batch: int, positions_K: np.ndarray | None = None

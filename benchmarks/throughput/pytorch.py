@@ -14,7 +14,8 @@ import os
 import sys
 from typing import Any
 
-from autoloco_jax import data as data_lib, distributed
+from autoloco_jax.data import corpus as data_lib
+from autoloco_jax.run import distributed
 from benchmarks.throughput.child import ROOT
 from benchmarks.throughput.plan import Model, Plan
 from benchmarks.throughput.runners import RemoteRow

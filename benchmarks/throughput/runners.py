@@ -2,8 +2,8 @@
 and blocks until the last round's metrics are on the host.
 
 Every row that trains on the replica axis runs its rounds through
-``autoloco_jax.rounds`` (the trainer's round driver): the same chunked staging,
-inner loop and sync as ``train.py``. The reference runs its own one-model loop
+``autoloco_jax.runtime.rounds`` (the trainer's round driver): the same chunked staging,
+inner loop and sync as ``trainer.py``. The reference runs its own one-model loop
 through ``rounds.run_steps``; the naive per-worker loop stages its batches the
 same way and keeps its Python loop over workers, the thing being compared.
 """
@@ -21,7 +21,9 @@ import optax
 from jax import lax
 from jax.sharding import NamedSharding
 
-from autoloco_jax import algorithms, inner, outer, replicas, rounds, state as state_lib
+from autoloco_jax import outer
+from autoloco_jax.algorithms import registry
+from autoloco_jax.runtime import inner, jitting, replicas, rounds, state as state_lib
 from benchmarks.throughput.plan import Model, Reader
 from benchmarks.unit_server import Served
 
@@ -61,13 +63,13 @@ class Runner:
 
 
 class AlgoRunner(Runner):
-  """An algorithm of ``algorithms.make``, driven like ``train.py``'s loop: one
+  """An algorithm of ``registry.make``, driven like ``trainer.py``'s loop: one
   ``rounds.run_round`` per round, then the round's one host read."""
 
   def __init__(self, name: str, config: Any, model: Model, mesh, data, algo=None):
     super().__init__(name, config, model, data)
     self.mesh = mesh
-    self.algo = algo or algorithms.make(config, model.loss_fn, mesh)
+    self.algo = algo or registry.make(config, model.loss_fn, mesh)
     # A copy of the shared (cached) parameters: on a multi-device mesh
     # ``device_put(..., may_alias=False)`` of a replicated leaf still reuses the
     # source's buffer on its device, so donating this state would delete them.
@@ -85,7 +87,7 @@ class AlgoRunner(Runner):
       )
     if self.donated is None:
       self.donated = all(x.is_deleted() for x in jax.tree.leaves(old))
-    jax.device_get(metrics)  # the round's one host read, as in train.py
+    jax.device_get(metrics)  # the round's one host read, as in trainer.py
     self.hs.append(h)
 
   def compiles(self) -> dict:
@@ -347,7 +349,7 @@ def scan_inner(runner: AlgoRunner, model: Model) -> Callable:
   ``Algorithm.inner``."""
   config = runner.config
   sched = inner.schedule(config.inner, config.total_steps)
-  return algorithms.jit_inner(
+  return jitting.jit_inner(
       scan_inner_loop(model.loss_fn, inner.optimizer(config.inner, sched), sched),
       runner.mesh,
   )

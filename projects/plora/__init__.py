@@ -31,7 +31,7 @@ References:
 """
 
 # ``replicas`` is re-exported: callers build a group's mesh as ``plora.replicas.make_mesh``.
-from autoloco_jax import replicas
+from autoloco_jax.runtime import replicas
 from projects.plora import costs, jobs, lora, packed, planner
 from projects.plora.costs import (
     CostModel,

@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 import jax
 import numpy as np
 
-from autoloco_jax import model as model_lib, replicas
+from autoloco_jax.model import transformer as model_lib
+from autoloco_jax.runtime import replicas
 from projects.plora import lora
 from projects.plora.jobs import LoraConfig
 from projects.plora.packed import make_group, place_base

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Sequence
 import jax
 import optax
 
-from autoloco_jax import inner
+from autoloco_jax.runtime import inner
 from projects.plora import lora
 
 # ----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ adapter does not target has an all-zero mask.
 
 **Factored forward.** ``lora_apply`` computes ``x W + s (x A) B`` inside the
 model's forward pass, without materialising ``W'``, by intercepting the model's
-``nn.Dense`` calls (``flax.linen.intercept_methods``): ``model.py`` is not
+``nn.Dense`` calls (``flax.linen.intercept_methods``): ``transformer.py`` is not
 touched, and any Flax linen model whose dense layers are ``nn.Dense`` works.
 Against the merged form ``x (W + s A B)`` it saves the ``O(d_in d_out r)``
 merge and, above all, the full ``d_in x d_out`` weight gradient that the merged

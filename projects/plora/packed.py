@@ -1,11 +1,11 @@
 """PLoRA packed groups: many LoRA jobs trained as one program on a frozen base.
 
 Here the jobs of a **group** are a leading adapter axis ``N``, exactly like the
-replica axis (:mod:`autoloco_jax.replicas`): the axis is split over the mesh's
+replica axis (:mod:`autoloco_jax.runtime.replicas`): the axis is split over the mesh's
 devices and each device trains its block of adapters with ``vmap``, reusing the
-project's inner loop (:func:`autoloco_jax.inner.make_inner_loop`) unchanged and
+project's inner loop (:func:`autoloco_jax.runtime.inner.make_inner_loop`) unchanged and
 staging its data through the project's round driver
-(:func:`autoloco_jax.rounds.run_steps`). Inside the block,
+(:func:`autoloco_jax.runtime.rounds.run_steps`). Inside the block,
 
 * the base weights are one shared, replicated copy: ``vmap`` over adapters
   turns every base matmul ``x W`` into one GEMM over all adapters' tokens;
@@ -32,7 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from autoloco_jax import inner, model as model_lib, replicas, rounds
+from autoloco_jax.model import transformer as model_lib
+from autoloco_jax.runtime import inner, replicas, rounds
 from projects.plora import lora
 from projects.plora.jobs import (
     LoraConfig,

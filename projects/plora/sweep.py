@@ -35,7 +35,9 @@ from absl import app, flags
 from flax import traverse_util
 from ml_collections import config_flags
 
-from autoloco_jax import data as data_lib, inner, model as model_lib, replicas, rounds, sources
+from autoloco_jax.data import corpus as data_lib, sources
+from autoloco_jax.model import transformer as model_lib
+from autoloco_jax.runtime import inner, replicas, rounds
 from projects import plora
 from projects.plora import lora, report
 

@@ -16,7 +16,8 @@ import numpy as np
 import optax
 import pytest
 
-from autoloco_jax import inner, model
+from autoloco_jax.model import transformer
+from autoloco_jax.runtime import inner
 from projects.plora import lora
 from tests.helpers import assert_trees_close, host_params
 
@@ -44,7 +45,7 @@ OPT = dict(
 
 @pytest.fixture(scope="module")
 def base():
-  init, apply = model.make(MODEL)
+  init, apply = transformer.make(MODEL)
   return apply, host_params(init)
 
 
@@ -70,7 +71,7 @@ def test_targets_resolve_aliases_in_canonical_order():
 
 
 def test_layers_found_in_the_projects_transformer():
-  init, _ = model.make(dict(MODEL, num_layers=2))
+  init, _ = transformer.make(dict(MODEL, num_layers=2))
   params = jax.eval_shape(init, jax.random.key(0))
   assert lora.dense_layers(params, "attn") == {
       "block_0/attn/qkv": (32, 96),
@@ -151,7 +152,7 @@ def _adamw_step(apply, params, tx):
 
   def loss(factors, mask, scale, tokens_BxL1):
     adapted = lambda a, x: lora.lora_apply(apply, params, a, x)
-    return model.loss_fn(adapted, lora.Adapter(factors, mask, scale), tokens_BxL1)
+    return transformer.loss_fn(adapted, lora.Adapter(factors, mask, scale), tokens_BxL1)
 
   @jax.jit
   def step(factors, opt, mask, scale, tokens_BxL1):

@@ -21,7 +21,9 @@ import numpy as np
 import optax
 import pytest
 
-from autoloco_jax import data as data_lib, inner, model
+from autoloco_jax.data import corpus as data_lib
+from autoloco_jax.model import transformer
+from autoloco_jax.runtime import inner
 from projects import plora
 from projects.plora import lora
 from tests.helpers import assert_trees_close, host_params
@@ -64,7 +66,7 @@ def streams(configs):
 
 @pytest.fixture(scope="module")
 def setup():
-  init, apply = model.make(MODEL)
+  init, apply = transformer.make(MODEL)
   base = host_params(init)
   eval_tokens = np.random.default_rng(5).integers(0, 32, (2, B, L + 1)).astype(np.int32)
   kw = dict(opt_cfg=OPT, total_steps=STEPS, batch_size=B, chunk_steps=4)
@@ -118,7 +120,7 @@ def test_a_lone_job_is_adamw_at_its_own_learning_rate(setup):
   def step(factors, opt, tokens_BxL1):
     def loss(f):
       adapted = lambda a, x: lora.lora_apply(setup.apply, setup.base, a, x)
-      return model.loss_fn(adapted, adapter._replace(factors=f), tokens_BxL1)
+      return transformer.loss_fn(adapted, adapter._replace(factors=f), tokens_BxL1)
 
     value, grads = jax.value_and_grad(loss)(factors)
     updates, opt = tx.update(grads, opt, factors)
@@ -171,7 +173,7 @@ def test_groups_of_one_shape_share_one_compiled_program(setup):
 
 
 def memory_model(batch=4, seq=16):
-  init, _ = model.make(dict(MODEL, num_layers=2))
+  init, _ = transformer.make(dict(MODEL, num_layers=2))
   shapes = jax.eval_shape(init, jax.random.key(0))
   return plora.MemoryModel.for_model(shapes, dict(MODEL, num_layers=2), batch, seq)
 
@@ -348,8 +350,8 @@ def test_memory_model_counts_adapter_state_and_activations():
   # parameters plus B*L*R activations per adapted layer.
   extra = mem.slot_bytes(16, ("qkv",)) - mem.slot_bytes(8, ("qkv",))
   assert extra == 4 * (4 * p + 8 * 2 + 4 * 16 * 8 * 2)
-  assert mem.base_bytes() == 4 * model.param_count(
-      jax.eval_shape(model.make(dict(MODEL, num_layers=2))[0], jax.random.key(0))
+  assert mem.base_bytes() == 4 * transformer.param_count(
+      jax.eval_shape(transformer.make(dict(MODEL, num_layers=2))[0], jax.random.key(0))
   )
 
 

@@ -1,0 +1,190 @@
+"""DiLoCo and AutoLoCo rounds: local AdamW steps, then an outer step on the
+averaged pseudo-gradient.
+
+Round ``t`` (notation of ``docs/algorithms.md``): every worker starts from the
+global parameters ``θ_t``, takes ``H_t`` inner steps to ``θ_{t,k}``, and then
+
+.. math::
+
+  Δ_{t,k} = θ_t − θ_{t,k}, \\qquad Δ_t = \\frac{1}{K}\\sum_k Δ_{t,k}
+  \\quad\\text{(one all-reduce)}, \\qquad θ_{t+1} = θ_t + \\mathrm{outer}(Δ_t).
+
+DiLoCo's outer step is Nesterov SGD (``outer.diloco``) and ``H`` is fixed.
+AutoLoCo corrects the outer step by the round's accumulated inner learning rate
+``S_t`` against the reference ``S_ref,t`` (``outer.autoloco``) and lets an
+interval controller (``intervals``) choose ``H_{t+1}`` from scalar statistics of
+the round. Both are this one round with different components: this module holds
+their hyperparameters and composes the round from the sync's pieces
+(``sync.WholeModelSync``; ``streaming.StreamedSync`` for fragments, overlap and
+compressed messages).
+
+The global parameters ``θ_t`` and the outer optimizer state exist once per
+device (replicated over the mesh), as in MaxText's DiLoCo trainer: only the fast
+weights and the inner optimizer state carry the replica axis, and the outer step
+runs once per device, not once per worker.
+
+References:
+  Douillard et al., DiLoCo: Distributed Low-Communication Training of Language
+  Models, 2023. https://arxiv.org/abs/2311.08105
+  AutoLoCo: Communication Efficient Distributed LLM Training via Adaptive
+  Synchronization, arXiv, Sept 2026.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import optax
+
+from autoloco_jax import outer
+from autoloco_jax.algorithms.diloco import intervals, streaming, sync
+from autoloco_jax.compression import exchange as exchange_lib
+from autoloco_jax.runtime import replicas, state as state_lib
+from autoloco_jax.runtime.contract import Algorithm, ParamShapes, Setup
+from autoloco_jax.runtime.jitting import jit_inner, jit_sync_of
+
+
+class DiLoCoState(NamedTuple):
+  """DiLoCo's state between rounds, one copy per device (replicated).
+
+  Attributes:
+    params: the global parameters ``θ_t`` (the round's anchor; with streaming,
+      every fragment as of its last sync).
+    opt: the outer optimizer's state (``outer.AutoLoCoState``: momentum ``m``,
+      count and the last round's ``α_t``, ``β_t``, ``r_t``); with streaming the
+      momentum of fragment ``p`` changes only at ``p``'s syncs.
+    controller: the interval controller's state; its ``h`` is the next round's.
+    exchange: a ``streaming.ExchangeState`` for streaming, overlapped or
+      compressed syncs; None for DiLoCo's own (the default config), whose
+      checkpoints keep their layout.
+  """
+
+  params: Any
+  opt: outer.AutoLoCoState
+  controller: Any
+  exchange: Any = None
+
+  def specs(self) -> "DiLoCoState":
+    r = replicas.REPLICATED
+    ex = None if self.exchange is None else self.exchange.specs()
+    return DiLoCoState(params=r, opt=r, controller=r, exchange=ex)
+
+
+@dataclasses.dataclass(frozen=True)
+class DiLoCo:
+  """DiLoCo's hyperparameters.
+
+  Attributes:
+    alpha: outer learning rate ``α`` (paper: 0.7).
+    beta: outer Nesterov momentum ``β`` (paper: 0.9).
+    controller: chooses each round's ``H`` (``intervals.fixed(H)`` for DiLoCo).
+    h0: the first round's ``H``.
+    stream: fragments, overlap and eager updates (``streaming.Stream``; the
+      default is DiLoCo's sync of the whole model).
+    compression: the codec of every message and error feedback
+      (``exchange.Compression``; the default sends float32 as it is).
+  """
+
+  alpha: float
+  beta: float
+  controller: intervals.IntervalController
+  h0: int
+  stream: streaming.Stream = streaming.Stream()
+  compression: exchange_lib.Compression = exchange_lib.Compression()
+
+  name = "diloco"
+
+  @classmethod
+  def from_config(cls, config: Any) -> "DiLoCo":
+    """From ``config.diloco`` (``alpha``, ``beta``), ``config.interval``
+    (``h`` is the first ``H`` of an adaptive controller; an open-loop one
+    starts at its own ``plan(0)``), ``config.stream`` and ``config.compress``."""
+    controller = intervals.from_config(
+        config.interval, config.inner.lr, config.total_steps
+    )
+    # An open-loop controller (fixed, schedule, budget) starts at its own plan.
+    h0 = int(controller.plan(0) if controller.plan else config.interval.h)
+    return cls(
+        alpha=float(config.diloco.alpha),
+        beta=float(config.diloco.beta),
+        controller=controller,
+        h0=h0,
+        stream=streaming.Stream.from_config(config),
+        compression=exchange_lib.Compression.from_config(config),
+    )
+
+  def outer_hyper(self) -> dict:
+    """The outer step's ``(α, β)``, which the compiled sync takes as arguments
+    (``jitting.jit_sync_of``): a tuning grid's runs share one program."""
+    return {"alpha": self.alpha, "beta": self.beta}
+
+  def outer_tx(self, setup: Setup, hyper: dict) -> optax.GradientTransformationExtraArgs:
+    """The outer transform with ``hyper``'s ``(α, β)`` (traced), or the
+    concrete ones where ``hyper`` has none."""
+    return outer.diloco(hyper.get("alpha", self.alpha), hyper.get("beta", self.beta))
+
+  def reference_lr_sum(self, setup: Setup, start_step: jax.Array) -> jax.Array:
+    """``S_ref,t``: DiLoCo applies no correction; the value is only logged."""
+    return outer.reference_lr_sum(setup.lr_schedule, start_step, self.h0)
+
+  def sync_piece(self, outer: sync.Outer) -> Any:
+    """The round's sync: DiLoCo's of the whole model (``sync.WholeModelSync``),
+    or ``streaming.StreamedSync`` for fragments, overlap or compressed
+    messages. A variant of the sync overrides this (``docs/algorithms.md`` §7a)."""
+    if self.stream.plain and self.compression.plain:
+      return sync.WholeModelSync(outer)
+    return streaming.StreamedSync(self.stream, self.compression, outer)
+
+  def build(self, setup: Setup) -> Algorithm:
+    """The round on the replica axis: the inner loop, then the sync piece."""
+    def outer_of(hyper: dict) -> sync.Outer:
+      return sync.Outer(
+          tx=self.outer_tx(setup, hyper),
+          controller=self.controller,
+          lr_schedule=setup.lr_schedule,
+          reference_lr_sum=functools.partial(self.reference_lr_sum, setup),
+      )
+
+    hyper = self.outer_hyper()
+    outer_now = outer_of(hyper)
+    piece, stream, k = self.sync_piece(outer_now), self.stream, setup.num_workers
+    if not stream.plain:
+      stream.check_intervals(min(self.h0, self.controller.h_min))
+    shapes = ParamShapes()
+
+    def init_state(params) -> state_lib.TrainState:
+      params_K, inner_opt_K = setup.init_workers(params)
+      shapes.record(params)
+      own = DiLoCoState(
+          params=params,
+          opt=outer_now.tx.init(params),
+          controller=self.controller.init(self.h0),
+          exchange=piece.init(params_K),
+      )
+      return state_lib.init(params_K, inner_opt_K, own, k)
+
+    h_longest = max(self.h0, self.controller.h_max)
+    return Algorithm(
+        name=self.name,
+        init_state=init_state,
+        inner=jit_inner(setup.inner_loop(), setup.mesh),
+        sync=jit_sync_of(lambda h: self.sync_piece(outer_of(h)), hyper, setup.mesh),
+        comm_pattern=piece.comm_pattern(shapes, k),
+        h_max=h_longest if stream.plain else stream.slot_length(h_longest),
+        h_min=self.controller.h_min,
+        supports_faults=stream.tau == 0,
+        eval_params=None if stream.plain else _global_params(setup.mesh),
+        first_h=self.h0 if stream.plain else stream.slot_length(self.h0),
+        planned_h=sync.planned_h(self.controller, piece),
+    )
+
+
+def _global_params(mesh) -> Callable:
+  """``state -> {'': θ}``: with streaming, worker 0 holds a mix of fresh and
+  stale fragments; evaluate the global parameters, every fragment as of its
+  last sync."""
+  replicated = jax.sharding.NamedSharding(mesh, replicas.REPLICATED)
+  return jax.jit(lambda state: {"": state.outer.params}, out_shardings=replicated)

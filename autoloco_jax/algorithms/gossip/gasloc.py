@@ -1,0 +1,228 @@
+"""GASLoC: local steps, then one accelerated gossip step on any topology.
+
+Round ``t``: worker ``k`` starts from its own ``θ_{t,k}^{start}``
+(:class:`GASLoCState`), takes ``H_k`` inner steps and drifts by
+``g_{t,k} = θ_{t,k} − θ_{t,k}^{start}``. Then, with ``Λ`` the Laplacian of the
+round's active edges (``topology.py``: a random matching, ring, torus,
+exponential or complete graph),
+
+.. math::
+
+  y_{t,k} = θ^{start}_{t,k} + η\\, g_{t,k}, \\qquad
+  θ_{t+1} = y_t − α Λ y_t + γ (y_t − y_{t−1})
+
+with ``y_{−1} = θ_0``; ``y_{t−1}`` is kept per worker. Each
+worker sends its ``y_{t,k}`` to its neighbours once: ``Λ y`` needs nothing more.
+The step ``α`` defaults to ``1/(d+1)`` for a ``d``-regular graph, which makes
+``y − α Λ y`` the uniform average over each worker and its neighbours.
+
+Mode ``mix_momentum=True`` gossips the momentum term as well,
+``θ_{t+1} = (I − α Λ) z_t`` with ``z_t = y_t + γ (y_t − y_{t−1})`` (the same one
+message per neighbour). The mean over workers is the same in both modes; on the
+complete graph with ``α = 1/K`` this mode is DiLoCo exactly, with
+``η = α_DiLoCo`` and ``γ = β_DiLoCo`` (derivation in ``docs/algorithms.md`` §5;
+``tests/test_gasloc.py``). In the default mode the replicas keep their own
+momentum and stay apart by ``γ (I − J/K)(y_t − y_{t−1})``.
+
+Compression (``config.compress``): each worker encodes its message less the
+common initial parameters, ``y_k − θ_0`` (or ``z_k − θ_0``), with optional
+error feedback, and ``Λ`` acts on the decoded payloads, the worker's own
+included; the workers' mean then takes the uncompressed step and the codec's
+error only spreads the replicas (``shared.py``, where the math is).
+
+Heterogeneous speeds: with ``config.network.speed_factors`` ``f_k`` (compute
+time per step relative to 1), worker ``k`` takes
+``H_k = max(1, floor(H · min_j f_j / f_k))`` steps, so every worker spends the
+same compute time per round and fast workers do more steps; the trainer stages
+``H`` batches per round and a worker past its ``H_k`` leaves them unused.
+
+Reference:
+  Cagnasso, Belilovsky, Oyallon, GASLoC, 2026. arXiv 2606.11081 (its update is
+  known to us from a third-party rendering only; see ``docs/algorithms.md``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from autoloco_jax import ranges
+from autoloco_jax.algorithms.diloco import streaming
+from autoloco_jax.algorithms.gossip import shared, topology
+from autoloco_jax.compression import exchange
+from autoloco_jax.runtime import inner, replicas, state as state_lib
+from autoloco_jax.runtime.contract import Algorithm, ParamShapes, Setup
+from autoloco_jax.runtime.jitting import jit_inner, jit_sync
+from autoloco_jax.sim import clock
+
+
+def worker_steps(h: int, speed_K: np.ndarray) -> np.ndarray:
+  """``H_k = max(1, floor(H · min_j f_j / f_k))``: the same compute time per
+  worker, the fastest taking ``H`` steps."""
+  speed_K = np.asarray(speed_K, np.float64)
+  return np.maximum(1, np.floor(h * speed_K.min() / speed_K + 1e-9)).astype(np.int32)
+
+
+class GASLoCState(NamedTuple):
+  """GASLoC's per-worker state between rounds.
+
+  Attributes:
+    start_K: ``θ_{t,k}^{start}``, where each worker's round starts.
+    y_prev_K: ``y_{t−1,k}`` (``θ_0`` before the first round).
+    exchange: a compressed exchange's reference and residuals
+      (``gossip.GossipExchangeState``); None for the uncompressed one.
+  """
+
+  start_K: Any
+  y_prev_K: Any
+  exchange: Any = None
+
+  def specs(self) -> "GASLoCState":
+    ex = None if self.exchange is None else self.exchange.specs()
+    return GASLoCState(replicas.WORKERS, replicas.WORKERS, ex)
+
+
+@dataclasses.dataclass(frozen=True)
+class GASLoC:
+  """GASLoC's hyperparameters (the paper's symbols; their ranges are those of
+  ``config.gasloc`` in ``ranges.FIELDS``).
+
+  Attributes:
+    eta: ``η``, scale of each worker's drift.
+    gamma: ``γ``, momentum on ``y_t − y_{t−1}``.
+    alpha: ``α``, gossip step on the Laplacian.
+    mix_momentum: gossip the momentum term too (DiLoCo on the complete graph).
+    h: inner steps per round of the fastest worker.
+    steps_K: ``H_k`` per worker (:func:`worker_steps`).
+    topology: the gossip graph.
+    compression: the codec of every message and error feedback
+      (``exchange.Compression``; the default sends float32 as it is).
+  """
+
+  eta: float
+  gamma: float
+  alpha: float
+  mix_momentum: bool
+  h: int
+  steps_K: tuple
+  topology: topology.Topology
+  compression: exchange.Compression = exchange.Compression()
+
+  name = "gasloc"
+
+  def __post_init__(self):
+    for name in ("eta", "gamma", "alpha"):
+      ranges.check(f"gasloc.{name}", getattr(self, name))
+
+  @classmethod
+  def from_config(cls, config: Any) -> "GASLoC":
+    """From ``config.gasloc`` (``eta``, ``gamma``, ``alpha``: 0 = ``1/(d+1)``,
+    ``mix_momentum``), ``config.gossip``, ``config.interval`` (fixed ``h``) and
+    ``config.network.speed_factors`` (``H_k``) and ``config.compress``."""
+    if config.interval.controller != "fixed":
+      raise ValueError("GASLoC runs a fixed interval (interval.controller='fixed')")
+    streaming.require_unstreamed(config, "GASLoC")
+    g = config.gasloc
+    topo = topology.from_config(config)
+    h = int(config.interval.h)
+    steps_K = worker_steps(h, clock.speed_factors(config.network, config.num_workers))
+    return cls(
+        eta=float(g.eta),
+        gamma=float(g.gamma),
+        alpha=float(g.alpha) or 1.0 / (topo.degree + 1),
+        mix_momentum=bool(g.mix_momentum),
+        h=h,
+        steps_K=tuple(int(s) for s in steps_K),
+        topology=topo,
+        compression=exchange.Compression.from_config(config),
+    )
+
+  def build(self, setup: Setup) -> Algorithm:
+    eta, gamma, alpha, topo = self.eta, self.gamma, self.alpha, self.topology
+    compression = self.compression
+    k = setup.num_workers
+    steps_K = np.asarray(self.steps_K, np.int32)
+    heterogeneous = bool(np.any(steps_K != self.h))
+    shapes = ParamShapes()  # for the clock's payload
+
+    def init_state(params) -> state_lib.TrainState:
+      params_K, inner_opt_K = setup.init_workers(params)
+      shapes.record(params)
+      own = GASLoCState(
+          start_K=params_K,
+          y_prev_K=params_K,  # y_{-1} = θ_0
+          exchange=shared.init_exchange(compression, params, params_K),
+      )
+      return state_lib.init(params_K, inner_opt_K, own, k)
+
+    def local_steps(b: int) -> jax.Array:
+      """This device's block of ``H_k``."""
+      if b == k:
+        return jnp.asarray(steps_K)
+      start = lax.axis_index(replicas.REPLICA) * b
+      return lax.dynamic_slice_in_dim(jnp.asarray(steps_K), start, b)
+
+    def sync_block(state: state_lib.TrainState, present_K):
+      del present_K  # GASLoC does not support faults
+      start_K, theta_K, y_prev_K, ex = (
+          state.outer.start_K,
+          state.params_K,
+          state.outer.y_prev_K,
+          state.outer.exchange,
+      )
+
+      y_K = jax.tree.map(lambda s, t: s + eta * (t - s), start_K, theta_K)
+      if self.mix_momentum:
+        message_K = jax.tree.map(lambda y, yp: y + gamma * (y - yp), y_K, y_prev_K)
+      else:
+        message_K = y_K
+      if ex is None:
+        lm_K = topology.laplacian(topo, message_K, state.round)  # the exchange
+      else:  # the exchange, of the encoded message less θ_0
+        lm_K, ex = shared.encoded_laplacian(topo, compression, message_K, ex, state.round)
+      if self.mix_momentum:
+        new_K = jax.tree.map(lambda z, lz: z - alpha * lz, message_K, lm_K)
+      else:
+        new_K = jax.tree.map(
+            lambda y, ly, yp: y - alpha * ly + gamma * (y - yp), y_K, lm_K, y_prev_K
+        )
+
+      b = jax.tree.leaves(theta_K)[0].shape[0]
+      done_K = jnp.minimum(state.acc.steps, local_steps(b)) if heterogeneous else None
+      metrics = shared.round_metrics(
+          topo, state, start_K, new_K, setup.lr_schedule, self.h, done_K, ex
+      )
+      metrics["worker_steps_mean"] = (
+          metrics["h"].astype(jnp.float32)
+          if done_K is None
+          else replicas.worker_mean(done_K.astype(jnp.float32))
+      )
+      new_state = state._replace(
+          params_K=new_K,
+          outer=GASLoCState(start_K=new_K, y_prev_K=y_K, exchange=ex),
+          acc=inner.reset(state.acc),
+          round=state.round + 1,
+      )
+      return new_state, metrics
+
+    return Algorithm(
+        name=self.name,
+        init_state=init_state,
+        inner=jit_inner(
+            setup.inner_loop(), setup.mesh, local_steps if heterogeneous else None
+        ),
+        sync=jit_sync(sync_block, setup.mesh),
+        comm_pattern=shared.comm_pattern(
+            topo, lambda h: np.minimum(steps_K, h), compression, shapes
+        ),
+        h_max=self.h,
+        h_min=self.h,
+        planned_h=lambda round_index: self.h,
+        supports_faults=False,
+        eval_params=shared.make_eval_params(setup.mesh),
+    )

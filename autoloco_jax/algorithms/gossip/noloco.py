@@ -1,0 +1,178 @@
+"""NoLoCo: local AdamW steps, then a Nesterov-like outer step with a random peer.
+
+No all-reduce. Each worker ``k`` keeps its own outer weights ``φ_k`` and outer
+momentum ``m_k`` (:class:`NoLoCoState`). After ``H`` inner steps from ``φ_k``
+to the fast weights ``θ_k``, the workers are split into groups ``G`` (a random
+perfect matching by default, the same on every worker: it derives from the seed
+and the round index, ``topology.py``), and
+
+.. math::
+
+  \\bar Δ = \\operatorname{mean}_{j \\in G}(θ_j − φ_j), \\quad
+  \\bar φ = \\operatorname{mean}_{j \\in G} φ_j, \\quad
+  m_k ← β m_k + α \\bar Δ + γ (\\bar φ − φ_k), \\quad
+  φ_k ← φ_k + m_k, \\quad θ_k ← φ_k.
+
+One message per peer suffices: the group mean is linear, so
+``α Δ̄ + γ φ̄ = mean_G z`` with ``z_j = α θ_j + (γ − α) φ_j``; each worker sends
+its ``z_j`` and the step is ``m_k ← β m_k + mean_G z − γ φ_k``. (With the
+default ``γ = α``, ``z_j = α θ_j``.) In place of groups any topology of
+``topology.py`` works: ``mean_G`` is then the mean over a worker and its
+neighbours; on the complete graph with ``γ = 0`` the step is DiLoCo with
+heavy-ball momentum, ``m ← β m − α Δ_t``, ``φ ← φ + m``.
+
+Compression (``config.compress``): each worker encodes
+``z_k − γ θ_0 = α (θ_k − φ_k) + γ (φ_k − θ_0)`` (``θ_0`` the common initial
+parameters), with optional error feedback, and the group mean is taken as
+``z_k − (Λ \\hat x)_k / (d + 1)`` from the decoded payloads ``\\hat x``, the
+worker's own included; the workers' mean then takes the uncompressed step and
+the codec's error only spreads the replicas (``shared.py``, where the math is).
+
+Replicas drift apart a little; the sync reports their spread
+``mean_k ‖φ_k − mean_j φ_j‖`` and ``eval_params`` gives both the replicas' mean
+and replica 0 for evaluation (``shared.py``).
+
+Reference:
+  Kolehmainen et al., NoLoCo: No-all-reduce Low Communication Training Method
+  for Large Models, 2025. https://arxiv.org/abs/2506.10911 (public code:
+  gensyn-ai/noloco; defaults α = 0.7, β = 0.5, γ = α, H = 50, pairs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from autoloco_jax import ranges
+from autoloco_jax.algorithms.diloco import streaming
+from autoloco_jax.algorithms.gossip import shared, topology
+from autoloco_jax.compression import exchange
+from autoloco_jax.runtime import inner, replicas, state as state_lib
+from autoloco_jax.runtime.contract import Algorithm, ParamShapes, Setup
+from autoloco_jax.runtime.jitting import jit_inner, jit_sync
+
+
+class NoLoCoState(NamedTuple):
+  """NoLoCo's per-worker state between rounds.
+
+  Attributes:
+    params_K: each worker's outer weights ``φ_k``.
+    momentum_K: each worker's outer momentum ``m_k``.
+    exchange: a compressed exchange's reference and residuals
+      (``gossip.GossipExchangeState``); None for the uncompressed one.
+  """
+
+  params_K: Any
+  momentum_K: Any
+  exchange: Any = None
+
+  def specs(self) -> "NoLoCoState":
+    ex = None if self.exchange is None else self.exchange.specs()
+    return NoLoCoState(replicas.WORKERS, replicas.WORKERS, ex)
+
+
+@dataclasses.dataclass(frozen=True)
+class NoLoCo:
+  """NoLoCo's hyperparameters (the paper's symbols; their ranges are those of
+  ``config.noloco`` in ``ranges.FIELDS``).
+
+  Attributes:
+    alpha: ``α``, weight of the group's mean pseudo-gradient.
+    beta: ``β``, outer momentum.
+    gamma: ``γ``, pull towards the group's mean outer weights.
+    h: inner steps per round (fixed).
+    topology: who averages with whom each round.
+    compression: the codec of every message and error feedback
+      (``exchange.Compression``; the default sends float32 as it is).
+  """
+
+  alpha: float
+  beta: float
+  gamma: float
+  h: int
+  topology: topology.Topology
+  compression: exchange.Compression = exchange.Compression()
+
+  name = "noloco"
+
+  def __post_init__(self):
+    for name in ("alpha", "beta", "gamma"):
+      ranges.check(f"noloco.{name}", getattr(self, name))
+
+  @classmethod
+  def from_config(cls, config: Any) -> "NoLoCo":
+    """From ``config.noloco`` (``alpha``, ``beta``, ``gamma``: ``None`` = α),
+    ``config.gossip``, ``config.interval`` (fixed ``h``) and ``config.compress``."""
+    if config.interval.controller != "fixed":
+      raise ValueError("NoLoCo runs a fixed interval (interval.controller='fixed')")
+    streaming.require_unstreamed(config, "NoLoCo")
+    n = config.noloco
+    alpha = float(n.alpha)
+    return cls(
+        alpha=alpha,
+        beta=float(n.beta),
+        gamma=alpha if n.gamma is None else float(n.gamma),
+        h=int(config.interval.h),
+        topology=topology.from_config(config),
+        compression=exchange.Compression.from_config(config),
+    )
+
+  def build(self, setup: Setup) -> Algorithm:
+    alpha, beta, gamma, topo = self.alpha, self.beta, self.gamma, self.topology
+    compression = self.compression
+    k = setup.num_workers
+    shapes = ParamShapes()  # for the clock's payload
+
+    def init_state(params) -> state_lib.TrainState:
+      params_K, inner_opt_K = setup.init_workers(params)
+      shapes.record(params)
+      own = NoLoCoState(
+          params_K=params_K,
+          momentum_K=jax.tree.map(jnp.zeros_like, params_K),
+          exchange=shared.init_exchange(compression, params, params_K),
+      )
+      return state_lib.init(params_K, inner_opt_K, own, k)
+
+    def sync_block(state: state_lib.TrainState, present_K):
+      del present_K  # NoLoCo does not support faults
+      theta_K, phi_K, m_K = state.params_K, state.outer.params_K, state.outer.momentum_K
+      ex = state.outer.exchange
+      z_K = jax.tree.map(lambda t, p: alpha * t + (gamma - alpha) * p, theta_K, phi_K)
+      if ex is None:
+        zbar_K = topology.neighborhood_mean(topo, z_K, state.round)  # the exchange
+      else:  # the exchange, of the encoded z_k − γ θ_0
+        lx_K, ex = shared.encoded_laplacian(
+            topo, compression, z_K, ex, state.round, weight=gamma
+        )
+        zbar_K = jax.tree.map(lambda z, lx: z - lx / (topo.degree + 1), z_K, lx_K)
+      m_K = jax.tree.map(lambda m, z, p: beta * m + z - gamma * p, m_K, zbar_K, phi_K)
+      new_phi_K = jax.tree.map(jnp.add, phi_K, m_K)
+      metrics = shared.round_metrics(
+          topo, state, phi_K, new_phi_K, setup.lr_schedule, self.h, ex=ex
+      )
+      new_state = state._replace(
+          params_K=new_phi_K,
+          outer=NoLoCoState(new_phi_K, m_K, ex),
+          acc=inner.reset(state.acc),
+          round=state.round + 1,
+      )
+      return new_state, metrics
+
+    return Algorithm(
+        name=self.name,
+        init_state=init_state,
+        inner=jit_inner(setup.inner_loop(), setup.mesh),
+        sync=jit_sync(sync_block, setup.mesh),
+        comm_pattern=shared.comm_pattern(
+            topo, lambda h: np.full(k, h, np.int64), compression, shapes
+        ),
+        h_max=self.h,
+        h_min=self.h,
+        planned_h=lambda round_index: self.h,
+        supports_faults=False,
+        eval_params=shared.make_eval_params(setup.mesh),
+    )

@@ -1,0 +1,116 @@
+r"""What the DiLoCo family sends at a sync: encoded pseudo-gradients, optionally
+with error feedback, averaged as the mean of the decoded payloads.
+
+Every worker ``k`` encodes its pseudo-gradient ``Δ_k`` with the run's codec
+(``codecs.py``, ``config.compress``). Without error feedback it sends
+``Q(Δ_k)``; with it (SparseLoCo's form, ``compress.ef_beta = β_e``) it keeps a
+residual ``e_k`` of what it has not yet sent,
+
+.. math::
+  a_k = β_e\, e_k + Δ_k, \qquad \hat Δ_k = \mathrm{decode}(\mathrm{encode}(a_k)),
+  \qquad e_k ← a_k − \hat Δ_k ,
+
+so ``\hat Δ_k + e_k = a_k``: nothing is lost, only delayed. Every receiver
+decodes every payload and the average is ``\bar Δ = mean_k \hat Δ_k``, in
+float32. The residuals are per worker (``params_K``-shaped, sharded on the
+replica axis) and live in the run state, so a resumed run continues with
+them.
+
+On the simulated clock the message is the encoded payload
+(``codecs.tree_encoded_bytes``: values, indices and scales), moved by a ring
+all-reduce when the codec is dense (identity, bf16) and by a ring all-gather
+otherwise (``clock.ring_allreduce``, ``clock.ring_allgather``).
+
+The identity codec without error feedback sends ``Δ_k`` as it is: the sync is
+DiLoCo's, operation for operation.
+
+The gossip methods (NoLoCo, GASLoC) send through the same
+:func:`encode_workers`; what they encode, and how the decoded payloads are
+mixed, is in ``shared.py``.
+
+Reference:
+  Sarfi, Thérien, Lidin, Belilovsky, Communication Efficient LLM Pre-training
+  with SparseLoCo, 2025. https://arxiv.org/abs/2508.15706
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from autoloco_jax.compression import codecs
+
+
+@dataclasses.dataclass(frozen=True)
+class Compression:
+  """How pseudo-gradients are sent (``config.compress``).
+
+  Attributes:
+    codec: the codec of every message (``codecs.Codec``; static, hashable).
+    ef_beta: ``β_e``, the residual's decay of error feedback; None: no error
+      feedback.
+  """
+
+  codec: codecs.Codec = dataclasses.field(default_factory=codecs.identity)
+  ef_beta: float | None = None
+
+  @classmethod
+  def from_config(cls, config: Any) -> "Compression":
+    """From ``config.compress``; ``ef_beta`` None or negative means no error
+    feedback."""
+    cfg = config.compress
+    beta = cfg.ef_beta
+    if beta is not None and float(beta) < 0:
+      beta = None
+    return cls(
+        codec=codecs.from_config(cfg),
+        ef_beta=codecs.ef_beta_from_config({"ef_beta": beta}),
+    )
+
+  @property
+  def plain(self) -> bool:
+    """True when messages are the float32 pseudo-gradients themselves."""
+    return self.codec.name == "identity" and self.ef_beta is None
+
+
+def require_uncompressed(config: Any, algorithm: str) -> None:
+  """Refuses ``config.compress`` settings an algorithm does not implement (DDP).
+
+  Raises:
+    ValueError: naming the setting.
+  """
+  if not Compression.from_config(config).plain:
+    raise ValueError(
+        f"{algorithm} sends its messages uncompressed: compress.codec must be "
+        "'identity' and compress.ef_beta unset (codecs and error feedback are "
+        "implemented for diloco, autoloco, noloco and gasloc)"
+    )
+
+
+def encode_workers(
+    compression: Compression, delta_K: Any, residual_K: Any | None
+) -> tuple[Any, Any | None]:
+  """What each worker sends, as the receivers decode it, and its new residual.
+
+  Args:
+    compression: codec and error feedback.
+    delta_K: per-worker pseudo-gradients (leading axis: the device's workers).
+    residual_K: per-worker residuals ``e_k`` (None without error feedback).
+
+  Returns:
+    ``(sent_K, residual_K)``: ``\\hat Δ_k`` (float32) and the updated residuals
+    (None without error feedback). With the identity codec and no error
+    feedback ``sent_K`` is ``delta_K`` itself.
+  """
+  if compression.plain:
+    return delta_K, residual_K
+  roundtrip = jax.vmap(lambda tree: codecs.tree_roundtrip(compression.codec, tree))
+  if compression.ef_beta is None:
+    return roundtrip(delta_K), residual_K
+  beta = jnp.float32(compression.ef_beta)
+  acc_K = jax.tree.map(lambda e, d: beta * e + d.astype(jnp.float32), residual_K, delta_K)
+  sent_K = roundtrip(acc_K)
+  return sent_K, jax.tree.map(jnp.subtract, acc_K, sent_K)

@@ -1,0 +1,136 @@
+"""Config validation at start, and the check that a resumed run is the same run."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from autoloco_jax import ranges
+
+#: Fields added after runs were stored, with the value that reproduces those
+#: runs: absent from a stored config and equal to this, they are no change.
+ADDED_DEFAULTS = {
+    "stream.fragments": 1,
+    "stream.mode": "strided",
+    "stream.tau": 0,
+    "stream.mix": 0.5,
+    "stream.eager": False,
+    "compress.codec": "identity",
+    "compress.block_size": 128,
+    "compress.chunk_size": 4096,
+    "compress.density": 1 / 64,
+    "compress.value_bits": 32,
+    "compress.ef_beta": None,
+    "autoloco.on_change": "keep",
+    "interval.syncs": 0,
+    "interval.shape": "linear",
+    "interval.ratio": 3.0,
+    "interval.split": 0.5,
+    "network.overlap_backward": 0.0,
+    "model.attention": "auto",
+    "model.remat": "none",
+}
+
+#: Fields that do not change the training trajectory: a resumed run may change them.
+RESUME_FREE = ("provenance", "log.", "eval.", "checkpoint.", "num_devices", "chunk_steps")
+
+
+def _lookup(config: Any, dotted: str) -> tuple[bool, Any]:
+  node = config
+  for part in dotted.split("."):
+    if part not in node:
+      return False, None
+    node = node[part]
+  return True, node
+
+
+def validate(config: Any) -> None:
+  """Range-checks every numeric field of :data:`ranges.FIELDS` the config has;
+  errors name the field."""
+  for name, field_range in ranges.FIELDS.items():
+    present, value = _lookup(config, name)
+    if present:
+      field_range.check(f"config.{name}", value)
+  h_max, h_min = config.interval.h_max, config.interval.h_min
+  if h_max and h_max < h_min:
+    raise ValueError(
+        f"config.interval.h_max ({h_max}) must be >= config.interval.h_min "
+        f"({h_min}) or 0"
+    )
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+  out = {}
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      out.update(_flatten(value, f"{prefix}{key}."))
+    else:
+      out[f"{prefix}{key}"] = value
+  return out
+
+
+def check_resume(config: Any, workdir: str, allow_change: bool = False) -> None:
+  """Refuses to resume a run under a config that changes its trajectory.
+
+  The config is stored as ``workdir/config.json``, with what produced the run
+  under ``provenance`` (``provenance.collect``). If the workdir already holds
+  checkpoints, every field outside :data:`RESUME_FREE` must match the stored
+  config, else ``ValueError`` names the fields (``allow_change`` overrides).
+  Then the current config is stored.
+  """
+  path = os.path.join(workdir, "config.json")
+  new = json.loads(config.to_json_best_effort())
+  ckpt_dir = os.path.join(workdir, "checkpoints")
+  has_checkpoints = os.path.isdir(ckpt_dir) and any(
+      name.isdigit() for name in os.listdir(ckpt_dir)
+  )
+  if has_checkpoints and not allow_change:
+    changed = changed_fields(config, workdir)
+    if changed:
+      raise ValueError(
+          f"{workdir} holds a run with another config ({', '.join(changed)}); resuming "
+          "would change its trajectory. Use a new --workdir, or pass "
+          "--allow_config_change."
+      )
+  import jax
+
+  if jax.process_index() == 0:
+    from autoloco_jax.run import provenance
+
+    with open(path, "w") as f:
+      json.dump(dict(new, provenance=provenance.collect()), f, indent=2)
+
+
+def trajectory_fields(config: Any) -> dict:
+  """The config's fields that determine the run's trajectory (all but
+  :data:`RESUME_FREE`), flattened to dotted names."""
+  flat = _flatten(json.loads(config.to_json_best_effort()))
+  return {k: v for k, v in flat.items() if not k.startswith(RESUME_FREE)}
+
+
+def changed_fields(config: Any, workdir: str) -> list[str]:
+  """``"field: old -> new"`` for each trajectory field that differs between
+  ``config`` and the one stored in ``workdir/config.json`` (none stored: []).
+  A field the stored config lacks counts only if the new value is not empty, so
+  runs stored before an optional field existed (e.g. ``network.also``) resume."""
+  path = os.path.join(workdir, "config.json")
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    old = {
+        k: v for k, v in _flatten(json.load(f)).items() if not k.startswith(RESUME_FREE)
+    }
+  new = trajectory_fields(config)
+  # A field added to the configs after the run was stored, left empty, is no change.
+  added_empty = {
+      k
+      for k in set(new) - set(old)
+      if new[k] in ([], (), "", None)
+      or (k in ADDED_DEFAULTS and new[k] == ADDED_DEFAULTS[k])
+  }
+  return [
+      f"{k}: {old.get(k)!r} -> {new.get(k)!r}"
+      for k in sorted(set(old) | set(new) - added_empty)
+      if old.get(k) != new.get(k)
+  ]
