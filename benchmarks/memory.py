@@ -180,11 +180,11 @@ def measure(config) -> dict:
   tokens = replicas.put_workers(np.zeros((k, run.chunk, b, l + 1), run.data.dtype), mesh)
   present = replicas.put_workers(np.ones(k, np.float32), mesh)
   fields = {name: bytes_on_device(getattr(state, name)) for name in state._fields}
-  if state.outer is not None:
+  if state.algo is not None:
     fields.update(
         {
-            f"outer.{name}": bytes_on_device(getattr(state.outer, name))
-            for name in state.outer._fields
+            f"algo.{name}": bytes_on_device(getattr(state.algo, name))
+            for name in state.algo._fields
         }
     )
   return dict(

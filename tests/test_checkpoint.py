@@ -217,7 +217,7 @@ def test_dropping_one_of_four_workers_averages_over_three():
   mesh = replicas.make_mesh(4, 2)
   algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  theta = jax.device_get(state.outer.params)
+  theta = jax.device_get(state.algo.global_params)
   state = algo.inner(state, replicas.put_workers(tokens(4, 3), mesh), np.int32(3))
   fast_K = jax.device_get(state.params_K)
   present = np.array([1, 0, 1, 1], np.float32)
@@ -315,5 +315,26 @@ def test_a_checkpoint_of_an_older_layout_is_refused_by_name(tmp_path):
   with pytest.raises(
       checkpoint.CheckpointError,
       match=r"written by another version of autoloco_jax \(run-state format 1",
+  ):
+    checkpoint.load_state(str(tmp_path), state)
+
+
+def test_a_format_2_checkpoint_is_refused_naming_the_renamed_fields(tmp_path):
+  import orbax.checkpoint as ocp
+
+  # Format 2 had TrainState.outer; format 3 names the fields for what they hold.
+  ckpt = checkpoint.Checkpointer(str(tmp_path))
+  state = {"x": np.zeros(3, np.float32)}
+  ckpt._manager.save(
+      5,
+      args=ocp.args.Composite(
+          state=ocp.args.StandardSave(state), host=ocp.args.JsonSave({"format": 2})
+      ),
+  )
+  ckpt.close()
+  with pytest.raises(
+      checkpoint.CheckpointError,
+      match=r"format 2; this version reads format 3: format 3: .*TrainState.outer "
+      r"became TrainState.algo",
   ):
     checkpoint.load_state(str(tmp_path), state)

@@ -42,12 +42,12 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients()
   data = tokens(K, 6)
   codec = codecs.from_config(cfg.compress)
 
-  theta = get(state.outer.params)
+  theta = get(state.algo.global_params)
   state = algo.inner(state, replicas.put_workers(data[:, :3], mesh), np.int32(3))
   delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
   state, _ = algo.sync(state, everyone(K, mesh))
-  e1_K = get(state.outer.exchange.residual_K)
-  m1 = get(state.outer.opt.momentum)  # = mean_k sent_k (m_0 = 0)
+  e1_K = get(state.algo.exchange.residual_K)
+  m1 = get(state.algo.outer_opt.momentum)  # = mean_k sent_k (m_0 = 0)
   for leaf in theta:
     # Per worker: the residual is what the codec did not send.
     for k in range(K):
@@ -59,13 +59,13 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients()
         m1[leaf] + e1_K[leaf].mean(0), delta_K[leaf].mean(0), atol=1e-6
     )
 
-  theta = get(state.outer.params)
+  theta = get(state.algo.global_params)
   state = algo.inner(state, replicas.put_workers(data[:, 3:], mesh), np.int32(3))
   delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
   state, _ = algo.sync(state, everyone(K, mesh))
-  e2_K = get(state.outer.exchange.residual_K)
+  e2_K = get(state.algo.exchange.residual_K)
   sent_mean = jax.tree.map(
-      lambda m2, m1_: m2 - beta * m1_, get(state.outer.opt.momentum), m1
+      lambda m2, m1_: m2 - beta * m1_, get(state.algo.outer_opt.momentum), m1
   )
   for leaf in theta:
     np.testing.assert_allclose(
@@ -80,16 +80,16 @@ def test_without_error_feedback_the_average_is_the_mean_of_decoded_payloads():
   mesh = replicas.make_mesh(K, 1)
   algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  theta = get(state.outer.params)
+  theta = get(state.algo.global_params)
   state = algo.inner(state, replicas.put_workers(tokens(K, 2), mesh), np.int32(2))
   delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
   state, _ = algo.sync(state, everyone(K, mesh))
-  assert state.outer.exchange.residual_K is None
+  assert state.algo.exchange.residual_K is None
   codec = codecs.int4(8)
   for leaf in theta:
     decoded = np.stack([codecs.roundtrip(codec, d) for d in delta_K[leaf]])
     np.testing.assert_allclose(
-        get(state.outer.opt.momentum)[leaf], decoded.mean(0), atol=1e-6
+        get(state.algo.outer_opt.momentum)[leaf], decoded.mean(0), atol=1e-6
     )
 
 

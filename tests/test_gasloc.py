@@ -46,7 +46,7 @@ def test_gossip_step_equals_hand_formulas():
   algo = registry.make(cfg, toy_loss, mesh)
   topo = topology.from_config(cfg)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  start = get(state.outer.start_K)
+  start = get(state.algo.start_K)
   y_prev = start  # y_{-1} = θ_0
   data = tokens(K, 2 * h)
   for r in range(2):
@@ -62,7 +62,7 @@ def test_gossip_step_equals_hand_formulas():
         lambda y_, yp: y_ - 0.5 * (y_ - y_[partner]) + gamma * (y_ - yp), y, y_prev
     )
     assert_trees_close(get(state.params_K), new)
-    assert_trees_close(get(state.outer.y_prev_K), y)
+    assert_trees_close(get(state.algo.y_prev_K), y)
     start, y_prev = new, y
   assert algo.sync._cache_size() == 1
   assert algo.comm_pattern(0, h).kind == "gossip"

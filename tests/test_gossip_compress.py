@@ -56,13 +56,14 @@ def todays_sync(cfg, mesh):
     gamma = alpha if n.gamma is None else n.gamma
 
     def block(state, present_K):
-      theta_K, phi_K, m_K = state.params_K, state.outer.params_K, state.outer.momentum_K
+      theta_K, phi_K = state.params_K, state.algo.outer_params_K
+      m_K = state.algo.outer_momentum_K
       z_K = jax.tree.map(lambda t, p: alpha * t + (gamma - alpha) * p, theta_K, phi_K)
       zbar_K = topology.neighborhood_mean(topo, z_K, state.round)
       m_K = jax.tree.map(lambda m, z, p: beta * m + z - gamma * p, m_K, zbar_K, phi_K)
       new_K = jax.tree.map(jnp.add, phi_K, m_K)
-      outer = state.outer._replace(params_K=new_K, momentum_K=m_K)
-      return state._replace(params_K=new_K, outer=outer, round=state.round + 1), {}
+      outer = state.algo._replace(outer_params_K=new_K, outer_momentum_K=m_K)
+      return state._replace(params_K=new_K, algo=outer, round=state.round + 1), {}
 
   else:
     g = cfg.gasloc
@@ -71,9 +72,9 @@ def todays_sync(cfg, mesh):
 
     def block(state, present_K):
       start_K, theta_K, y_prev_K = (
-          state.outer.start_K,
+          state.algo.start_K,
           state.params_K,
-          state.outer.y_prev_K,
+          state.algo.y_prev_K,
       )
       y_K = jax.tree.map(lambda s, t: s + eta * (t - s), start_K, theta_K)
       if g.mix_momentum:
@@ -85,8 +86,8 @@ def todays_sync(cfg, mesh):
         new_K = jax.tree.map(
             lambda y, ly, yp: y - alpha * ly + gamma * (y - yp), y_K, ly_K, y_prev_K
         )
-      outer = state.outer._replace(start_K=new_K, y_prev_K=y_K)
-      return state._replace(params_K=new_K, outer=outer, round=state.round + 1), {}
+      outer = state.algo._replace(start_K=new_K, y_prev_K=y_K)
+      return state._replace(params_K=new_K, algo=outer, round=state.round + 1), {}
 
   return jit_sync(block, mesh)
 
@@ -99,7 +100,7 @@ def test_identity_without_error_feedback_is_todays_exchange_bit_for_bit(case):
   algo = registry.make(cfg, toy_loss, mesh)
   today = todays_sync(cfg, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  assert state.outer.exchange is None  # no reference, no residual: today's layout
+  assert state.algo.exchange is None  # no reference, no residual: today's layout
   data = tokens(K, 6)
   for r in range(3):
     state = algo.inner(state, replicas.put_workers(data[:, 2 * r : 2 * r + 2], mesh), 2)
@@ -109,7 +110,7 @@ def test_identity_without_error_feedback_is_todays_exchange_bit_for_bit(case):
     got = get(state)
     for a, b in zip(jax.tree.leaves(got.params_K), jax.tree.leaves(expected.params_K)):
       np.testing.assert_array_equal(a, b)
-    chex.assert_trees_all_equal(got.outer, expected.outer)
+    chex.assert_trees_all_equal(got.algo, expected.algo)
 
 
 # ----------------------------------------------------------------------------
@@ -181,12 +182,12 @@ def hand_messages(name, cfg, state, theta0):
   shared.py), from host copies."""
   if name == "noloco":
     a, g = cfg.noloco.alpha, cfg.noloco.gamma
-    theta, phi = get(state.params_K), get(state.outer.params_K)
+    theta, phi = get(state.params_K), get(state.algo.outer_params_K)
     return jax.tree.map(
         lambda t, p, r: a * t + (g - a) * p - g * r[None], theta, phi, theta0
     )
   eta = cfg.gasloc.eta  # y_k less θ_0 (the default mode sends y_k)
-  start, theta = get(state.outer.start_K), get(state.params_K)
+  start, theta = get(state.algo.start_K), get(state.params_K)
   return jax.tree.map(lambda s, t, r: s + eta * (t - s) - r[None], start, theta, theta0)
 
 
@@ -201,16 +202,16 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_message(name):
   algo = registry.make(cfg, toy_loss, mesh)
   topo = topology.from_config(cfg)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  theta0 = get(state.outer.exchange.reference)
+  theta0 = get(state.algo.exchange.reference)
   chex.assert_trees_all_equal(theta0, get(toy_params()))
-  residual = jax.tree.map(np.zeros_like, get(state.outer.exchange.residual_K))
+  residual = jax.tree.map(np.zeros_like, get(state.algo.exchange.residual_K))
   data = tokens(K, 4)
   for r in range(2):
     state = algo.inner(state, replicas.put_workers(data[:, 2 * r : 2 * r + 2], mesh), 2)
     before = get(state)
     x = hand_messages(name, cfg, state, theta0)
     state, metrics = algo.sync(state, everyone(K, mesh))
-    new_residual = get(state.outer.exchange.residual_K)
+    new_residual = get(state.algo.exchange.residual_K)
     partner = topo.neighbors(r)[0]
     for leaf in x:
       acc = beta_e * residual[leaf] + x[leaf]
@@ -223,16 +224,16 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_message(name):
       lap = sent - sent[partner]
       if name == "noloco":
         a, b, g = cfg.noloco.alpha, cfg.noloco.beta, cfg.noloco.gamma
-        theta, phi = before.params_K[leaf], before.outer.params_K[leaf]
+        theta, phi = before.params_K[leaf], before.algo.outer_params_K[leaf]
         z = a * theta + (g - a) * phi
-        m = b * before.outer.momentum_K[leaf] + (z - lap / 2) - g * phi
-        np.testing.assert_allclose(get(state.outer.momentum_K)[leaf], m, atol=1e-6)
+        m = b * before.algo.outer_momentum_K[leaf] + (z - lap / 2) - g * phi
+        np.testing.assert_allclose(get(state.algo.outer_momentum_K)[leaf], m, atol=1e-6)
         np.testing.assert_allclose(get(state.params_K)[leaf], phi + m, atol=1e-6)
       else:
         eta, gamma = cfg.gasloc.eta, cfg.gasloc.gamma
-        start = before.outer.start_K[leaf]
+        start = before.algo.start_K[leaf]
         y = start + eta * (before.params_K[leaf] - start)
-        new = y - 0.5 * lap + gamma * (y - before.outer.y_prev_K[leaf])
+        new = y - 0.5 * lap + gamma * (y - before.algo.y_prev_K[leaf])
         np.testing.assert_allclose(get(state.params_K)[leaf], new, atol=1e-6)
     norm = np.sqrt(
         np.mean(sum(np.sum(v.reshape(K, -1) ** 2, 1) for v in new_residual.values()))
@@ -246,7 +247,7 @@ def test_identity_with_error_feedback_keeps_a_zero_residual_and_todays_steps():
     mesh = replicas.make_mesh(K, 1)
     _, ref, _ = run_rounds(gossip_config(name, topo, **extra), mesh, [2, 2])
     _, got, _ = run_rounds(gossip_config(name, topo, ef_beta=1.0, **extra), mesh, [2, 2])
-    for leaf in jax.tree.leaves(get(got.outer.exchange.residual_K)):
+    for leaf in jax.tree.leaves(get(got.algo.exchange.residual_K)):
       assert not np.any(leaf)
     chex.assert_trees_all_close(get(got.params_K), get(ref.params_K), atol=1e-6)
 
@@ -274,7 +275,7 @@ def test_checkpoint_round_trip_with_residuals_resumes_exactly(case, tmp_path):
 
   for h in hs[:2]:
     state, _ = rounds_lib.run_round(algo, state, read, h, max(hs), mesh)
-  assert any(np.any(x) for x in jax.tree.leaves(get(state.outer.exchange.residual_K)))
+  assert any(np.any(x) for x in jax.tree.leaves(get(state.algo.exchange.residual_K)))
   ckpt = checkpoint.Checkpointer(str(tmp_path))
   ckpt.save(start, state, {"step": start})
   ckpt.close()

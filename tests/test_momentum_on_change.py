@@ -94,8 +94,8 @@ def test_the_trainer_applies_the_config_field():
   # little), rounds 2 and 4 change it: the three modes end in three places.
   for a, b in (("keep", "restart"), ("keep", "rescale"), ("restart", "rescale")):
     diff = np.abs(
-        np.asarray(runs[a].outer.opt.momentum["out"])
-        - np.asarray(runs[b].outer.opt.momentum["out"])
+        np.asarray(runs[a].algo.outer_opt.momentum["out"])
+        - np.asarray(runs[b].algo.outer_opt.momentum["out"])
     ).max()
     assert diff > 1e-6, (a, b)
 

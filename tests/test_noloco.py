@@ -38,8 +38,8 @@ def test_outer_step_equals_hand_formulas_on_four_devices():
   algo = registry.make(cfg, toy_loss, mesh)
   topo = topology.from_config(cfg)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  phi, m = get(state.outer.params_K), jax.tree.map(
-      np.zeros_like, get(state.outer.params_K)
+  phi, m = get(state.algo.outer_params_K), jax.tree.map(
+      np.zeros_like, get(state.algo.outer_params_K)
   )
   data = tokens(K, 3 * h)
   for r in range(3):
@@ -62,8 +62,8 @@ def test_outer_step_equals_hand_formulas_on_four_devices():
         phi,
     )
     phi = jax.tree.map(np.add, phi, m)
-    assert_trees_close(get(state.outer.params_K), phi)
-    assert_trees_close(get(state.outer.momentum_K), m)
+    assert_trees_close(get(state.algo.outer_params_K), phi)
+    assert_trees_close(get(state.algo.outer_momentum_K), m)
     assert_trees_close(get(state.params_K), phi)  # θ_k ← φ_k
 
     mean = jax.tree.map(lambda x: x.mean(0), phi)
@@ -93,7 +93,7 @@ def test_gamma_zero_on_the_complete_graph_is_diloco_with_heavy_ball_momentum():
   algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   outer = optax.sgd(alpha, momentum=beta)
-  phi = jax.tree.map(lambda x: x[0], get(state.outer.params_K))
+  phi = jax.tree.map(lambda x: x[0], get(state.algo.outer_params_K))
   opt = outer.init(phi)
   data = tokens(K, 3 * h)
   for r in range(3):
@@ -105,7 +105,7 @@ def test_gamma_zero_on_the_complete_graph_is_diloco_with_heavy_ball_momentum():
     delta = jax.tree.map(lambda p, t: (p[None] - t).mean(0), phi, theta)
     updates, opt = outer.update(delta, opt, phi)
     phi = optax.apply_updates(phi, updates)
-    got = get(state.outer.params_K)
+    got = get(state.algo.outer_params_K)
     for k in range(K):
       assert_trees_close(jax.tree.map(lambda x: x[k], got), phi)
   assert algo.comm_pattern(0, h).kind == "allreduce"

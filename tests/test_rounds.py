@@ -45,7 +45,7 @@ def test_diloco_k1_h1_no_momentum_is_adamw():
     updates, opt = tx.update(grads, opt, params)
     params = optax.apply_updates(params, updates)
   # θ − (θ − θ') is θ' up to one float rounding per round, hence the tolerance.
-  chex.assert_trees_all_close(get(state.outer.params), params, rtol=1e-7, atol=1e-6)
+  chex.assert_trees_all_close(get(state.algo.global_params), params, rtol=1e-7, atol=1e-6)
 
 
 def test_sharded_equals_vmapped():
@@ -94,7 +94,7 @@ def test_averaged_pseudo_gradient_is_the_mean_of_worker_moves():
   mesh = replicas.make_mesh(4, 2)
   algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(toy_params()), mesh)
-  theta = get(state.outer.params)
+  theta = get(state.algo.global_params)
   state = algo.inner(state, replicas.put_workers(tokens(4, 3), mesh), np.int32(3))
   fast_K = jax.device_get(state.params_K)
   state, m = algo.sync(state, everyone(4, mesh))
@@ -102,7 +102,7 @@ def test_averaged_pseudo_gradient_is_the_mean_of_worker_moves():
   delta_K = jax.tree.map(lambda t, f: t[None] - f, theta, fast_K)
   delta = jax.tree.map(lambda d: d.mean(0), delta_K)
   expected = jax.tree.map(lambda t, d: t - d, theta, delta)
-  chex.assert_trees_all_close(get(state.outer.params), expected, rtol=1e-7, atol=1e-6)
+  chex.assert_trees_all_close(get(state.algo.global_params), expected, rtol=1e-7, atol=1e-6)
   sq = lambda t: sum(float(np.sum(x.astype(np.float64) ** 2)) for x in jax.tree.leaves(t))
   np.testing.assert_allclose(m["delta_norm"], np.sqrt(sq(delta)), rtol=1e-5)
   worker_sq = np.mean([sq(jax.tree.map(lambda d: d[k], delta_K)) for k in range(4)])
@@ -113,7 +113,7 @@ def test_averaged_pseudo_gradient_is_the_mean_of_worker_moves():
     jax.tree.map(
         lambda a, b: np.testing.assert_array_equal(a[k], b),
         jax.device_get(state.params_K),
-        jax.device_get(state.outer.params),
+        jax.device_get(state.algo.global_params),
     )
 
 
@@ -144,7 +144,7 @@ def test_ddp_equals_adamw_on_the_global_batch():
     grads = jax.grad(toy_loss)(params, global_batch)
     updates, opt = tx.update(grads, opt, params)
     params = optax.apply_updates(params, updates)
-  assert_trees_close(jax.device_get(state.outer.params), params)
+  assert_trees_close(jax.device_get(state.algo.params), params)
   # All workers hold the same model: there is one copy of it.
   assert state.params_K is None and state.inner_opt_K is None
 
@@ -184,11 +184,11 @@ def test_ddp_model_is_one_copy_per_device():
       for s in x.addressable_shards
       if s.device == device
   )
-  chex.assert_trees_all_equal_shapes(state.outer.params, params)
-  assert on_device(state.outer.params) == param_bytes
+  chex.assert_trees_all_equal_shapes(state.algo.params, params)
+  assert on_device(state.algo.params) == param_bytes
   cfg = config("ddp", K=K)
   opt = inner.optimizer(cfg.inner, inner.schedule(cfg.inner, cfg.total_steps))
-  assert on_device(state.outer.opt) == sum(  # μ, ν and the step count
+  assert on_device(state.algo.inner_opt) == sum(  # μ, ν and the step count
       x.nbytes for x in jax.tree.leaves(opt.init(params))
   )
   assert state.params_K is None and state.inner_opt_K is None
@@ -206,8 +206,8 @@ def test_global_state_is_one_copy_per_device(name):
       everyone(K, mesh),
   )
   params = toy_params()
-  chex.assert_trees_all_equal_shapes(state.outer.params, params)
-  chex.assert_trees_all_equal_shapes(state.outer.opt.momentum, params)
+  chex.assert_trees_all_equal_shapes(state.algo.global_params, params)
+  chex.assert_trees_all_equal_shapes(state.algo.outer_opt.momentum, params)
   device = mesh.devices.flat[0]
   on_device = lambda tree: sum(
       s.data.nbytes
@@ -216,6 +216,6 @@ def test_global_state_is_one_copy_per_device(name):
       if s.device == device
   )
   param_bytes = sum(x.nbytes for x in jax.tree.leaves(params))
-  assert on_device(state.outer.params) == param_bytes
-  assert on_device(state.outer.opt.momentum) == param_bytes
+  assert on_device(state.algo.global_params) == param_bytes
+  assert on_device(state.algo.outer_opt.momentum) == param_bytes
   assert on_device(state.params_K) == K // D * param_bytes

@@ -124,11 +124,11 @@ def test_one_fragment_no_overlap_is_diloco_bit_for_bit():
   cfg.compress.ef_beta = 1.0
   _, got, m_got = run_rounds(cfg, mesh, hs)
   chex.assert_trees_all_equal(get(got.params_K), get(ref.params_K))
-  chex.assert_trees_all_equal(get(got.outer.params), get(ref.outer.params))
-  chex.assert_trees_all_equal(get(got.outer.opt), get(ref.outer.opt))
+  chex.assert_trees_all_equal(get(got.algo.global_params), get(ref.algo.global_params))
+  chex.assert_trees_all_equal(get(got.algo.outer_opt), get(ref.algo.outer_opt))
   assert not np.any(
       np.concatenate(
-          [np.ravel(x) for x in jax.tree.leaves(get(got.outer.exchange.residual_K))]
+          [np.ravel(x) for x in jax.tree.leaves(get(got.algo.exchange.residual_K))]
       )
   )
   for a, b in zip(m_got, m_ref):
@@ -171,8 +171,8 @@ def test_streaming_is_interleaved_diloco_on_the_fragments(autoloco):
     params_K[leaf] = np.broadcast_to(g[leaf], params_K[leaf].shape).copy()
     state = state._replace(params_K=replicas.put_workers(params_K, mesh))
     assert_trees_close(get(got.params_K) if r == len(hs) - 1 else params_K, params_K)
-  assert_trees_close(get(got.outer.params), g)
-  assert_trees_close(get(got.outer.opt.momentum), m)
+  assert_trees_close(get(got.algo.global_params), g)
+  assert_trees_close(get(got.algo.outer_opt.momentum), m)
 
 
 def test_overlap_merges_with_the_mixing_factor_and_zero_tau_resets():
@@ -188,7 +188,7 @@ def test_overlap_merges_with_the_mixing_factor_and_zero_tau_resets():
   state, m = algo.sync(state, everyone(K, mesh))  # send fragment 0
   assert int(m["sent"]) == 1 and int(m["next_h"]) == 1
   chex.assert_trees_all_equal(get(state.params_K), before)  # nobody waits
-  global_ = get(state.outer.params)
+  global_ = get(state.algo.global_params)
   state = algo.inner(state, replicas.put_workers(data[:, 2:3], mesh), np.int32(1))
   local = get(state.params_K)
   state, m = algo.sync(state, everyone(K, mesh))  # fragment 0 arrives
@@ -216,7 +216,7 @@ def test_eager_swaps_the_provisional_step_for_the_true_one_on_arrival():
     d_K = theta[leaf][None] - local[leaf]
     provisional = theta[leaf][None] - alpha * (d_K + beta * d_K)
     np.testing.assert_allclose(get(state.params_K)[leaf], provisional, atol=1e-6)
-  new_global = get(state.outer.params)
+  new_global = get(state.algo.global_params)
   state = algo.inner(state, replicas.put_workers(data[:, 2:3], mesh), np.int32(1))
   drifted = get(state.params_K)
   state, _ = algo.sync(state, everyone(K, mesh))
@@ -225,7 +225,7 @@ def test_eager_swaps_the_provisional_step_for_the_true_one_on_arrival():
     provisional = theta[leaf][None] - alpha * (d_K + beta * d_K)
     expected = drifted[leaf] + (new_global[leaf][None] - provisional)
     np.testing.assert_allclose(get(state.params_K)[leaf], expected, atol=1e-5)
-  assert not any(np.any(x) for x in jax.tree.leaves(get(state.outer.exchange.pending_K)))
+  assert not any(np.any(x) for x in jax.tree.leaves(get(state.algo.exchange.pending_K)))
 
 
 # ----------------------------------------------------------------------------
@@ -328,7 +328,7 @@ def test_autoloco_streaming_fp4_trains_end_to_end(tmp_path):
     assert r["h"] == (cfg.stream.tau if r["sent"] == 0 else r["h"])
 
   run = trainer.setup(cfg)
-  params = jax.tree.map(lambda x: x, run.state.outer.params)
+  params = jax.tree.map(lambda x: x, run.state.algo.global_params)
   ids = fragments.leaf_fragments(params, 2)
   codec = codecs.fp4(128)
   payload = [

@@ -53,7 +53,7 @@ def test_a_table_of_the_reference_pair_alone_is_adaptation_without_correction():
   _, s_table, m_table = run_rounds(autoloco_config("table", ((H_REF, 0.7, 0.8),)), mesh, hs)
   _, s_none, m_none = run_rounds(autoloco_config("none"), mesh, hs)
   chex.assert_trees_all_equal(s_table.params_K, s_none.params_K)
-  chex.assert_trees_all_equal(s_table.outer, s_none.outer)
+  chex.assert_trees_all_equal(s_table.algo, s_none.algo)
   assert [m["outer_momentum"] for m in m_table] == [np.float32(0.8)] * len(hs)
 
 

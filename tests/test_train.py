@@ -300,7 +300,7 @@ def test_nan_between_checkpoints_stops_one_round_later_unsaved(tmp_path):
 
 @pytest.mark.slow
 def test_an_injected_nan_stops_ddp_too(tmp_path):
-  """DDP keeps one model per device (``state.outer``, no ``params_K``): the
+  """DDP keeps one model per device (``state.algo``, no ``params_K``): the
   injected NaN poisons it, and the run stops naming the round."""
   cfg = tiny(ddp_config, total_steps=20, **{"network.step_time": 0.01})
   cfg.faults.nan_at_round = 1

@@ -41,7 +41,7 @@ def test_the_documented_variant_syncs_only_the_shared_leaves():
   np.testing.assert_array_equal(params_K["out"][0], params_K["out"][1])
   assert not np.array_equal(params_K["embed"][0], params_K["embed"][1])
   # The global model moved on the shared leaf only.
-  anchor = jax.device_get(state.outer.params)
+  anchor = jax.device_get(state.algo.global_params)
   np.testing.assert_array_equal(anchor["out"], params_K["out"][0])
   np.testing.assert_array_equal(anchor["embed"], np.asarray(toy_params()["embed"]))
   assert int(jax.device_get(metrics["next_h"])) == 3

@@ -35,15 +35,15 @@ class DDPState(NamedTuple):
   """DDP's one model, one copy per device (replicated).
 
   Attributes:
-    params: the parameters ``θ_s``.
-    opt: their inner optimizer state (clipping and AdamW moments).
+    params: the one model's parameters ``θ_s``.
+    inner_opt: their inner optimizer state (clipping and AdamW moments).
   """
 
   params: Any
-  opt: Any
+  inner_opt: Any
 
   def specs(self) -> "DDPState":
-    return DDPState(params=replicas.REPLICATED, opt=replicas.REPLICATED)
+    return DDPState(params=replicas.REPLICATED, inner_opt=replicas.REPLICATED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,18 +68,18 @@ class DDP:
     k = setup.num_workers
 
     def init_state(params) -> state_lib.TrainState:
-      model = DDPState(params=params, opt=setup.inner_tx.init(params))
+      model = DDPState(params=params, inner_opt=setup.inner_tx.init(params))
       return state_lib.init(None, None, model, k)
 
     loop = setup.synced_loop()
 
     def inner_block(state: state_lib.TrainState, tokens_KxCxBxL1, num_steps):
-      model = state.outer
+      model = state.algo
       params, opt, acc = loop(
-          model.params, model.opt, state.acc, tokens_KxCxBxL1, num_steps, state.step
+          model.params, model.inner_opt, state.acc, tokens_KxCxBxL1, num_steps, state.step
       )
       return state._replace(
-          outer=DDPState(params, opt), acc=acc, step=state.step + num_steps
+          algo=DDPState(params, opt), acc=acc, step=state.step + num_steps
       )
 
     def sync_block(state: state_lib.TrainState, present_K):
@@ -88,7 +88,7 @@ class DDP:
       metrics.update(
           round=state.round,
           next_h=jnp.asarray(self.h, jnp.int32),
-          param_norm=jnp.sqrt(replicas.sq_norm(state.outer.params)),
+          param_norm=jnp.sqrt(replicas.sq_norm(state.algo.params)),
       )
       return state._replace(acc=inner.reset(state.acc), round=state.round + 1), metrics
 
@@ -100,7 +100,7 @@ class DDP:
         init_state=init_state,
         inner=jit_inner_block(inner_block, setup.mesh),
         sync=jit_sync(sync_block, setup.mesh),
-        eval_params=lambda state: {"": state.outer.params},
+        eval_params=lambda state: {"": state.algo.params},
         comm_pattern=comm_pattern,
         h_max=self.h,
         h_min=self.h,

@@ -28,10 +28,20 @@ from absl import logging
 
 import orbax.checkpoint as ocp
 
-#: Layout of the run state in a checkpoint. 2: each algorithm owns its state
-#: (``TrainState.outer``) and the host state is one typed item. Checkpoints of
-#: another layout cannot be resumed.
-FORMAT = 2
+#: Layout of the run state in a checkpoint (:data:`LAYOUTS` says what changed
+#: at each). Checkpoints of another layout cannot be resumed.
+FORMAT = 3
+
+#: What each layout changed, named in the error that refuses an older checkpoint.
+LAYOUTS = {
+    1: "the first layout, before the run state was split by algorithm",
+    2: "each algorithm owns its state (TrainState.outer) and the host state is "
+    "one typed item",
+    3: "the fields say what they hold: TrainState.outer became TrainState.algo; "
+    "DiLoCo's params and opt became global_params and outer_opt, DDP's opt "
+    "inner_opt, NoLoCo's params_K and momentum_K outer_params_K and "
+    "outer_momentum_K",
+}
 
 
 class CheckpointError(RuntimeError):
@@ -122,11 +132,14 @@ class Checkpointer:
       return
     found = host.get("format", 1) if isinstance(host, dict) else 1
     if found != FORMAT:
+      changes = "; ".join(
+          f"format {v}: {LAYOUTS[v]}" for v in range(found + 1, FORMAT + 1) if v in LAYOUTS
+      )
       raise CheckpointError(
           f"the checkpoint at step {step} in {self.directory} was written by another "
           f"version of autoloco_jax (run-state format {found}; this version reads "
-          f"format {FORMAT}) and cannot be resumed. Start the run in a new --workdir, "
-          "or resume it with the version that wrote it."
+          f"format {FORMAT}: {changes}) and cannot be resumed. Start the run in a "
+          "new --workdir, or resume it with the version that wrote it."
       )
 
   def close(self) -> None:

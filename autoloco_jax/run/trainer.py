@@ -302,9 +302,9 @@ def _dispatch_round(
   round_index = host.rounds
   h = rounds.round_steps(host.next_h, config.total_steps - host.step, run.algo.h_min)
   if round_index == config.faults.nan_at_round:
-    if state.params_K is None:  # DDP: its one model is state.outer
+    if state.params_K is None:  # DDP: its one model is state.algo
       state = state._replace(
-          outer=state.outer._replace(params=_poison(state.outer.params))
+          algo=state.algo._replace(params=_poison(state.algo.params))
       )
     else:
       state = state._replace(params_K=_poison(state.params_K))

@@ -18,11 +18,12 @@ class TrainState(NamedTuple):
   mesh's ``replica`` axis; the rest is replicated.
 
   Attributes:
-    params_K: fast weights ``θ_{t,k}``, the parameters the inner steps move;
-      ``None`` for DDP, whose workers always agree: its one model is ``outer``.
+    params_K: the workers' parameters ``θ_{t,k}`` (the fast weights the inner
+      steps move); ``None`` for DDP, whose workers always agree: its one model
+      is in ``algo``.
     inner_opt_K: inner optimizer state (AdamW moments), local to each worker;
       ``None`` for DDP.
-    outer: the algorithm's own state between rounds, a NamedTuple with a
+    algo: the algorithm's own state between rounds, a NamedTuple with a
       ``specs()`` method (``diloco.DiLoCoState``, ``noloco.NoLoCoState``,
       ``gasloc.GASLoCState``; ``ddp.DDPState``: the parameters and their AdamW
       state, one copy per device).
@@ -33,7 +34,7 @@ class TrainState(NamedTuple):
 
   params_K: Any
   inner_opt_K: Any
-  outer: Any
+  algo: Any
   acc: RoundAcc
   step: jax.Array
   round: jax.Array
@@ -45,20 +46,20 @@ class TrainState(NamedTuple):
     return TrainState(
         params_K=on(self.params_K, w),
         inner_opt_K=on(self.inner_opt_K, w),
-        outer=None if self.outer is None else self.outer.specs(),
+        algo=None if self.algo is None else self.algo.specs(),
         acc=RoundAcc.specs(),
         step=r,
         round=r,
     )
 
 
-def init(params_K: Any, inner_opt_K: Any, outer: Any, num_workers: int) -> TrainState:
+def init(params_K: Any, inner_opt_K: Any, algo: Any, num_workers: int) -> TrainState:
   """A state before the first round (host or device arrays; place with
   :func:`place`)."""
   return TrainState(
       params_K=params_K,
       inner_opt_K=inner_opt_K,
-      outer=outer,
+      algo=algo,
       acc=RoundAcc.zeros(num_workers),
       step=scalar(0),
       round=scalar(0),

@@ -51,9 +51,9 @@ class DiLoCoState(NamedTuple):
   """DiLoCo's state between rounds, one copy per device (replicated).
 
   Attributes:
-    params: the global parameters ``θ_t`` (the round's anchor; with streaming,
-      every fragment as of its last sync).
-    opt: the outer optimizer's state (``outer.AutoLoCoState``: momentum ``m``,
+    global_params: the global parameters ``θ_t`` (the round's anchor; with
+      streaming, every fragment as of its last sync).
+    outer_opt: the outer optimizer's state (``outer.AutoLoCoState``: momentum ``m``,
       count and the last round's ``α_t``, ``β_t``, ``r_t``); with streaming the
       momentum of fragment ``p`` changes only at ``p``'s syncs.
     controller: the interval controller's state; its ``h`` is the next round's.
@@ -62,15 +62,15 @@ class DiLoCoState(NamedTuple):
       checkpoints keep their layout.
   """
 
-  params: Any
-  opt: outer.AutoLoCoState
+  global_params: Any
+  outer_opt: outer.AutoLoCoState
   controller: Any
   exchange: Any = None
 
   def specs(self) -> "DiLoCoState":
     r = replicas.REPLICATED
     ex = None if self.exchange is None else self.exchange.specs()
-    return DiLoCoState(params=r, opt=r, controller=r, exchange=ex)
+    return DiLoCoState(global_params=r, outer_opt=r, controller=r, exchange=ex)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,8 +159,8 @@ class DiLoCo:
       params_K, inner_opt_K = setup.init_workers(params)
       shapes.record(params)
       own = DiLoCoState(
-          params=params,
-          opt=outer_now.tx.init(params),
+          global_params=params,
+          outer_opt=outer_now.tx.init(params),
           controller=self.controller.init(self.h0),
           exchange=piece.init(params_K),
       )
@@ -187,4 +187,4 @@ def _global_params(mesh) -> Callable:
   stale fragments; evaluate the global parameters, every fragment as of its
   last sync."""
   replicated = jax.sharding.NamedSharding(mesh, replicas.REPLICATED)
-  return jax.jit(lambda state: {"": state.outer.params}, out_shardings=replicated)
+  return jax.jit(lambda state: {"": state.algo.global_params}, out_shardings=replicated)

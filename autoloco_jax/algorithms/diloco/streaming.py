@@ -204,7 +204,7 @@ class StreamedSync:
   compressed messages: ``(state, present_K) -> (state, metrics)``, one driver
   event per call (a send, or with ``τ >= 1`` alternately a send and an arrival).
 
-  The algorithm's own state (``state.outer``) has ``params``, ``opt``,
+  The algorithm's own state (``state.algo``) has ``global_params``, ``outer_opt``,
   ``controller`` and ``exchange`` (an :class:`ExchangeState`).
 
   Attributes:
@@ -275,13 +275,13 @@ class StreamedSync:
     """``(params_K, pending_K)`` after a send: without overlap the fragment
     restarts from the new global; eager, from each worker's provisional step;
     else the workers go on until the fragment arrives."""
-    params_K, pending_K = state.params_K, state.outer.exchange.pending_K
+    params_K, pending_K = state.params_K, state.algo.exchange.pending_K
     if self.stream.tau == 0:
       return pick(replicas.broadcast_block(params, params_K), params_K), pending_K
     if self.stream.eager:
-      own = state.outer
+      own = state.algo
       step_K = provisional_step_K()
-      provisional_K = jax.tree.map(lambda a, u: a[None] + u, own.params, step_K)
+      provisional_K = jax.tree.map(lambda a, u: a[None] + u, own.global_params, step_K)
       params_K = pick(provisional_K, params_K)
       pending_K = pick(
           jax.tree.map(lambda a, q: a[None] - q, params, provisional_K),
@@ -292,14 +292,14 @@ class StreamedSync:
   def send(self, state, present_K):
     """A fragment's sync: exchange, outer step and, without overlap, the
     workers' reset."""
-    own, acc, ex = state.outer, state.acc, state.outer.exchange
+    own, acc, ex = state.algo, state.acc, state.algo.exchange
     P, outer = self.stream.fragments, self.outer
     fragment = self.stream.fragment_of_round(state.round)
-    pick = self.picker(own.params, fragment)
+    pick = self.picker(own.global_params, fragment)
     only = lambda tree: tree if P == 1 else pick(tree, _zeros(tree))
     # Means over the workers present this round (all of them without faults).
     mean = lambda tree_K: replicas.worker_weighted_mean(tree_K, present_K)
-    delta_K = sync.pseudo_gradients_K(own.params, state.params_K)
+    delta_K = sync.pseudo_gradients_K(own.global_params, state.params_K)
     sent_K, residual_K = exchange_lib.encode_workers(
         self.compression, delta_K, ex.residual_K
     )
@@ -309,9 +309,9 @@ class StreamedSync:
     lr_sum, steps, ex = self._period(ex, acc, fragment)
     ref_sum = outer.reference_lr_sum(state.step - steps)
     new_params, opt = sync.outer_step(outer, own, delta, lr_sum, ref_sum)
-    params = pick(new_params, own.params)
+    params = pick(new_params, own.global_params)
     if P > 1:
-      opt = opt._replace(momentum=pick(opt.momentum, own.opt.momentum))
+      opt = opt._replace(momentum=pick(opt.momentum, own.outer_opt.momentum))
     period = dict(h=steps, lr_sum=lr_sum) if P > 1 else {}  # the fragment's own
     stats, grad_norm = sync.statistics(
         outer, state, mean, present, replicas.sq_norm(only(delta)), worker_sq, **period
@@ -319,7 +319,7 @@ class StreamedSync:
     next_h, controller = outer.controller.next_h(own.controller, stats)
     provisional_step_K = lambda: jax.vmap(
         lambda d: outer.tx.update(
-            d, own.opt, own.params, inner_lr_sum=lr_sum, reference_lr_sum=ref_sum
+            d, own.outer_opt, own.global_params, inner_lr_sum=lr_sum, reference_lr_sum=ref_sum
         )[0]
     )(
         delta_K
@@ -345,7 +345,7 @@ class StreamedSync:
     ex = ex._replace(residual_K=residual_K, pending_K=pending_K)
     new_state = state._replace(
         params_K=params_K,
-        outer=own._replace(params=params, opt=opt, controller=controller, exchange=ex),
+        algo=own._replace(global_params=params, outer_opt=opt, controller=controller, exchange=ex),
         acc=inner.reset(acc),
         round=state.round + 1,
     )
@@ -355,9 +355,9 @@ class StreamedSync:
     """An overlapped fragment arrives ``τ`` steps after its send: merge it
     into the workers' copies. Nothing is sent; the round's accumulators go
     on (the next send reads the whole slot)."""
-    own, ex = state.outer, state.outer.exchange
+    own, ex = state.algo, state.algo.exchange
     fragment = self.stream.fragment_of_round(state.round)
-    pick = self.picker(own.params, fragment)
+    pick = self.picker(own.global_params, fragment)
     pending_K = ex.pending_K
     if self.stream.eager:
       params_K = pick(jax.tree.map(jnp.add, state.params_K, pending_K), state.params_K)
@@ -365,7 +365,7 @@ class StreamedSync:
     else:
       lam = jnp.float32(self.stream.mix)
       merged_K = jax.tree.map(
-          lambda x, a: lam * x + (1 - lam) * a[None], state.params_K, own.params
+          lambda x, a: lam * x + (1 - lam) * a[None], state.params_K, own.global_params
       )
       params_K = pick(merged_K, state.params_K)
     mean = replicas.worker_mean
@@ -383,16 +383,16 @@ class StreamedSync:
     metrics = sync.round_metrics(
         stats,
         grad_norm,
-        own.params,
+        own.global_params,
         present,
         ref_sum,
-        own.opt,
+        own.outer_opt,
         self.round_length(state.round, h),
         **extra,
     )
     new_state = state._replace(
         params_K=params_K,
-        outer=own._replace(exchange=ex._replace(pending_K=pending_K)),
+        algo=own._replace(exchange=ex._replace(pending_K=pending_K)),
         round=state.round + 1,
     )
     return new_state, metrics

@@ -69,9 +69,9 @@ def outer_step(
   ``delta``, the accumulated inner learning rate ``S_t = lr_sum`` and
   ``S_ref,t = ref_sum``; ``own`` is the algorithm's state (``params``, ``opt``)."""
   updates, opt = outer.tx.update(
-      delta, own.opt, own.params, inner_lr_sum=lr_sum, reference_lr_sum=ref_sum
+      delta, own.outer_opt, own.global_params, inner_lr_sum=lr_sum, reference_lr_sum=ref_sum
   )
-  return optax.apply_updates(own.params, updates), opt
+  return optax.apply_updates(own.global_params, updates), opt
 
 
 def statistics(
@@ -166,9 +166,9 @@ class WholeModelSync:
     )
 
   def __call__(self, state: state_lib.TrainState, present_K: jax.Array):
-    outer, own, acc = self.outer, state.outer, state.acc
+    outer, own, acc = self.outer, state.algo, state.acc
     mean = lambda tree_K: replicas.worker_weighted_mean(tree_K, present_K)
-    delta_K = pseudo_gradients_K(own.params, state.params_K)
+    delta_K = pseudo_gradients_K(own.global_params, state.params_K)
     delta = mean(delta_K)  # the all-reduce
     worker_sq = mean(replicas.sq_norm_K(delta_K))
     present = workers_present(present_K)
@@ -180,7 +180,7 @@ class WholeModelSync:
     next_h, controller = outer.controller.next_h(own.controller, stats)
     new_state = state._replace(
         params_K=replicas.broadcast_block(params, state.params_K),
-        outer=own._replace(params=params, opt=opt, controller=controller),
+        algo=own._replace(global_params=params, outer_opt=opt, controller=controller),
         acc=inner.reset(acc),
         round=state.round + 1,
     )

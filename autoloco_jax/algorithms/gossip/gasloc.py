@@ -170,10 +170,10 @@ class GASLoC:
     def sync_block(state: state_lib.TrainState, present_K):
       del present_K  # GASLoC does not support faults
       start_K, theta_K, y_prev_K, ex = (
-          state.outer.start_K,
+          state.algo.start_K,
           state.params_K,
-          state.outer.y_prev_K,
-          state.outer.exchange,
+          state.algo.y_prev_K,
+          state.algo.exchange,
       )
 
       y_K = jax.tree.map(lambda s, t: s + eta * (t - s), start_K, theta_K)
@@ -204,7 +204,7 @@ class GASLoC:
       )
       new_state = state._replace(
           params_K=new_K,
-          outer=GASLoCState(start_K=new_K, y_prev_K=y_K, exchange=ex),
+          algo=GASLoCState(start_K=new_K, y_prev_K=y_K, exchange=ex),
           acc=inner.reset(state.acc),
           round=state.round + 1,
       )

@@ -60,14 +60,14 @@ class NoLoCoState(NamedTuple):
   """NoLoCo's per-worker state between rounds.
 
   Attributes:
-    params_K: each worker's outer weights ``φ_k``.
-    momentum_K: each worker's outer momentum ``m_k``.
+    outer_params_K: each worker's outer weights ``φ_k``.
+    outer_momentum_K: each worker's outer momentum ``m_k``.
     exchange: a compressed exchange's reference and residuals
       (``gossip.GossipExchangeState``); None for the uncompressed one.
   """
 
-  params_K: Any
-  momentum_K: Any
+  outer_params_K: Any
+  outer_momentum_K: Any
   exchange: Any = None
 
   def specs(self) -> "NoLoCoState":
@@ -131,16 +131,17 @@ class NoLoCo:
       params_K, inner_opt_K = setup.init_workers(params)
       shapes.record(params)
       own = NoLoCoState(
-          params_K=params_K,
-          momentum_K=jax.tree.map(jnp.zeros_like, params_K),
+          outer_params_K=params_K,
+          outer_momentum_K=jax.tree.map(jnp.zeros_like, params_K),
           exchange=shared.init_exchange(compression, params, params_K),
       )
       return state_lib.init(params_K, inner_opt_K, own, k)
 
     def sync_block(state: state_lib.TrainState, present_K):
       del present_K  # NoLoCo does not support faults
-      theta_K, phi_K, m_K = state.params_K, state.outer.params_K, state.outer.momentum_K
-      ex = state.outer.exchange
+      theta_K, phi_K = state.params_K, state.algo.outer_params_K
+      m_K = state.algo.outer_momentum_K
+      ex = state.algo.exchange
       z_K = jax.tree.map(lambda t, p: alpha * t + (gamma - alpha) * p, theta_K, phi_K)
       if ex is None:
         zbar_K = topology.neighborhood_mean(topo, z_K, state.round)  # the exchange
@@ -156,7 +157,7 @@ class NoLoCo:
       )
       new_state = state._replace(
           params_K=new_phi_K,
-          outer=NoLoCoState(new_phi_K, m_K, ex),
+          algo=NoLoCoState(new_phi_K, m_K, ex),
           acc=inner.reset(state.acc),
           round=state.round + 1,
       )
