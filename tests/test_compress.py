@@ -46,7 +46,7 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients()
   state = algo.inner(state, replicas.put_workers(data[:, :3], mesh), np.int32(3))
   delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
   state, _ = algo.sync(state, everyone(K, mesh))
-  e1_K = get(state.algo.exchange.residual_K)
+  e1_K = get(state.algo.residual_K)
   m1 = get(state.algo.outer_opt.momentum)  # = mean_k sent_k (m_0 = 0)
   for leaf in theta:
     # Per worker: the residual is what the codec did not send.
@@ -63,7 +63,7 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients()
   state = algo.inner(state, replicas.put_workers(data[:, 3:], mesh), np.int32(3))
   delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
   state, _ = algo.sync(state, everyone(K, mesh))
-  e2_K = get(state.algo.exchange.residual_K)
+  e2_K = get(state.algo.residual_K)
   sent_mean = jax.tree.map(
       lambda m2, m1_: m2 - beta * m1_, get(state.algo.outer_opt.momentum), m1
   )
@@ -84,7 +84,7 @@ def test_without_error_feedback_the_average_is_the_mean_of_decoded_payloads():
   state = algo.inner(state, replicas.put_workers(tokens(K, 2), mesh), np.int32(2))
   delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
   state, _ = algo.sync(state, everyone(K, mesh))
-  assert state.algo.exchange.residual_K is None
+  assert state.algo.residual_K is None
   codec = codecs.int4(8)
   for leaf in theta:
     decoded = np.stack([codecs.roundtrip(codec, d) for d in delta_K[leaf]])

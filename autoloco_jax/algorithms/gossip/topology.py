@@ -47,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from autoloco_jax import ranges
 from autoloco_jax.runtime import replicas
 
 TOPOLOGIES = ("matching", "groups", "ring", "torus", "exponential", "complete")
@@ -277,8 +278,11 @@ def make(
 
 def from_config(config: Any) -> Topology:
   """The topology of ``config.gossip`` (``topology``, ``group_size``,
-  ``pool_size``) over ``config.num_workers`` workers, seeded by ``config.seed``."""
+  ``pool_size``; read here and nowhere else, their ranges checked here) over
+  ``config.num_workers`` workers, seeded by ``config.seed``."""
   g = config.gossip
+  for name in ("group_size", "pool_size"):
+    ranges.check(f"gossip.{name}", g[name])
   return make(
       g.topology,
       config.num_workers,
