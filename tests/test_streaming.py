@@ -133,9 +133,7 @@ def test_one_fragment_no_overlap_is_diloco_bit_for_bit():
   chex.assert_trees_all_equal(get(got.algo.global_params), get(ref.algo.global_params))
   chex.assert_trees_all_equal(get(got.algo.outer_opt), get(ref.algo.outer_opt))
   assert not np.any(
-      np.concatenate(
-          [np.ravel(x) for x in jax.tree.leaves(get(got.algo.residual_K))]
-      )
+      np.concatenate([np.ravel(x) for x in jax.tree.leaves(get(got.algo.residual_K))])
   )
   for a, b in zip(m_got, m_ref):
     for key in b:

@@ -22,7 +22,6 @@ from autoloco_jax.algorithms.diloco import streaming
 from autoloco_jax.compression import exchange
 from autoloco_jax.runtime.contract import Algorithm, Setup
 
-
 #: Algorithm name -> ``module:class`` of its hyperparameters (imported on demand).
 REGISTRY = {
     "ddp": "autoloco_jax.algorithms.ddp:DDP",

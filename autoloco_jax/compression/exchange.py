@@ -79,11 +79,6 @@ class Compression:
         ef_beta=codecs.ef_beta_from_config({"ef_beta": beta}),
     )
 
-  @classmethod
-  def none(cls) -> "Compression":
-    """Messages sent as they are: the identity codec, no error feedback."""
-    return cls(codecs.identity(), None)
-
   @property
   def plain(self) -> bool:
     """True when messages are the float32 pseudo-gradients themselves."""

@@ -50,6 +50,9 @@ from autoloco_jax.runtime import inner, replicas, state as state_lib
 if TYPE_CHECKING:
   from autoloco_jax.algorithms.diloco.streaming import Stream
 
+#: A fragment's two steps, by their methods' names: the events of a schedule.
+SEND, ARRIVE = "send", "arrive"
+
 
 class FragmentState(NamedTuple):
   """What a fragment has run since its last send (with ``P > 1``; one fragment
@@ -158,17 +161,32 @@ class Fragment:
     # With P > 1 the statistics are of the fragment's own period.
     period = dict(h=steps, lr_sum=lr_sum) if own.fragments is not None else {}
     stats, grad_norm = sync.statistics(
-        rule, state, mean, present, replicas.sq_norm(self.only(delta)), worker_sq, **period
+        rule,
+        state,
+        mean,
+        present,
+        replicas.sq_norm(self.only(delta)),
+        worker_sq,
+        **period,
     )
     next_h, controller = rule.controller.next_h(own.controller, stats)
     params_K, pending_K = self._workers_after_send(
         state, params, delta_K, lr_sum, ref_sum
     )
-    extra = dict(interval=next_h, sent=jnp.ones((), jnp.int32))
+    extra = dict(fragment=self.index_i32, interval=next_h, sent=jnp.ones((), jnp.int32))
     if self.compression.ef_beta is not None:
       residual_K = self.pick(residual_K, own.residual_K)
       extra.update(ef_residual_norm=jnp.sqrt(mean(replicas.sq_norm_K(residual_K))))
-    metrics = self._metrics(stats, grad_norm, params, present, ref_sum, opt, next_h, extra)
+    metrics = sync.round_metrics(
+        stats,
+        grad_norm,
+        params,
+        present,
+        ref_sum,
+        opt,
+        self.next_h(SEND, next_h),
+        **extra,
+    )
     algo = own._replace(
         global_params=params,
         outer_opt=opt,
@@ -225,13 +243,22 @@ class Fragment:
     present = sync.workers_present(present_K)
     stats, grad_norm = sync.statistics(self.rule, state, mean, present, 0.0, 0.0)
     interval = jnp.asarray(own.controller.h, jnp.int32)
-    extra = dict(interval=interval, sent=jnp.zeros((), jnp.int32))
+    extra = dict(
+        fragment=self.index_i32, interval=interval, sent=jnp.zeros((), jnp.int32)
+    )
     if self.compression.ef_beta is not None:
       extra.update(ef_residual_norm=jnp.sqrt(mean(replicas.sq_norm_K(own.residual_K))))
     ref_sum = jnp.zeros((), jnp.float32)
-    metrics = self._metrics(
-        stats, grad_norm, own.global_params, present, ref_sum, own.outer_opt, interval,
-        extra, arrived=True,
+    next_h = self.next_h(ARRIVE, interval)
+    metrics = sync.round_metrics(
+        stats,
+        grad_norm,
+        own.global_params,
+        present,
+        ref_sum,
+        own.outer_opt,
+        next_h,
+        **extra,
     )
     new_state = state._replace(
         params_K=params_K,
@@ -240,21 +267,14 @@ class Fragment:
     )
     return new_state, metrics
 
-  def _metrics(
-      self, stats, grad_norm, params, present, ref_sum, opt, interval, extra, arrived=False
-  ) -> dict:
-    """The event's metrics: ``sync.round_metrics`` with the fragment, and
-    ``next_h`` the next driver round's length (``Stream.steps_after``)."""
+  @property
+  def index_i32(self) -> jax.Array:
+    """``p`` as the int32 scalar of the ``fragment`` metric."""
+    return jnp.asarray(self.index, jnp.int32)
+
+  def next_h(self, kind: str, interval: jax.Array) -> jax.Array:
+    """The length of the driver round after this fragment's event of ``kind``
+    when the controller's interval is ``interval`` (``Stream.steps_after``,
+    which the host's plan calls too), int32."""
     slot = self.stream.slot_length(interval)
-    next_h = self.stream.steps_after("arrive" if arrived else "send", slot)
-    extra = dict(extra, fragment=jnp.asarray(self.index, jnp.int32))
-    return sync.round_metrics(
-        stats,
-        grad_norm,
-        params,
-        present,
-        ref_sum,
-        opt,
-        jnp.asarray(next_h, jnp.int32),
-        **extra,
-    )
+    return jnp.asarray(self.stream.steps_after(kind, slot), jnp.int32)

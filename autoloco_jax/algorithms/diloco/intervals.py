@@ -450,7 +450,8 @@ def schedule(hs: Sequence[int]) -> IntervalController:
 
   def init_fn(h0=None):
     return ScheduleState(
-        h=bounds.initial_interval(h0, values[0], h_min, h_max), count=jnp.zeros((), jnp.int32)
+        h=bounds.initial_interval(h0, values[0], h_min, h_max),
+        count=jnp.zeros((), jnp.int32),
     )
 
   def open_loop(t):

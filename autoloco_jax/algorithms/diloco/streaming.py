@@ -57,8 +57,9 @@ from autoloco_jax.algorithms.diloco import fragment_sync, fragments, sync
 from autoloco_jax.compression import codecs, exchange
 from autoloco_jax.runtime import contract, state as state_lib
 
-#: The two kinds of event: a fragment's exchange starts, or arrives.
-SEND, ARRIVE = "send", "arrive"
+#: The two kinds of event, a fragment's exchange starting or arriving: the
+#: names of ``fragment_sync.Fragment``'s two steps.
+SEND, ARRIVE = fragment_sync.SEND, fragment_sync.ARRIVE
 
 
 class Event(NamedTuple):

@@ -125,7 +125,11 @@ def outer_step(
   ``delta``, the accumulated inner learning rate ``S_t = lr_sum`` and
   ``S_ref,t = ref_sum``."""
   updates, opt = rule.tx.update(
-      delta, own.outer_opt, own.global_params, inner_lr_sum=lr_sum, reference_lr_sum=ref_sum
+      delta,
+      own.outer_opt,
+      own.global_params,
+      inner_lr_sum=lr_sum,
+      reference_lr_sum=ref_sum,
   )
   return optax.apply_updates(own.global_params, updates), opt
 

@@ -152,8 +152,8 @@ class GASLoC:
     return self.interval.h
 
   def build(self, setup: Setup) -> Algorithm:
-    steps_K = worker_steps(self.h, np.asarray(setup.speed_factors))
-    sync, k = GASLoCSync(self, setup.lr_schedule, tuple(int(s) for s in steps_K)), setup.num_workers
+    steps_K = tuple(int(s) for s in worker_steps(self.h, setup.speed_factors))
+    sync, k = GASLoCSync(self, setup.lr_schedule, steps_K), setup.num_workers
     shapes = ParamShapes()  # for the clock's payload
 
     def init_state(params) -> state_lib.TrainState:
@@ -261,8 +261,10 @@ class GASLoCSync:
   def _round_end(self, state, start_K, new_K, y_K, ex):
     """The new state and the round's metrics, with each worker's steps."""
     hp = self.gasloc
-    b = jax.tree.leaves(state.params_K)[0].shape[0]
-    done_K = jnp.minimum(state.acc.steps, self.local_steps(b)) if self.heterogeneous else None
+    done_K = None
+    if self.heterogeneous:
+      b = jax.tree.leaves(state.params_K)[0].shape[0]
+      done_K = jnp.minimum(state.acc.steps, self.local_steps(b))
     metrics = monitoring.round_metrics(
         hp.topology, state, start_K, new_K, self.lr_schedule, hp.h, done_K, ex
     )

@@ -40,21 +40,22 @@ def round_metrics(
     start_K: Any,
     new_K: Any,
     lr_schedule: Any,
-    h: int,
+    interval: int,
     steps_done_K=None,
     ex: GossipExchangeState | None = None,
 ) -> dict:
   """The metrics of a gossip round (inside :func:`replicas.map_workers`): the
   inner round's statistics, the move statistics from ``start_K`` to the fast
-  weights, the replicas' spread after the exchange, the round's table and,
-  with error feedback, the residuals' norm ``ef_residual_norm``."""
+  weights, the replicas' spread after the exchange, the round's table,
+  ``next_h`` (the fixed ``interval``) and, with error feedback, the residuals'
+  norm ``ef_residual_norm``."""
   metrics = inner.round_stats(
       state.acc, state.step, lr_schedule, steps_done_K=steps_done_K
   )
   metrics.update(move_stats(start_K, state.params_K))
   metrics.update(
       round=state.round,
-      next_h=jnp.asarray(h, jnp.int32),
+      next_h=jnp.asarray(interval, jnp.int32),
       spread=topology.spread(new_K),
       pool_index=topology.pool_index(topo.seed, state.round, topo.pool_size),
   )
