@@ -110,7 +110,7 @@ def test_every_codec_is_counted_with_its_encoded_bytes_and_collective(
   params = toy_params()
   algo.init_state(params)
   codec = codecs.from_config(cfg.compress)
-  ids = fragments.leaf_fragments(params, num_fragments)
+  ids = fragments.leaf_fragments(params, num_fragments, "strided")
   clock = clock_lib.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.01)
   total = 0.0
   for r in range(4):
@@ -180,7 +180,9 @@ def test_overlapped_exchange_stalls_only_when_it_has_not_arrived():
   steps = lambda n: np.full(K, n)
   for tau, step_time, stall in [(2, 0.01, 0.0), (1, 0.01, 0.008)]:
     clock = clock_lib.SimClock(net, 10, step_time=step_time)
-    sent = clock.advance(contract.RoundComm("send", steps(3), payload_bytes=1e6, window=tau))
+    sent = clock.advance(
+        contract.RoundComm("send", steps(3), payload_bytes=1e6, window=tau)
+    )
     assert sent["sim_time"] == pytest.approx(0.03)  # the send does not block
     assert sent["syncs"] == 1 and sent["bytes_per_worker"] == pytest.approx(1.5e6)
     assert sent["peak_bandwidth"] == pytest.approx(1.5e6 / (tau * step_time))

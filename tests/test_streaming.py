@@ -69,12 +69,12 @@ def test_strided_and_contiguous_fragments_of_the_transformer():
   contiguous = fragments.leaf_fragments(shapes, 3, "contiguous")
   for block in range(6):
     assert fragment_of(contiguous, f"block_{block}") == {block // 2}
-  assert fragments.leaf_fragments(shapes, 1) == [0] * len(paths)
+  assert fragments.leaf_fragments(shapes, 1, "strided") == [0] * len(paths)
 
 
 def test_a_tree_without_blocks_has_one_unit_per_leaf():
-  assert fragments.leaf_fragments(toy_params(), 2) == [0, 1]  # embed, out
-  assert fragments.leaf_fragments(toy_params(), 3) == [0, 1]
+  assert fragments.leaf_fragments(toy_params(), 2, "strided") == [0, 1]  # embed, out
+  assert fragments.leaf_fragments(toy_params(), 3, "contiguous") == [0, 1]
   with pytest.raises(ValueError, match="stream.mode"):
     fragments.leaf_fragments(toy_params(), 2, "random")
 
@@ -333,7 +333,7 @@ def test_autoloco_streaming_fp4_trains_end_to_end(tmp_path):
 
   run = trainer.setup(cfg)
   params = jax.tree.map(lambda x: x, run.state.algo.global_params)
-  ids = fragments.leaf_fragments(params, 2)
+  ids = fragments.leaf_fragments(params, 2, "strided")
   codec = codecs.fp4(128)
   payload = [
       sum(

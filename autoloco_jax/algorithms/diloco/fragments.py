@@ -69,7 +69,7 @@ def assign(unit: int, num_units: int, num_fragments: int, mode: str) -> int:
   raise ValueError(f"unknown fragment mode {mode!r}; choose one of {MODES}")
 
 
-def leaf_fragments(params: Any, num_fragments: int, mode: str = "strided") -> list[int]:
+def leaf_fragments(params: Any, num_fragments: int, mode: str) -> list[int]:
   """The fragment of every leaf of ``params``, in ``jax.tree.leaves`` order.
 
   ``params`` may hold arrays or shape structs; only its structure is read.

@@ -169,9 +169,7 @@ def _canonical(table: np.ndarray) -> bytes:
   return np.sort(table, axis=0).tobytes()
 
 
-def groups(
-    num_workers: int, group_size: int = 2, seed: int = 0, pool_size: int = 16
-) -> Topology:
+def groups(num_workers: int, group_size: int, seed: int, pool_size: int) -> Topology:
   """Random partitions of the workers into groups of ``group_size``.
 
   ``group_size = 2`` is a random perfect matching (NoLoCo's pairs). The pool
@@ -253,14 +251,11 @@ def complete(num_workers: int) -> Topology:
 
 
 def make(
-    name: str,
-    num_workers: int,
-    *,
-    seed: int = 0,
-    group_size: int = 2,
-    pool_size: int = 16,
+    name: str, num_workers: int, *, seed: int, group_size: int, pool_size: int
 ) -> Topology:
-  """The topology named ``name`` (one of :data:`TOPOLOGIES`)."""
+  """The topology named ``name`` (one of :data:`TOPOLOGIES`); ``seed``,
+  ``group_size`` and ``pool_size`` act on the random ones (``matching``,
+  ``groups``). Their defaults are ``config.gossip``'s (``configs/common.py``)."""
   builders: dict[str, Callable[[], Topology]] = {
       "matching": lambda: groups(num_workers, 2, seed, pool_size),
       "groups": lambda: groups(num_workers, group_size, seed, pool_size),
