@@ -43,6 +43,7 @@ from autoloco_jax import outer, ranges
 from autoloco_jax.algorithms.diloco import intervals, streaming, sync
 from autoloco_jax.algorithms.diloco.sync import DiLoCoState
 from autoloco_jax.algorithms.interval import Interval
+from autoloco_jax.algorithms.round_sync import RoundSync
 from autoloco_jax.compression import exchange
 from autoloco_jax.runtime import replicas, state as state_lib
 from autoloco_jax.runtime.contract import Algorithm, ParamShapes, Setup
@@ -133,7 +134,7 @@ class DiLoCo:
         reference_lr_sum=functools.partial(self.reference_lr_sum, setup),
     )
 
-  def sync_piece(self, rule: sync.OuterRule) -> Any:
+  def sync_piece(self, rule: sync.OuterRule) -> RoundSync:
     """The round's sync: DiLoCo's of the whole model (``sync.WholeModelSync``),
     or ``streaming.StreamingSync`` for fragments, overlap or compressed
     messages. A variant of the sync overrides this (``docs/algorithms.md`` §7a)."""
@@ -154,7 +155,7 @@ class DiLoCo:
       shapes.record(params)
       return state_lib.init(params_K, inner_opt_K, piece.init(params, params_K), k)
 
-    def sync_of(hyper: dict) -> Any:
+    def sync_of(hyper: dict) -> RoundSync:
       return self.sync_piece(self.outer_rule(setup, hyper))
 
     return Algorithm(

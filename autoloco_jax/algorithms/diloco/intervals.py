@@ -33,7 +33,6 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from autoloco_jax import ranges
 from autoloco_jax.algorithms.diloco import bounds, budget
