@@ -46,6 +46,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -113,10 +114,10 @@ class Stream:
     """True for DiLoCo's sync: one fragment, no overlap."""
     return self.fragments == 1 and self.tau == 0
 
-  @property
+  @functools.cached_property
   def events(self) -> tuple[Event, ...]:
     """One cycle of the schedule: each fragment in turn sends and, with
-    overlap, arrives."""
+    overlap, arrives (kept: the host reads it every round)."""
     kinds = (SEND, ARRIVE) if self.tau else (SEND,)
     return tuple(Event(p, kind) for p in range(self.fragments) for kind in kinds)
 
