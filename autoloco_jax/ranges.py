@@ -1,10 +1,14 @@
 """The range of every numeric config field, in one table.
 
-The check at start (``config_check.validate``) walks :data:`FIELDS`; the typed
-constructors check their fields through :func:`check` (the same entry, the same
-message), and ``outer`` checks its arguments against the same named ranges
-(:data:`POSITIVE`, :data:`BELOW_ONE`). Only the standard library: ``outer``
-imports nothing else from the package but this.
+Each field is checked once, where it is read: the algorithms' typed config
+groups (``algorithms/registry.py:GROUPS``: ``interval.Interval``,
+``streaming.Stream``, ``exchange.Compression``, ``DiLoCo``, ``AutoLoCo``,
+``NoLoCo``, ``GASLoC``, ``topology.from_config``) check their own fields through
+:func:`check`, and the check at start (``config_check.validate``) walks
+:data:`FIELDS` for the others; both name the field the same way. ``outer`` and
+the interval controllers check their arguments against the same ranges
+(:data:`POSITIVE`, :data:`BELOW_ONE`, the ``interval.*`` entries). Only the
+standard library: ``outer`` imports nothing else from the package but this.
 """
 
 from __future__ import annotations
@@ -121,7 +125,7 @@ FIELDS = {
     "gasloc.alpha": NONNEGATIVE,
     "interval.h": COUNT,
     "interval.h_min": COUNT,
-    # 0 = interval.h; else >= interval.h_min (config_check.validate).
+    # 0 = interval.h; else >= interval.h_min (interval.Interval).
     "interval.h_max": NATURAL,
     # 0 = sqrt(h) * peak lr.
     "interval.c": NONNEGATIVE,

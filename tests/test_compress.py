@@ -46,7 +46,7 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients()
   state = algo.inner(state, replicas.put_workers(data[:, :3], mesh), np.int32(3))
   delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
   state, _ = algo.sync(state, everyone(K, mesh))
-  e1_K = get(state.algo.exchange.residual_K)
+  e1_K = get(state.algo.residual_K)
   m1 = get(state.algo.outer_opt.momentum)  # = mean_k sent_k (m_0 = 0)
   for leaf in theta:
     # Per worker: the residual is what the codec did not send.
@@ -63,7 +63,7 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients()
   state = algo.inner(state, replicas.put_workers(data[:, 3:], mesh), np.int32(3))
   delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
   state, _ = algo.sync(state, everyone(K, mesh))
-  e2_K = get(state.algo.exchange.residual_K)
+  e2_K = get(state.algo.residual_K)
   sent_mean = jax.tree.map(
       lambda m2, m1_: m2 - beta * m1_, get(state.algo.outer_opt.momentum), m1
   )
@@ -84,7 +84,7 @@ def test_without_error_feedback_the_average_is_the_mean_of_decoded_payloads():
   state = algo.inner(state, replicas.put_workers(tokens(K, 2), mesh), np.int32(2))
   delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
   state, _ = algo.sync(state, everyone(K, mesh))
-  assert state.algo.exchange.residual_K is None
+  assert state.algo.residual_K is None
   codec = codecs.int4(8)
   for leaf in theta:
     decoded = np.stack([codecs.roundtrip(codec, d) for d in delta_K[leaf]])
@@ -110,7 +110,7 @@ def test_every_codec_is_counted_with_its_encoded_bytes_and_collective(
   params = toy_params()
   algo.init_state(params)
   codec = codecs.from_config(cfg.compress)
-  ids = fragments.leaf_fragments(params, num_fragments)
+  ids = fragments.leaf_fragments(params, num_fragments, "strided")
   clock = clock_lib.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.01)
   total = 0.0
   for r in range(4):
@@ -180,7 +180,9 @@ def test_overlapped_exchange_stalls_only_when_it_has_not_arrived():
   steps = lambda n: np.full(K, n)
   for tau, step_time, stall in [(2, 0.01, 0.0), (1, 0.01, 0.008)]:
     clock = clock_lib.SimClock(net, 10, step_time=step_time)
-    sent = clock.advance(contract.RoundComm("send", steps(3), payload_bytes=1e6, window=tau))
+    sent = clock.advance(
+        contract.RoundComm("send", steps(3), payload_bytes=1e6, window=tau)
+    )
     assert sent["sim_time"] == pytest.approx(0.03)  # the send does not block
     assert sent["syncs"] == 1 and sent["bytes_per_worker"] == pytest.approx(1.5e6)
     assert sent["peak_bandwidth"] == pytest.approx(1.5e6 / (tau * step_time))

@@ -14,14 +14,18 @@ import numpy as np
 import pytest
 
 from autoloco_jax.algorithms.diloco import intervals
+from autoloco_jax.algorithms.interval import Interval
 from autoloco_jax.runtime import signals
+
+# agreement's settings: config.interval's defaults (configs/common.py).
+AGREEMENT = dict(target=0.5, grow=1.25, shrink=0.7, ema=0.5, hysteresis=0.15)
 
 # name -> factory() with small bounds, as at CPU scale.
 CONTROLLERS = {
     'fixed': lambda: intervals.fixed(16),
     'lr_quadratic': lambda: intervals.lr_quadratic(c=0.01, h_min=2, h_max=200),
     'loss_ratio': lambda: intervals.loss_ratio(h0=32, h_min=2, h_max=64),
-    'agreement': lambda: intervals.agreement(h0=16, h_min=2, h_max=200),
+    'agreement': lambda: intervals.agreement(h0=16, h_min=2, h_max=200, **AGREEMENT),
     'schedule': lambda: intervals.schedule((16, 4, 32, 8)),
 }
 NAMES = sorted(CONTROLLERS)
@@ -183,6 +187,8 @@ def test_init_accepts_an_interval_within_bounds(name):
     ],
 )
 def test_bad_arguments_raise(name, kwargs, match):
+  if name == 'agreement':  # its settings have no defaults: the config's, but one
+    kwargs = dict(AGREEMENT, **kwargs)
   with pytest.raises(ValueError, match=match):
     intervals.make(name, **kwargs)
 
@@ -200,7 +206,7 @@ def test_make_builds_each(name):
       'fixed': dict(h=8),
       'lr_quadratic': dict(c=0.01, h_min=2, h_max=64),
       'loss_ratio': dict(h0=8, h_min=2, h_max=64),
-      'agreement': dict(h0=8, h_min=2, h_max=64),
+      'agreement': dict(h0=8, h_min=2, h_max=64, **AGREEMENT),
       'schedule': dict(hs=(8, 2, 64)),
   }[name]
   ctrl = intervals.make(name, **kwargs)
@@ -415,7 +421,10 @@ def test_schedule_from_config():
   assert tuple(cfg.interval.schedule) == ()  # the field exists, empty by default
   cfg.interval.controller = 'schedule'
   cfg.interval.schedule = (5, 3, 4)
-  ctrl = intervals.from_config(cfg.interval, cfg.inner.lr)
+  from_config = lambda: intervals.from_interval(
+      Interval.from_config(cfg), cfg.inner.lr, cfg.total_steps
+  )
+  ctrl = from_config()
   assert (ctrl.h_min, ctrl.h_max) == (3, 5)
   state = ctrl.init()
   hs = [int(state.h)]
@@ -425,13 +434,28 @@ def test_schedule_from_config():
   assert hs == [5, 3, 4, 4, 4]
   # The config's h_min and h_max play no part in the schedule's bounds.
   cfg.interval.h_min, cfg.interval.h_max = 1, 100
-  ctrl = intervals.from_config(cfg.interval, cfg.inner.lr)
+  ctrl = from_config()
   assert (ctrl.h_min, ctrl.h_max) == (3, 5)
   cfg.interval.schedule = ()
   with pytest.raises(ValueError, match='non-empty'):
-    intervals.from_config(cfg.interval, cfg.inner.lr)
+    from_config()
 
 
 def test_docstring_examples_run():
   result = doctest.testmod(intervals, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_interval_group_checks_its_fields_once_by_name():
+  from configs import common
+
+  cfg = common.base('tiny')
+  group = Interval.from_config(cfg)
+  assert (group.h, group.upper, group.schedule) == (cfg.interval.h, cfg.interval.h, ())
+  cfg.interval.target = 1.0
+  with pytest.raises(ValueError, match=r'config.interval.target must be in \(0.0, 1.0\)'):
+    Interval.from_config(cfg)
+  cfg = common.base('tiny')
+  cfg.interval.h_min, cfg.interval.h_max = 8, 4
+  with pytest.raises(ValueError, match=r'config.interval.h_max \(4\) must be >= '):
+    Interval.from_config(cfg)

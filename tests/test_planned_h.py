@@ -1,6 +1,6 @@
 """The next ``H`` is decided in one place: what the host plans for open-loop
 controllers (``algo.planned_h``) is what the sync returns, computed by the same
-functions (``intervals``' ``plan``, ``streaming.StreamedSync.round_length``)."""
+functions (``intervals``' ``open_loop``, ``streaming.StreamingSync.round_length``)."""
 
 import jax
 import numpy as np
@@ -71,14 +71,14 @@ def test_adaptive_controllers_plan_nothing():
   assert algo.planned_h is None
 
 
-def test_a_plan_is_the_controllers_own_next_h():
+def test_an_open_loop_is_the_controllers_own_next_h():
   ctrl = intervals.schedule([5, 3, 7])
   state = ctrl.init()
   seen = []
   for t in range(1, 6):
     h, state = ctrl.next_h(state, None)
     seen.append(int(h))
-    assert int(ctrl.plan(t)) == int(h)
-  assert seen == [3, 7, 7, 7, 7] and int(ctrl.plan(0)) == 5
-  assert int(intervals.fixed(9).plan(123)) == 9
-  np.testing.assert_equal(intervals.loss_ratio(4, 2, 8).plan, None)
+    assert int(ctrl.open_loop(t)) == int(h)
+  assert seen == [3, 7, 7, 7, 7] and int(ctrl.open_loop(0)) == 5
+  assert int(intervals.fixed(9).open_loop(123)) == 9
+  np.testing.assert_equal(intervals.loss_ratio(4, 2, 8).open_loop, None)

@@ -69,27 +69,33 @@ def test_strided_and_contiguous_fragments_of_the_transformer():
   contiguous = fragments.leaf_fragments(shapes, 3, "contiguous")
   for block in range(6):
     assert fragment_of(contiguous, f"block_{block}") == {block // 2}
-  assert fragments.leaf_fragments(shapes, 1) == [0] * len(paths)
+  assert fragments.leaf_fragments(shapes, 1, "strided") == [0] * len(paths)
 
 
 def test_a_tree_without_blocks_has_one_unit_per_leaf():
-  assert fragments.leaf_fragments(toy_params(), 2) == [0, 1]  # embed, out
-  assert fragments.leaf_fragments(toy_params(), 3) == [0, 1]
+  assert fragments.leaf_fragments(toy_params(), 2, "strided") == [0, 1]  # embed, out
+  assert fragments.leaf_fragments(toy_params(), 3, "contiguous") == [0, 1]
   with pytest.raises(ValueError, match="stream.mode"):
     fragments.leaf_fragments(toy_params(), 2, "random")
 
 
 def test_schedule_and_validation():
-  s = streaming.Stream(fragments=4, tau=2)
+  stream = lambda **kw: streaming.Stream(
+      **dict(dict(fragments=1, mode="strided", tau=0, mix=0.5, eager=False), **kw)
+  )
+  s = stream(fragments=4, tau=2)
   assert s.slot_length(20) == 5 and s.slot_length(3) == 1 and s.slot_length(22) == 5
-  assert [s.fragment_of_round(r) for r in range(10)] == [0, 0, 1, 1, 2, 2, 3, 3, 0, 0]
+  assert [s.event(r).fragment for r in range(10)] == [0, 0, 1, 1, 2, 2, 3, 3, 0, 0]
+  assert [s.event(r).kind for r in range(3)] == ["send", "arrive", "send"]
+  assert [s.sends_through(r) for r in range(5)] == [1, 1, 2, 2, 3]
+  assert [stream(fragments=3).event(r).fragment for r in range(4)] == [0, 1, 2, 0]
   s.check_intervals(12)  # h_f = 3 > 2
   with pytest.raises(ValueError, match=r"stream.tau \(2\) must be < H/P = 2"):
     s.check_intervals(8)
   with pytest.raises(ValueError, match="eager needs"):
-    streaming.Stream(eager=True)
+    stream(eager=True)
   with pytest.raises(ValueError, match="stream.mix"):
-    streaming.Stream(mix=1.5)
+    stream(mix=1.5)
   with pytest.raises(ValueError, match="stream.tau"):
     registry.make(
         stream_config(h=4, fragments=2, tau=2), toy_loss, replicas.make_mesh(K, 1)
@@ -127,9 +133,7 @@ def test_one_fragment_no_overlap_is_diloco_bit_for_bit():
   chex.assert_trees_all_equal(get(got.algo.global_params), get(ref.algo.global_params))
   chex.assert_trees_all_equal(get(got.algo.outer_opt), get(ref.algo.outer_opt))
   assert not np.any(
-      np.concatenate(
-          [np.ravel(x) for x in jax.tree.leaves(get(got.algo.exchange.residual_K))]
-      )
+      np.concatenate([np.ravel(x) for x in jax.tree.leaves(get(got.algo.residual_K))])
   )
   for a, b in zip(m_got, m_ref):
     for key in b:
@@ -225,7 +229,7 @@ def test_eager_swaps_the_provisional_step_for_the_true_one_on_arrival():
     provisional = theta[leaf][None] - alpha * (d_K + beta * d_K)
     expected = drifted[leaf] + (new_global[leaf][None] - provisional)
     np.testing.assert_allclose(get(state.params_K)[leaf], expected, atol=1e-5)
-  assert not any(np.any(x) for x in jax.tree.leaves(get(state.algo.exchange.pending_K)))
+  assert not any(np.any(x) for x in jax.tree.leaves(get(state.algo.pending_K)))
 
 
 # ----------------------------------------------------------------------------
@@ -329,7 +333,7 @@ def test_autoloco_streaming_fp4_trains_end_to_end(tmp_path):
 
   run = trainer.setup(cfg)
   params = jax.tree.map(lambda x: x, run.state.algo.global_params)
-  ids = fragments.leaf_fragments(params, 2)
+  ids = fragments.leaf_fragments(params, 2, "strided")
   codec = codecs.fp4(128)
   payload = [
       sum(

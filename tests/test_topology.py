@@ -26,7 +26,7 @@ def assert_perfect_matching(partner):
 
 @pytest.mark.parametrize("k", [2, 4, 8, 16])
 def test_every_matching_is_perfect(k):
-  topo = topology.groups(k, 2, seed=5)
+  topo = topology.groups(k, 2, seed=5, pool_size=16)
   assert topo.degree == 1
   for table in topo.pool_NxDxK:
     assert_perfect_matching(table[0])
@@ -38,8 +38,10 @@ def test_every_matching_is_perfect(k):
 
 
 def test_matchings_are_deterministic_by_seed_and_round_and_vary():
-  a, b = topology.groups(8, 2, seed=3), topology.groups(8, 2, seed=3)
-  other = topology.groups(8, 2, seed=4)
+  a, b = topology.groups(8, 2, seed=3, pool_size=16), topology.groups(
+      8, 2, seed=3, pool_size=16
+  )
+  other = topology.groups(8, 2, seed=4, pool_size=16)
   for r in range(20):
     np.testing.assert_array_equal(a.neighbors(r), b.neighbors(r))
   seq = lambda t: [t.neighbors(r)[0].tobytes() for r in range(20)]
@@ -53,7 +55,7 @@ def test_matchings_are_deterministic_by_seed_and_round_and_vary():
 
 
 def test_round_index_is_the_same_on_host_and_on_every_device():
-  topo = topology.groups(8, 2, seed=11)
+  topo = topology.groups(8, 2, seed=11, pool_size=16)
   mesh = replicas.make_mesh(8, 4)
 
   def block(ids_K, r):
@@ -91,7 +93,7 @@ def test_round_index_is_the_same_on_host_and_on_every_device():
     ],
 )
 def test_static_graphs(name, k, degree):
-  topo = topology.make(name, k)
+  topo = topology.make(name, k, seed=0, group_size=2, pool_size=16)
   assert topo.pool_size == 1 and topo.degree == degree
   a = topo.adjacency(0)
   np.testing.assert_array_equal(a, a.T)  # undirected
@@ -143,7 +145,7 @@ def mixed(topo, tree, devices, rounds, op):
 @pytest.mark.parametrize(
     "topo,op",
     [
-        (topology.groups(4, 2, seed=2), "mean"),
+        (topology.groups(4, 2, seed=2, pool_size=16), "mean"),
         (topology.groups(8, 2, seed=2, pool_size=4), "laplacian"),
         (topology.groups(8, 4, seed=1, pool_size=3), "mean"),
         (topology.ring(8), "laplacian"),
@@ -176,7 +178,7 @@ def test_sharded_mixing_equals_single_device_and_numpy(topo, op):
 def test_matching_sends_one_row_per_device_and_never_all_gathers():
   # 8 workers on 4 devices (2 per device): each table needs at most 2 single-row
   # ppermutes; the program holds no all-gather or all-reduce of the parameters.
-  topo = topology.groups(8, 2, seed=0)
+  topo = topology.groups(8, 2, seed=0, pool_size=16)
   for table in topo.pool_NxDxK:
     p = topology.plan(table[0], 4)
     assert len(p.colours) <= 2
@@ -219,10 +221,10 @@ def test_hash_is_identical_on_host_and_device():
 
 def test_errors():
   with pytest.raises(ValueError, match="even number of workers"):
-    topology.groups(5, 2)
+    topology.groups(5, 2, 0, 16)
   with pytest.raises(ValueError, match="divide num_workers"):
-    topology.groups(8, 3)
+    topology.groups(8, 3, 0, 16)
   with pytest.raises(ValueError, match="unknown topology 'star'"):
-    topology.make("star", 4)
+    topology.make("star", 4, seed=0, group_size=2, pool_size=16)
   with pytest.raises(ValueError, match="cannot be split"):
     topology.plan(np.arange(6), 4)

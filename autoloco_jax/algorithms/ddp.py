@@ -12,20 +12,21 @@ and ``TrainState.params_K`` and ``inner_opt_K`` are ``None``. Within one inner
 call each device steps its block of workers' copies as before
 (:func:`inner.make_synced_loop` says why).
 
-A DDP "round" is only a chunk of ``config.interval.h`` steps between two
-metric reads; its sync exchanges nothing beyond what the steps already did.
+A DDP "round" is only a chunk of ``steps_per_read = config.interval.h`` steps
+between two metric reads; its sync (:class:`DDPSync`) exchanges nothing beyond
+what the steps already did.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
+import optax
 
-from autoloco_jax.algorithms.diloco import streaming
-from autoloco_jax.compression import exchange
+from autoloco_jax.algorithms.interval import Interval
 from autoloco_jax.runtime import contract, inner, replicas, state as state_lib
 from autoloco_jax.runtime.contract import Algorithm, Setup
 from autoloco_jax.runtime.jitting import jit_inner_block, jit_sync
@@ -51,27 +52,36 @@ class DDP:
   """DDP's one setting.
 
   Attributes:
-    h: inner steps between two metric reads (no effect on training).
+    interval: ``config.interval``, typed; DDP reads only its ``h``, the inner
+      steps between two metric reads (:attr:`steps_per_read`; no effect on
+      training).
   """
 
-  h: int
+  interval: Interval
 
   name = "ddp"
+  #: The shared settings it implements (``registry.refuse_unsupported``): no
+  #: streaming, no compression; any interval controller (it reads only ``h``).
+  streams = False
+  compresses = False
+  controllers = None
 
   @classmethod
   def from_config(cls, config: Any) -> "DDP":
-    exchange.require_uncompressed(config, "DDP")
-    streaming.require_unstreamed(config, "DDP")
-    return cls(h=int(config.interval.h))
+    return cls(interval=Interval.from_config(config))
+
+  @property
+  def steps_per_read(self) -> int:
+    """Inner steps between two metric reads (a driver round)."""
+    return self.interval.h
 
   def build(self, setup: Setup) -> Algorithm:
-    k = setup.num_workers
+    steps = self.steps_per_read
+    sync = DDPSync(steps, setup.inner_tx, setup.lr_schedule)
+    loop = setup.synced_loop()
 
     def init_state(params) -> state_lib.TrainState:
-      model = DDPState(params=params, inner_opt=setup.inner_tx.init(params))
-      return state_lib.init(None, None, model, k)
-
-    loop = setup.synced_loop()
+      return state_lib.init(None, None, sync.init(params, None), setup.num_workers)
 
     def inner_block(state: state_lib.TrainState, tokens_KxCxBxL1, num_steps):
       model = state.algo
@@ -82,28 +92,60 @@ class DDP:
           algo=DDPState(params, opt), acc=acc, step=state.step + num_steps
       )
 
-    def sync_block(state: state_lib.TrainState, present_K):
-      del present_K  # DDP does not support faults
-      metrics = inner.round_stats(state.acc, state.step, setup.lr_schedule)
-      metrics.update(
-          round=state.round,
-          next_h=jnp.asarray(self.h, jnp.int32),
-          param_norm=jnp.sqrt(replicas.sq_norm(state.algo.params)),
-      )
-      return state._replace(acc=inner.reset(state.acc), round=state.round + 1), metrics
-
-    def comm_pattern(round_index: int, h: int) -> contract.RoundComm:
-      return contract.RoundComm("allreduce_every_step", np.full(k, h, np.int64))
-
     return Algorithm(
         name=self.name,
         init_state=init_state,
         inner=jit_inner_block(inner_block, setup.mesh),
-        sync=jit_sync(sync_block, setup.mesh),
+        sync=jit_sync(sync, setup.mesh),
         eval_params=lambda state: {"": state.algo.params},
-        comm_pattern=comm_pattern,
-        h_max=self.h,
-        h_min=self.h,
-        planned_h=lambda round_index: self.h,
+        comm_pattern=sync.comm_pattern(None, setup.num_workers),
+        h_max=steps,
+        h_min=steps,
+        first_h=steps,
+        planned_h=lambda round_index: sync.round_length(round_index, steps),
         supports_faults=False,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class DDPSync:
+  """DDP's end of a driver round: read the round's statistics; the gradients
+  were all-reduced at every step already.
+
+  Attributes:
+    steps_per_read: inner steps between two metric reads.
+    inner_tx: the inner optimizer (for the state's AdamW moments).
+    lr_schedule: the inner learning rate ``η(s)``.
+  """
+
+  steps_per_read: int
+  inner_tx: optax.GradientTransformation
+  lr_schedule: optax.Schedule
+
+  def init(self, params: Any, params_K: Any) -> DDPState:
+    """The one model and its fresh inner optimizer state (no ``params_K``:
+    the workers share the model)."""
+    del params_K
+    return DDPState(params=params, inner_opt=self.inner_tx.init(params))
+
+  def round_length(self, round_index: Any, interval: Any) -> Any:
+    """A driver round is ``interval`` steps, every one."""
+    del round_index
+    return interval
+
+  def comm_pattern(self, shapes: Any, num_workers: int) -> Callable:
+    """``(round_index, steps) -> RoundComm``: a gradient all-reduce per step."""
+    del shapes
+    return lambda round_index, steps: contract.RoundComm(
+        "allreduce_every_step", np.full(num_workers, steps, np.int64)
+    )
+
+  def __call__(self, state: state_lib.TrainState, present_K):
+    del present_K  # DDP does not support faults
+    metrics = inner.round_stats(state.acc, state.step, self.lr_schedule)
+    metrics.update(
+        round=state.round,
+        next_h=jnp.asarray(self.steps_per_read, jnp.int32),
+        param_norm=jnp.sqrt(replicas.sq_norm(state.algo.params)),
+    )
+    return state._replace(acc=inner.reset(state.acc), round=state.round + 1), metrics

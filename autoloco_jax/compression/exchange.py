@@ -26,7 +26,7 @@ DiLoCo's, operation for operation.
 
 The gossip methods (NoLoCo, GASLoC) send through the same
 :func:`encode_workers`; what they encode, and how the decoded payloads are
-mixed, is in ``shared.py``.
+mixed, is in ``algorithms/gossip/compressed_exchange.py``.
 
 Reference:
   Sarfi, Thérien, Lidin, Belilovsky, Communication Efficient LLM Pre-training
@@ -41,12 +41,19 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from autoloco_jax import ranges
 from autoloco_jax.compression import codecs
+
+#: The numeric fields of ``config.compress``, range-checked here once
+#: (``ranges.FIELDS['compress.<name>']``).
+_NUMERIC = ("block_size", "chunk_size", "density")
 
 
 @dataclasses.dataclass(frozen=True)
 class Compression:
-  """How pseudo-gradients are sent (``config.compress``).
+  """How pseudo-gradients are sent (``config.compress``, read by
+  :meth:`from_config` and nowhere else; its defaults are
+  ``configs/common.py``'s).
 
   Attributes:
     codec: the codec of every message (``codecs.Codec``; static, hashable).
@@ -54,14 +61,16 @@ class Compression:
       feedback.
   """
 
-  codec: codecs.Codec = dataclasses.field(default_factory=codecs.identity)
-  ef_beta: float | None = None
+  codec: codecs.Codec
+  ef_beta: float | None
 
   @classmethod
   def from_config(cls, config: Any) -> "Compression":
-    """From ``config.compress``; ``ef_beta`` None or negative means no error
-    feedback."""
+    """From ``config.compress`` (its numeric fields checked against
+    ``ranges.FIELDS``); ``ef_beta`` None or negative means no error feedback."""
     cfg = config.compress
+    for name in _NUMERIC:
+      ranges.check(f"compress.{name}", cfg[name])
     beta = cfg.ef_beta
     if beta is not None and float(beta) < 0:
       beta = None
@@ -75,19 +84,12 @@ class Compression:
     """True when messages are the float32 pseudo-gradients themselves."""
     return self.codec.name == "identity" and self.ef_beta is None
 
-
-def require_uncompressed(config: Any, algorithm: str) -> None:
-  """Refuses ``config.compress`` settings an algorithm does not implement (DDP).
-
-  Raises:
-    ValueError: naming the setting.
-  """
-  if not Compression.from_config(config).plain:
-    raise ValueError(
-        f"{algorithm} sends its messages uncompressed: compress.codec must be "
-        "'identity' and compress.ef_beta unset (codecs and error feedback are "
-        "implemented for diloco, autoloco, noloco and gasloc)"
-    )
+  def init_residual(self, params_K: Any) -> Any | None:
+    """Error feedback's residuals before the first message, ``e_k = 0``
+    (float32, ``params_K``-shaped); None without error feedback."""
+    if self.ef_beta is None:
+      return None
+    return jax.tree.map(lambda x: jnp.zeros(jnp.shape(x), jnp.float32), params_K)
 
 
 def encode_workers(

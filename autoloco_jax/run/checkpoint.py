@@ -30,7 +30,7 @@ import orbax.checkpoint as ocp
 
 #: Layout of the run state in a checkpoint (:data:`LAYOUTS` says what changed
 #: at each). Checkpoints of another layout cannot be resumed.
-FORMAT = 3
+FORMAT = 4
 
 #: What each layout changed, named in the error that refuses an older checkpoint.
 LAYOUTS = {
@@ -41,6 +41,9 @@ LAYOUTS = {
     "DiLoCo's params and opt became global_params and outer_opt, DDP's opt "
     "inner_opt, NoLoCo's params_K and momentum_K outer_params_K and "
     "outer_momentum_K",
+    4: "DiLoCo's exchange (streaming's ExchangeState) is split by owner: "
+    "DiLoCoState.fragments (each fragment's S and steps since its send), "
+    "pending_K (eager's correction) and residual_K (error feedback)",
 }
 
 

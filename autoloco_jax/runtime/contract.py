@@ -56,7 +56,7 @@ class Algorithm:
     planned_h: ``planned_h(r) -> H``, the ``next_h`` the sync ending round
       ``r`` (0-based) returns, when it does not depend on the round's
       statistics (fixed intervals, schedules), computed on the host by the same
-      functions the sync runs (``sync.planned_h``): the trainer then dispatches
+      functions the sync runs (``sync.open_loop_next_h``): the trainer then dispatches
       the next round before reading anything of this one. ``None``: only the
       sync knows it (adaptive controllers).
   """
@@ -104,7 +104,9 @@ class Setup:
     lr_schedule: the inner learning rate ``η(s)``.
     inner_tx: the inner optimizer (clipping + AdamW under ``lr_schedule``).
     peak_lr: ``η_peak``, the schedule's peak (``config.inner.lr``).
-    h: ``config.interval.h``, the (first) round's number of inner steps.
+    speed_factors: per worker, its compute time per inner step relative to 1
+      (``config.network.speed_factors``; all 1 when unset): GASLoC gives slow
+      workers fewer steps.
   """
 
   mesh: Mesh
@@ -113,19 +115,34 @@ class Setup:
   lr_schedule: optax.Schedule
   inner_tx: optax.GradientTransformation
   peak_lr: float
-  h: int
+  speed_factors: tuple[float, ...]
 
   @classmethod
   def from_config(cls, config: Any, loss_fn: Callable, mesh: Mesh) -> "Setup":
+    """From ``config.inner``, ``config.num_workers`` and
+    ``config.network.speed_factors`` (``()``: all 1; else K finite values > 0).
+
+    Raises:
+      ValueError: speed factors that are not K finite values > 0.
+    """
     lr_schedule = inner.schedule(config.inner, config.total_steps)
+    k = config.num_workers
+    speeds = config.network.speed_factors
+    if speeds is None or np.size(speeds) == 0:
+      speeds = np.ones(k)
+    speeds = np.asarray(speeds, np.float64).reshape(-1)
+    if speeds.shape != (k,) or not np.all(np.isfinite(speeds) & (speeds > 0)):
+      raise ValueError(
+          f"network.speed_factors must be {k} finite values > 0, got {tuple(speeds)}"
+      )
     return cls(
         mesh=mesh,
-        num_workers=config.num_workers,
+        num_workers=k,
         loss_fn=loss_fn,
         lr_schedule=lr_schedule,
         inner_tx=inner.optimizer(config.inner, lr_schedule),
         peak_lr=float(config.inner.lr),
-        h=int(config.interval.h),
+        speed_factors=tuple(float(f) for f in speeds),
     )
 
   def inner_loop(self) -> Callable:

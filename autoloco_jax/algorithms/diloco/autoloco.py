@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import optax
 
-from autoloco_jax import outer
+from autoloco_jax import outer, ranges
 from autoloco_jax.algorithms.diloco.diloco import DiLoCo
 from autoloco_jax.runtime.contract import Setup
 
@@ -58,6 +58,7 @@ class AutoLoCo(DiLoCo):
   name = "autoloco"
 
   def __post_init__(self):
+    super().__post_init__()
     if self.reference not in outer.REFERENCES:
       raise ValueError(
           f"autoloco.reference must be one of {outer.REFERENCES}, "
@@ -86,14 +87,16 @@ class AutoLoCo(DiLoCo):
   @classmethod
   def from_config(cls, config: Any) -> "AutoLoCo":
     """DiLoCo's fields, and ``config.autoloco`` (``correction``, ``reference``,
-    ``h_ref``: 0 = ``interval.h``, ``tuned``, ``on_change``, ``ratio_schedule``)."""
+    ``h_ref``: 0 = ``interval.h``, ``tuned``, ``on_change``, ``ratio_schedule``),
+    read here and nowhere else."""
     d = DiLoCo.from_config(config)
     a = config.autoloco
+    ranges.check("autoloco.h_ref", a.h_ref)  # 0 stands for interval.h
     return cls(
         **{f.name: getattr(d, f.name) for f in dataclasses.fields(DiLoCo)},
         correction=a.correction,
         reference=a.reference,
-        h_ref=int(a.h_ref or config.interval.h),
+        h_ref=int(a.h_ref or d.interval.h),
         tuned=tuple(tuple(row) for row in a.tuned),
         on_change=a.on_change,
         ratio_schedule=tuple(float(r) for r in a.ratio_schedule),

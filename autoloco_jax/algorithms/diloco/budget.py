@@ -25,8 +25,9 @@ import numpy as np
 SHAPES = ("constant", "linear", "exponential", "two_phase")
 
 
-def weights(shape: str, syncs: int, ratio: float, split: float = 0.5) -> np.ndarray:
-  """``w_r`` for ``r = 0 .. syncs-1`` (see the module docstring)."""
+def weights(shape: str, syncs: int, ratio: float, split: float) -> np.ndarray:
+  """``w_r`` for ``r = 0 .. syncs-1`` (see the module docstring; ``split`` acts
+  on ``two_phase`` only)."""
   if shape not in SHAPES:
     raise ValueError(f"unknown budget shape {shape!r}; known: {SHAPES}")
   if ratio <= 0:
@@ -44,10 +45,11 @@ def weights(shape: str, syncs: int, ratio: float, split: float = 0.5) -> np.ndar
 
 
 def schedule(
-    total_steps: int, syncs: int, shape: str, ratio: float = 1.0, split: float = 0.5
+    total_steps: int, syncs: int, shape: str, ratio: float, split: float
 ) -> tuple[int, ...]:
   """The ``syncs`` rounds' ``H`` over ``total_steps`` steps: positive ints summing
-  to ``total_steps``, in proportion to :func:`weights`."""
+  to ``total_steps``, in proportion to :func:`weights` (``ratio`` and ``split``
+  act on the shapes that use them; their defaults are ``config.interval``'s)."""
   if not 1 <= syncs <= total_steps:
     raise ValueError(
         f"a budget of {syncs} syncs needs 1 <= syncs <= total_steps = {total_steps}"

@@ -14,8 +14,8 @@ AutoLoCo corrects the outer step by the round's accumulated inner learning rate
 ``S_t`` against the reference ``S_ref,t`` (``outer.autoloco``) and lets an
 interval controller (``intervals``) choose ``H_{t+1}`` from scalar statistics of
 the round. Both are this one round with different components: this module holds
-their hyperparameters and composes the round from the sync's pieces
-(``sync.WholeModelSync``; ``streaming.StreamedSync`` for fragments, overlap and
+their hyperparameters and composes the round from a sync
+(``sync.WholeModelSync``; ``streaming.StreamingSync`` for fragments, overlap and
 compressed messages).
 
 The global parameters ``θ_t`` and the outer optimizer state exist once per
@@ -34,86 +34,79 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import jax
 import optax
 
-from autoloco_jax import outer
+from autoloco_jax import outer, ranges
 from autoloco_jax.algorithms.diloco import intervals, streaming, sync
-from autoloco_jax.compression import exchange as exchange_lib
+from autoloco_jax.algorithms.diloco.sync import DiLoCoState
+from autoloco_jax.algorithms.interval import Interval
+from autoloco_jax.algorithms.round_sync import RoundSync
+from autoloco_jax.compression import exchange
 from autoloco_jax.runtime import replicas, state as state_lib
 from autoloco_jax.runtime.contract import Algorithm, ParamShapes, Setup
 from autoloco_jax.runtime.jitting import jit_inner, jit_sync_of
 
-
-class DiLoCoState(NamedTuple):
-  """DiLoCo's state between rounds, one copy per device (replicated).
-
-  Attributes:
-    global_params: the global parameters ``θ_t`` (the round's anchor; with
-      streaming, every fragment as of its last sync).
-    outer_opt: the outer optimizer's state (``outer.AutoLoCoState``: momentum ``m``,
-      count and the last round's ``α_t``, ``β_t``, ``r_t``); with streaming the
-      momentum of fragment ``p`` changes only at ``p``'s syncs.
-    controller: the interval controller's state; its ``h`` is the next round's.
-    exchange: a ``streaming.ExchangeState`` for streaming, overlapped or
-      compressed syncs; None for DiLoCo's own (the default config), whose
-      checkpoints keep their layout.
-  """
-
-  global_params: Any
-  outer_opt: outer.AutoLoCoState
-  controller: Any
-  exchange: Any = None
-
-  def specs(self) -> "DiLoCoState":
-    r = replicas.REPLICATED
-    ex = None if self.exchange is None else self.exchange.specs()
-    return DiLoCoState(global_params=r, outer_opt=r, controller=r, exchange=ex)
+__all__ = ["DiLoCo", "DiLoCoState"]
 
 
 @dataclasses.dataclass(frozen=True)
 class DiLoCo:
-  """DiLoCo's hyperparameters.
+  """DiLoCo's hyperparameters: ``config.diloco`` and the groups it composes.
 
   Attributes:
     alpha: outer learning rate ``α`` (paper: 0.7).
     beta: outer Nesterov momentum ``β`` (paper: 0.9).
-    controller: chooses each round's ``H`` (``intervals.fixed(H)`` for DiLoCo).
+    interval: ``config.interval``, typed.
+    controller: chooses each round's ``H`` (``intervals.fixed(H)`` for DiLoCo),
+      built from ``interval``.
     h0: the first round's ``H``.
-    stream: fragments, overlap and eager updates (``streaming.Stream``; the
-      default is DiLoCo's sync of the whole model).
+    stream: fragments, overlap and eager updates (``streaming.Stream``; one
+      fragment without overlap is DiLoCo's sync of the whole model).
     compression: the codec of every message and error feedback
-      (``exchange.Compression``; the default sends float32 as it is).
+      (``exchange.Compression``; the identity codec sends float32 as it is).
   """
 
   alpha: float
   beta: float
+  interval: Interval
   controller: intervals.IntervalController
   h0: int
-  stream: streaming.Stream = streaming.Stream()
-  compression: exchange_lib.Compression = exchange_lib.Compression()
+  stream: streaming.Stream
+  compression: exchange.Compression
 
   name = "diloco"
+  #: The shared settings it implements (``registry.refuse_unsupported``):
+  #: streaming, compressed messages and every interval controller.
+  streams = True
+  compresses = True
+  controllers = None
+
+  def __post_init__(self):
+    for name in ("alpha", "beta"):
+      ranges.check(f"diloco.{name}", getattr(self, name))
+      object.__setattr__(self, name, float(getattr(self, name)))
 
   @classmethod
   def from_config(cls, config: Any) -> "DiLoCo":
     """From ``config.diloco`` (``alpha``, ``beta``), ``config.interval``
     (``h`` is the first ``H`` of an adaptive controller; an open-loop one
-    starts at its own ``plan(0)``), ``config.stream`` and ``config.compress``."""
-    controller = intervals.from_config(
-        config.interval, config.inner.lr, config.total_steps
-    )
-    # An open-loop controller (fixed, schedule, budget) starts at its own plan.
-    h0 = int(controller.plan(0) if controller.plan else config.interval.h)
+    starts at its own ``open_loop(0)``), ``config.stream`` and
+    ``config.compress``."""
+    interval = Interval.from_config(config)
+    controller = intervals.from_interval(interval, config.inner.lr, config.total_steps)
+    # An open-loop controller (fixed, schedule, budget) starts at its own sequence.
+    first = controller.open_loop(0) if controller.open_loop else interval.h
     return cls(
-        alpha=float(config.diloco.alpha),
-        beta=float(config.diloco.beta),
+        alpha=config.diloco.alpha,
+        beta=config.diloco.beta,
+        interval=interval,
         controller=controller,
-        h0=h0,
+        h0=int(first),
         stream=streaming.Stream.from_config(config),
-        compression=exchange_lib.Compression.from_config(config),
+        compression=exchange.Compression.from_config(config),
     )
 
   def outer_hyper(self) -> dict:
@@ -130,27 +123,29 @@ class DiLoCo:
     """``S_ref,t``: DiLoCo applies no correction; the value is only logged."""
     return outer.reference_lr_sum(setup.lr_schedule, start_step, self.h0)
 
-  def sync_piece(self, outer: sync.Outer) -> Any:
+  def outer_rule(self, setup: Setup, hyper: dict) -> sync.OuterRule:
+    """The outer transform with ``hyper``'s ``(α, β)``, the controller and
+    ``S_ref``: how the sync steps the global model and times the next round."""
+    return sync.OuterRule(
+        tx=self.outer_tx(setup, hyper),
+        controller=self.controller,
+        first_interval=self.h0,
+        lr_schedule=setup.lr_schedule,
+        reference_lr_sum=functools.partial(self.reference_lr_sum, setup),
+    )
+
+  def sync_piece(self, rule: sync.OuterRule) -> RoundSync:
     """The round's sync: DiLoCo's of the whole model (``sync.WholeModelSync``),
-    or ``streaming.StreamedSync`` for fragments, overlap or compressed
+    or ``streaming.StreamingSync`` for fragments, overlap or compressed
     messages. A variant of the sync overrides this (``docs/algorithms.md`` §7a)."""
     if self.stream.plain and self.compression.plain:
-      return sync.WholeModelSync(outer)
-    return streaming.StreamedSync(self.stream, self.compression, outer)
+      return sync.WholeModelSync(rule)
+    return streaming.StreamingSync(self.stream, self.compression, rule)
 
   def build(self, setup: Setup) -> Algorithm:
-    """The round on the replica axis: the inner loop, then the sync piece."""
-    def outer_of(hyper: dict) -> sync.Outer:
-      return sync.Outer(
-          tx=self.outer_tx(setup, hyper),
-          controller=self.controller,
-          lr_schedule=setup.lr_schedule,
-          reference_lr_sum=functools.partial(self.reference_lr_sum, setup),
-      )
-
-    hyper = self.outer_hyper()
-    outer_now = outer_of(hyper)
-    piece, stream, k = self.sync_piece(outer_now), self.stream, setup.num_workers
+    """The round on the replica axis: the inner loop, then the sync."""
+    hyper, stream, k = self.outer_hyper(), self.stream, setup.num_workers
+    piece = self.sync_piece(self.outer_rule(setup, hyper))
     if not stream.plain:
       stream.check_intervals(min(self.h0, self.controller.h_min))
     shapes = ParamShapes()
@@ -158,27 +153,23 @@ class DiLoCo:
     def init_state(params) -> state_lib.TrainState:
       params_K, inner_opt_K = setup.init_workers(params)
       shapes.record(params)
-      own = DiLoCoState(
-          global_params=params,
-          outer_opt=outer_now.tx.init(params),
-          controller=self.controller.init(self.h0),
-          exchange=piece.init(params_K),
-      )
-      return state_lib.init(params_K, inner_opt_K, own, k)
+      return state_lib.init(params_K, inner_opt_K, piece.init(params, params_K), k)
 
-    h_longest = max(self.h0, self.controller.h_max)
+    def sync_of(hyper: dict) -> RoundSync:
+      return self.sync_piece(self.outer_rule(setup, hyper))
+
     return Algorithm(
         name=self.name,
         init_state=init_state,
         inner=jit_inner(setup.inner_loop(), setup.mesh),
-        sync=jit_sync_of(lambda h: self.sync_piece(outer_of(h)), hyper, setup.mesh),
+        sync=jit_sync_of(sync_of, hyper, setup.mesh),
         comm_pattern=piece.comm_pattern(shapes, k),
-        h_max=h_longest if stream.plain else stream.slot_length(h_longest),
+        h_max=stream.slot_length(max(self.h0, self.controller.h_max)),
         h_min=self.controller.h_min,
         supports_faults=stream.tau == 0,
         eval_params=None if stream.plain else _global_params(setup.mesh),
-        first_h=self.h0 if stream.plain else stream.slot_length(self.h0),
-        planned_h=sync.planned_h(self.controller, piece),
+        first_h=stream.slot_length(self.h0),
+        planned_h=sync.open_loop_next_h(self.controller, piece),
     )
 
 

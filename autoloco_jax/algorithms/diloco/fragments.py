@@ -2,8 +2,8 @@ r"""Fragments of the parameters for streaming syncs (Streaming DiLoCo).
 
 Streaming DiLoCo (Douillard et al. 2025, arXiv 2501.18512) splits the model
 into ``P`` fragments and synchronises one fragment at a time. This module only
-says which leaf of a parameter pytree belongs to which fragment; the syncs are
-in ``diloco.py``.
+says which leaf of a parameter pytree belongs to which fragment; a fragment's
+sync is ``fragment_sync.Fragment`` and their schedule ``streaming.py``.
 
 Units. The transformer's blocks ``block_0 … block_{L−1}`` (``transformer.py``) are
 the units of the partition: every leaf under ``block_i`` belongs to the
@@ -35,7 +35,6 @@ import re
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 MODES = ("strided", "contiguous")
 
@@ -70,7 +69,7 @@ def assign(unit: int, num_units: int, num_fragments: int, mode: str) -> int:
   raise ValueError(f"unknown fragment mode {mode!r}; choose one of {MODES}")
 
 
-def leaf_fragments(params: Any, num_fragments: int, mode: str = "strided") -> list[int]:
+def leaf_fragments(params: Any, num_fragments: int, mode: str) -> list[int]:
   """The fragment of every leaf of ``params``, in ``jax.tree.leaves`` order.
 
   ``params`` may hold arrays or shape structs; only its structure is read.
@@ -93,12 +92,3 @@ def leaf_fragments(params: Any, num_fragments: int, mode: str = "strided") -> li
     num_units = len(paths)
     units = list(range(num_units))
   return [assign(u, num_units, num_fragments, mode) for u in units]
-
-
-def select(ids: list[int], fragment: Any, new: Any, old: Any) -> Any:
-  """Per leaf: ``new`` if the leaf is in ``fragment`` (traced or static), else
-  ``old``. ``new`` and ``old`` share ``ids``' leaf order."""
-  new_leaves, treedef = jax.tree.flatten(new)
-  old_leaves = jax.tree.leaves(old)
-  out = [jnp.where(fragment == f, n, o) for f, n, o in zip(ids, new_leaves, old_leaves)]
-  return jax.tree.unflatten(treedef, out)

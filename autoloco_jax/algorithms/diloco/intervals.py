@@ -9,7 +9,9 @@ functions in the optax style (``init(h0=None) -> state``, ``state.h`` the first
 ``H``; ``next_h(state, stats) -> (H, state)``, ``H`` an int32 scalar) and its
 bounds. Both are jittable with static configuration, so the trainer runs the
 controller inside its jitted sync and feeds ``H`` to a ``lax.while_loop``
-without recompiling. Open-loop controllers also carry ``plan``.
+without recompiling. Open-loop controllers also carry ``open_loop``, their
+sequence of intervals. Their arguments are checked, and their float rules
+rounded to an interval, by ``bounds.py``.
 
 Controllers (see ``docs/algorithms.md``, section 3b):
 
@@ -21,20 +23,20 @@ Controllers (see ``docs/algorithms.md``, section 3b):
   agree, shrink it when they do not.
 * :func:`schedule` — an open-loop sequence of intervals (a replay control).
 
-:data:`CONTROLLERS` maps names to factories; :func:`make` builds one by name.
+:data:`CONTROLLERS` maps names to factories; :func:`make` builds one by name,
+:func:`from_interval` the one ``config.interval`` names (``interval.Interval``).
 """
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from autoloco_jax import ranges
-from autoloco_jax.algorithms.diloco import budget
+from autoloco_jax.algorithms.diloco import bounds, budget
+from autoloco_jax.algorithms.interval import Interval
 from autoloco_jax.runtime.signals import normalized_agreement, SyncStats
 
 
@@ -48,93 +50,20 @@ class IntervalController(NamedTuple):
     h_min: smallest interval the controller returns (Python int).
     h_max: largest interval the controller returns (Python int); a trainer
       can size its buffers by it.
-    plan: ``plan(t) -> H``, the interval the ``t``-th call of ``next_h``
-      returns (``t = 1, 2, ...``; ``plan(0)`` is ``init().h``), for open-loop
-      controllers (``fixed``, ``schedule``), whose ``next_h`` is this same
-      function of its round count: the host calls it with a Python int to know
-      the next ``H`` without reading the device (``int(plan(t))``). ``None``
-      for adaptive controllers, whose ``H`` only the sync knows.
+    open_loop: ``open_loop(t) -> H``, the interval the ``t``-th call of
+      ``next_h`` returns (``t = 1, 2, ...``; ``open_loop(0)`` is ``init().h``),
+      for open-loop controllers (``fixed``, ``schedule``), whose ``next_h`` is
+      this same function of its round count: the host calls it with a Python
+      int to know the next ``H`` without reading the device
+      (``int(open_loop(t))``). ``None`` for adaptive controllers, whose ``H``
+      only the sync knows.
   """
 
   init: Callable[..., Any]
   next_h: Callable[[Any, SyncStats], tuple[jax.Array, Any]]
   h_min: int
   h_max: int
-  plan: Callable[[Any], jax.Array] | None = None
-
-
-# --- validation -------------------------------------------------------------
-
-
-def _is_int(x: Any) -> bool:
-  return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, bool)
-
-
-def _is_concrete_number(x: Any) -> bool:
-  return isinstance(x, (numbers.Number, np.ndarray, np.generic)) and not isinstance(
-      x, bool
-  )
-
-
-def _check_int(name: str, value: Any, low: int = 1) -> int:
-  if not _is_int(value):
-    raise ValueError(f'{name} must be an int >= {low}, got {value!r}.')
-  if value < low:
-    raise ValueError(f'{name} must be >= {low}, got {value!r}.')
-  return int(value)
-
-
-def _check_bounds(h_min: Any, h_max: Any) -> tuple[int, int]:
-  h_min = _check_int('h_min', h_min)
-  h_max = _check_int('h_max', h_max)
-  if h_min > h_max:
-    raise ValueError(f'h_min must be <= h_max, got h_min={h_min}, h_max={h_max}.')
-  return h_min, h_max
-
-
-def _check_h0(h0: Any, h_min: int, h_max: int, name: str = 'h0') -> int:
-  h0 = _check_int(name, h0)
-  if not h_min <= h0 <= h_max:
-    raise ValueError(f'{name} must lie in [h_min, h_max] = [{h_min}, {h_max}], got {h0}.')
-  return h0
-
-
-def _check_float(name: str, value: Any, valid: ranges.Range) -> float:
-  """``value`` as a float, if it is a number in ``valid`` (``ranges.py``)."""
-  if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
-    value = value.item()
-  valid.check(name, value)
-  return float(value)
-
-
-def _initial_interval(h0: Any, default: int, h_min: int, h_max: int) -> jax.Array:
-  """``init``'s ``h0``: checked eagerly when concrete, clipped when traced."""
-  if h0 is None:
-    h0 = default
-  if isinstance(h0, np.ndarray) and h0.ndim == 0:
-    h0 = h0.item()
-  if _is_concrete_number(h0):
-    h0 = _check_h0(h0, h_min, h_max)
-  return jnp.clip(jnp.asarray(h0, jnp.int32), h_min, h_max)
-
-
-# floor/ceil with a relative slack: float32 gives (0.01/0.001)² = 99.99999, and a
-# rule whose value is an integer in exact arithmetic should return that integer.
-_REL_TOL = 1e-6
-
-
-def _floor(h: jax.Array) -> jax.Array:
-  return jnp.floor(h * (1.0 + _REL_TOL))
-
-
-def _ceil(h: jax.Array) -> jax.Array:
-  return jnp.ceil(h * (1.0 - _REL_TOL))
-
-
-def _to_interval(h: jax.Array, h_min: int, h_max: int, rounding: Callable) -> jax.Array:
-  # Clip in float first: (c/η)² and friends can be huge or inf before int32.
-  h = jnp.clip(h, float(h_min), float(h_max))
-  return jnp.clip(rounding(h).astype(jnp.int32), h_min, h_max)
+  open_loop: Callable[[Any], jax.Array] | None = None
 
 
 # --- controllers --------------------------------------------------------------
@@ -170,21 +99,21 @@ def fixed(h: int) -> IntervalController:
     Douillard et al., `DiLoCo: Distributed Low-Communication Training of
     Language Models <https://arxiv.org/abs/2311.08105>`_, 2023.
   """
-  h = _check_int('h', h)
+  h = bounds.check_int('h', h)
 
   def init_fn(h0=None):
-    return FixedState(h=_initial_interval(h0, h, h, h))
+    return FixedState(h=bounds.initial_interval(h0, h, h, h))
 
-  def plan(t):
+  def open_loop(t):
     del t
     return jnp.full((), h, jnp.int32)
 
   def next_fn(state, stats):
     del state, stats
-    h_next = plan(None)
+    h_next = open_loop(None)
     return h_next, FixedState(h=h_next)
 
-  return IntervalController(init_fn, next_fn, h, h, plan=plan)
+  return IntervalController(init_fn, next_fn, h, h, open_loop=open_loop)
 
 
 class LrQuadraticState(NamedTuple):
@@ -240,17 +169,17 @@ def lr_quadratic(c: float, h_min: int, h_max: int) -> IntervalController:
     Gu, Lyu, Arora, Zhang, Huang, `A Quadratic Synchronization Rule for
     Distributed Deep Learning <https://arxiv.org/abs/2310.14423>`_, ICLR 2024.
   """
-  c = _check_float('c', c, ranges.POSITIVE)
-  h_min, h_max = _check_bounds(h_min, h_max)
+  c = bounds.check_float('c', c, ranges.POSITIVE)
+  h_min, h_max = bounds.check_bounds(h_min, h_max)
 
   def init_fn(h0=None):
-    return LrQuadraticState(h=_initial_interval(h0, h_min, h_min, h_max))
+    return LrQuadraticState(h=bounds.initial_interval(h0, h_min, h_min, h_max))
 
   def next_fn(state, stats):
     lr = jnp.asarray(stats.lr, jnp.float32)
     safe_lr = jnp.where(lr > 0, lr, 1.0)
     h = jnp.where(lr > 0, jnp.square(c / safe_lr), jnp.inf)
-    new = _to_interval(h, h_min, h_max, _floor)
+    new = bounds.to_interval(h, h_min, h_max, bounds.floor)
     h_next = jnp.where(jnp.isfinite(lr), new, state.h)
     return h_next, LrQuadraticState(h=h_next)
 
@@ -312,12 +241,12 @@ def loss_ratio(h0: int, h_min: int, h_max: int) -> IntervalController:
     Error-Runtime Trade-off in Local-Update SGD
     <https://arxiv.org/abs/1810.08313>`_, SysML 2019.
   """
-  h_min, h_max = _check_bounds(h_min, h_max)
-  h_ref = _check_h0(h0, h_min, h_max)
+  h_min, h_max = bounds.check_bounds(h_min, h_max)
+  h_ref = bounds.check_h0(h0, h_min, h_max)
 
   def init_fn(h0=None):
     return LossRatioState(
-        h=_initial_interval(h0, h_ref, h_min, h_max),
+        h=bounds.initial_interval(h0, h_ref, h_min, h_max),
         loss0=jnp.zeros((), jnp.float32),
         has_loss0=jnp.zeros((), bool),
     )
@@ -329,7 +258,7 @@ def loss_ratio(h0: int, h_min: int, h_max: int) -> IntervalController:
     loss0 = jnp.where(set_now, loss, state.loss0)
     has_loss0 = state.has_loss0 | set_now
     ratio = loss / jnp.where(has_loss0, loss0, 1.0)
-    new = _to_interval(h_ref * jnp.sqrt(ratio), h_min, h_max, _ceil)
+    new = bounds.to_interval(h_ref * jnp.sqrt(ratio), h_min, h_max, bounds.ceil)
     h_next = jnp.where(valid & has_loss0, new, state.h)
     return h_next, LossRatioState(h=h_next, loss0=loss0, has_loss0=has_loss0)
 
@@ -358,11 +287,11 @@ def agreement(
     h_min: int,
     h_max: int,
     *,
-    target: float = 0.5,
-    grow: float = 1.25,
-    shrink: float = 0.7,
-    ema: float = 0.5,
-    hysteresis: float = 0.15,
+    target: float,
+    grow: float,
+    shrink: float,
+    ema: float,
+    hysteresis: float,
 ) -> IntervalController:
   r"""Grow ``H`` while the workers agree, shrink it when they do not.
 
@@ -391,7 +320,8 @@ def agreement(
   EMA keep ``H`` from flipping up and down on a noisy or constant signal;
   ``h`` is clipped to the bounds, so it never winds up beyond them.
 
-  The defaults and why they were chosen: ``docs/algorithms.md`` §3b. With
+  The settings have no defaults here: ``config.interval`` holds them
+  (``configs/common.py``), and ``docs/algorithms.md`` §3b says why. With
   ``K = 1`` ``a_t = 1``, so ``H`` grows to ``h_max``. A round with a
   non-finite ``ρ`` leaves the state unchanged.
 
@@ -412,7 +342,8 @@ def agreement(
   Examples:
     >>> from autoloco_jax.algorithms.diloco import intervals
     >>> from autoloco_jax.runtime import signals
-    >>> ctrl = intervals.agreement(h0=16, h_min=4, h_max=256)
+    >>> ctrl = intervals.agreement(h0=16, h_min=4, h_max=256, target=0.5,
+    ...     grow=1.25, shrink=0.7, ema=0.5, hysteresis=0.15)
     >>> state = ctrl.init()
     >>> stats = signals.sync_stats(
     ...     round=0, step=16, h=16, lr_sum=0.01, lr=1e-3,
@@ -422,10 +353,12 @@ def agreement(
     >>> int(h)
     20
   """
-  h_min, h_max = _check_bounds(h_min, h_max)
-  h_first = _check_h0(h0, h_min, h_max)
-  # The ranges of config.interval's fields (ranges.FIELDS), checked once.
-  valid = lambda name, value: _check_float(name, value, ranges.FIELDS[f'interval.{name}'])
+  h_min, h_max = bounds.check_bounds(h_min, h_max)
+  h_first = bounds.check_h0(h0, h_min, h_max)
+  # The arguments' ranges are those of config.interval's fields (ranges.FIELDS).
+  valid = lambda name, value: bounds.check_float(
+      name, value, ranges.FIELDS[f'interval.{name}']
+  )
   target, grow, shrink = (
       valid('target', target),
       valid('grow', grow),
@@ -440,7 +373,7 @@ def agreement(
     )
 
   def init_fn(h0=None):
-    h_init = _initial_interval(h0, h_first, h_min, h_max)
+    h_init = bounds.initial_interval(h0, h_first, h_min, h_max)
     return AgreementState(
         h=h_init,
         h_float=h_init.astype(jnp.float32),
@@ -458,7 +391,7 @@ def agreement(
         jnp.where(smoothed < target - hysteresis, shrink, 1.0),
     )
     h = jnp.clip(state.h_float * factor, float(h_min), float(h_max))
-    h_next = _to_interval(h, h_min, h_max, jnp.round)
+    h_next = bounds.to_interval(h, h_min, h_max, jnp.round)
     new_state = AgreementState(
         h=h_next,
         h_float=h.astype(jnp.float32),
@@ -511,24 +444,25 @@ def schedule(hs: Sequence[int]) -> IntervalController:
   """
   if isinstance(hs, (str, bytes)) or not hasattr(hs, '__len__') or not len(hs):
     raise ValueError(f'schedule needs a non-empty sequence of ints >= 1, got {hs!r}.')
-  values = tuple(_check_int(f'hs[{i}]', h) for i, h in enumerate(hs))
+  values = tuple(bounds.check_int(f'hs[{i}]', h) for i, h in enumerate(hs))
   h_min, h_max = min(values), max(values)
 
   def init_fn(h0=None):
     return ScheduleState(
-        h=_initial_interval(h0, values[0], h_min, h_max), count=jnp.zeros((), jnp.int32)
+        h=bounds.initial_interval(h0, values[0], h_min, h_max),
+        count=jnp.zeros((), jnp.int32),
     )
 
-  def plan(t):
+  def open_loop(t):
     return jnp.asarray(values, jnp.int32)[jnp.minimum(t, len(values) - 1)]
 
   def next_fn(state, stats):
     del stats
     count = state.count + 1
-    h_next = plan(count)
+    h_next = open_loop(count)
     return h_next, ScheduleState(h=h_next, count=count)
 
-  return IntervalController(init_fn, next_fn, h_min, h_max, plan=plan)
+  return IntervalController(init_fn, next_fn, h_min, h_max, open_loop=open_loop)
 
 
 CONTROLLERS: dict[str, Callable[..., IntervalController]] = {
@@ -567,43 +501,42 @@ def make(name: str, **kwargs: Any) -> IntervalController:
   return CONTROLLERS[name](**kwargs)
 
 
-def from_config(cfg: Any, peak_lr: float, total_steps: int = 0) -> IntervalController:
-  """The controller named by an ``interval`` config group.
+def from_interval(
+    interval: Interval, peak_lr: float, total_steps: int
+) -> IntervalController:
+  """The controller ``config.interval`` names, from its typed group.
 
-  Fields: ``controller``, ``h`` (``H`` for ``fixed``, ``H_0`` otherwise),
-  ``h_min``, ``h_max`` (0 = ``h``), ``c`` (``lr_quadratic``; 0 =
+  ``interval.h`` is ``H`` for ``fixed`` and ``H_0`` otherwise; the bounds are
+  ``h_min`` and ``h_max`` (0 = ``h``); ``c`` (``lr_quadratic``; 0 =
   ``sqrt(h) · η_peak``, so that ``H = h`` at the peak inner lr ``peak_lr`` and
-  grows as ``(η_peak / η)^2 · h`` while the schedule decays) and
-  ``target, grow, shrink, ema, hysteresis`` (``agreement``), ``schedule``
-  (``schedule``: the rounds' intervals, replayed open loop), ``syncs, shape,
-  ratio, split`` (``budget``: ``syncs`` rounds over the run's ``total_steps``
-  placed by ``autoloco_jax/algorithms/diloco/budget.py``, then replayed as a ``schedule``).
+  grows as ``(η_peak / η)^2 · h`` while the schedule decays); ``target, grow,
+  shrink, ema, hysteresis`` (``agreement``); ``schedule`` (``schedule``: the
+  rounds' intervals, replayed open loop); ``syncs, shape, ratio, split``
+  (``budget``: ``syncs`` rounds over the run's ``total_steps`` placed by
+  ``budget.py``, then replayed as a ``schedule``).
   """
-  name, h = cfg.controller, int(cfg.h)
-  h_min = int(cfg.h_min or 1)
-  h_max = int(cfg.h_max or h)
+  name, h, h_min, h_max = interval.controller, interval.h, interval.h_min, interval.upper
   if name == 'fixed':
     return make(name, h=h)
   if name == 'schedule':
-    return make(name, hs=tuple(int(x) for x in cfg.schedule or ()))
+    return make(name, hs=tuple(int(x) for x in interval.schedule))
   if name == 'budget':
-    hs = budget.schedule(total_steps, int(cfg.syncs), cfg.shape, cfg.ratio, cfg.split)
+    hs = budget.schedule(
+        total_steps, interval.syncs, interval.shape, interval.ratio, interval.split
+    )
     return make('schedule', hs=hs)
   if name == 'lr_quadratic':
-    c = cfg.c or (h**0.5) * peak_lr
+    c = interval.c or (h**0.5) * peak_lr
     return make(name, c=c, h_min=h_min, h_max=h_max)
   if name == 'loss_ratio':
     return make(name, h0=h, h_min=h_min, h_max=h_max)
   if name == 'agreement':
+    settings = ('target', 'grow', 'shrink', 'ema', 'hysteresis')
     return make(
         name,
         h0=h,
         h_min=h_min,
         h_max=h_max,
-        target=cfg.target,
-        grow=cfg.grow,
-        shrink=cfg.shrink,
-        ema=cfg.ema,
-        hysteresis=cfg.hysteresis,
+        **{key: getattr(interval, key) for key in settings},
     )
   return make(name)  # raises the registry's error for unknown names

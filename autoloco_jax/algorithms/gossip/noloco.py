@@ -26,11 +26,12 @@ Compression (``config.compress``): each worker encodes
 parameters), with optional error feedback, and the group mean is taken as
 ``z_k − (Λ \\hat x)_k / (d + 1)`` from the decoded payloads ``\\hat x``, the
 worker's own included; the workers' mean then takes the uncompressed step and
-the codec's error only spreads the replicas (``shared.py``, where the math is).
+the codec's error only spreads the replicas (``compressed_exchange.py``, where
+the math is).
 
 Replicas drift apart a little; the sync reports their spread
-``mean_k ‖φ_k − mean_j φ_j‖`` and ``eval_params`` gives both the replicas' mean
-and replica 0 for evaluation (``shared.py``).
+``mean_k ‖φ_k − mean_j φ_j‖`` (``monitoring.py``) and ``eval_params`` gives
+both the replicas' mean and replica 0 for evaluation (``eval_models.py``).
 
 Reference:
   Kolehmainen et al., NoLoCo: No-all-reduce Low Communication Training Method
@@ -41,15 +42,17 @@ Reference:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from autoloco_jax import ranges
-from autoloco_jax.algorithms.diloco import streaming
-from autoloco_jax.algorithms.gossip import shared, topology
+from autoloco_jax.algorithms.gossip import compressed_exchange, eval_models
+from autoloco_jax.algorithms.gossip import monitoring, round_comm, topology
+from autoloco_jax.algorithms.interval import Interval
 from autoloco_jax.compression import exchange
 from autoloco_jax.runtime import inner, replicas, state as state_lib
 from autoloco_jax.runtime.contract import Algorithm, ParamShapes, Setup
@@ -63,7 +66,8 @@ class NoLoCoState(NamedTuple):
     outer_params_K: each worker's outer weights ``φ_k``.
     outer_momentum_K: each worker's outer momentum ``m_k``.
     exchange: a compressed exchange's reference and residuals
-      (``gossip.GossipExchangeState``); None for the uncompressed one.
+      (``compressed_exchange.GossipExchangeState``); None for the uncompressed
+      one.
   """
 
   outer_params_K: Any
@@ -77,103 +81,141 @@ class NoLoCoState(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class NoLoCo:
-  """NoLoCo's hyperparameters (the paper's symbols; their ranges are those of
-  ``config.noloco`` in ``ranges.FIELDS``).
+  """NoLoCo's hyperparameters: ``config.noloco`` (the paper's symbols; their
+  ranges are ``ranges.FIELDS``', checked here) and the groups it composes.
 
   Attributes:
     alpha: ``α``, weight of the group's mean pseudo-gradient.
     beta: ``β``, outer momentum.
     gamma: ``γ``, pull towards the group's mean outer weights.
-    h: inner steps per round (fixed).
+    interval: ``config.interval``, typed; its ``h`` is the rounds' fixed ``H``.
     topology: who averages with whom each round.
     compression: the codec of every message and error feedback
-      (``exchange.Compression``; the default sends float32 as it is).
+      (``exchange.Compression``; the identity codec sends float32 as it is).
   """
 
   alpha: float
   beta: float
   gamma: float
-  h: int
+  interval: Interval
   topology: topology.Topology
-  compression: exchange.Compression = exchange.Compression()
+  compression: exchange.Compression
 
   name = "noloco"
+  #: The shared settings it implements (``registry.refuse_unsupported``):
+  #: compressed messages, a fixed interval, no streaming.
+  streams = False
+  compresses = True
+  controllers = ("fixed",)
 
   def __post_init__(self):
     for name in ("alpha", "beta", "gamma"):
       ranges.check(f"noloco.{name}", getattr(self, name))
+      object.__setattr__(self, name, float(getattr(self, name)))
 
   @classmethod
   def from_config(cls, config: Any) -> "NoLoCo":
     """From ``config.noloco`` (``alpha``, ``beta``, ``gamma``: ``None`` = α),
     ``config.gossip``, ``config.interval`` (fixed ``h``) and ``config.compress``."""
-    if config.interval.controller != "fixed":
-      raise ValueError("NoLoCo runs a fixed interval (interval.controller='fixed')")
-    streaming.require_unstreamed(config, "NoLoCo")
     n = config.noloco
-    alpha = float(n.alpha)
     return cls(
-        alpha=alpha,
-        beta=float(n.beta),
-        gamma=alpha if n.gamma is None else float(n.gamma),
-        h=int(config.interval.h),
+        alpha=n.alpha,
+        beta=n.beta,
+        gamma=n.alpha if n.gamma is None else n.gamma,
+        interval=Interval.from_config(config),
         topology=topology.from_config(config),
         compression=exchange.Compression.from_config(config),
     )
 
+  @property
+  def h(self) -> int:
+    """``H``, the inner steps of every round."""
+    return self.interval.h
+
   def build(self, setup: Setup) -> Algorithm:
-    alpha, beta, gamma, topo = self.alpha, self.beta, self.gamma, self.topology
-    compression = self.compression
-    k = setup.num_workers
+    sync, k = NoLoCoSync(self, setup.lr_schedule), setup.num_workers
     shapes = ParamShapes()  # for the clock's payload
 
     def init_state(params) -> state_lib.TrainState:
       params_K, inner_opt_K = setup.init_workers(params)
       shapes.record(params)
-      own = NoLoCoState(
-          outer_params_K=params_K,
-          outer_momentum_K=jax.tree.map(jnp.zeros_like, params_K),
-          exchange=shared.init_exchange(compression, params, params_K),
-      )
-      return state_lib.init(params_K, inner_opt_K, own, k)
-
-    def sync_block(state: state_lib.TrainState, present_K):
-      del present_K  # NoLoCo does not support faults
-      theta_K, phi_K = state.params_K, state.algo.outer_params_K
-      m_K = state.algo.outer_momentum_K
-      ex = state.algo.exchange
-      z_K = jax.tree.map(lambda t, p: alpha * t + (gamma - alpha) * p, theta_K, phi_K)
-      if ex is None:
-        zbar_K = topology.neighborhood_mean(topo, z_K, state.round)  # the exchange
-      else:  # the exchange, of the encoded z_k − γ θ_0
-        lx_K, ex = shared.encoded_laplacian(
-            topo, compression, z_K, ex, state.round, weight=gamma
-        )
-        zbar_K = jax.tree.map(lambda z, lx: z - lx / (topo.degree + 1), z_K, lx_K)
-      m_K = jax.tree.map(lambda m, z, p: beta * m + z - gamma * p, m_K, zbar_K, phi_K)
-      new_phi_K = jax.tree.map(jnp.add, phi_K, m_K)
-      metrics = shared.round_metrics(
-          topo, state, phi_K, new_phi_K, setup.lr_schedule, self.h, ex=ex
-      )
-      new_state = state._replace(
-          params_K=new_phi_K,
-          algo=NoLoCoState(new_phi_K, m_K, ex),
-          acc=inner.reset(state.acc),
-          round=state.round + 1,
-      )
-      return new_state, metrics
+      return state_lib.init(params_K, inner_opt_K, sync.init(params, params_K), k)
 
     return Algorithm(
         name=self.name,
         init_state=init_state,
         inner=jit_inner(setup.inner_loop(), setup.mesh),
-        sync=jit_sync(sync_block, setup.mesh),
-        comm_pattern=shared.comm_pattern(
-            topo, lambda h: np.full(k, h, np.int64), compression, shapes
-        ),
+        sync=jit_sync(sync, setup.mesh),
+        comm_pattern=sync.comm_pattern(shapes, k),
         h_max=self.h,
         h_min=self.h,
-        planned_h=lambda round_index: self.h,
+        first_h=self.h,
+        planned_h=lambda round_index: sync.round_length(round_index, self.h),
         supports_faults=False,
-        eval_params=shared.make_eval_params(setup.mesh),
+        eval_params=eval_models.make_eval_params(setup.mesh),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class NoLoCoSync:
+  """NoLoCo's end of a round: each worker's outer step with its group
+  (``(state, present_K) -> (state, metrics)``; the math is the module's).
+
+  Attributes:
+    noloco: the hyperparameters (``α``, ``β``, ``γ``, ``H``, topology, codec).
+    lr_schedule: the inner learning rate ``η(s)`` (for the round's statistics).
+  """
+
+  noloco: NoLoCo
+  lr_schedule: optax.Schedule
+
+  def init(self, params: Any, params_K: Any) -> NoLoCoState:
+    """``φ_k = θ_0``, ``m_k = 0`` and the compressed exchange's state."""
+    return NoLoCoState(
+        outer_params_K=params_K,
+        outer_momentum_K=jax.tree.map(jnp.zeros_like, params_K),
+        exchange=compressed_exchange.init_exchange(
+            self.noloco.compression, params, params_K
+        ),
+    )
+
+  def round_length(self, round_index: Any, interval: Any) -> Any:
+    """Every round is ``interval`` steps (a fixed ``H``)."""
+    del round_index
+    return interval
+
+  def comm_pattern(self, shapes: ParamShapes, num_workers: int) -> Callable:
+    """One message per neighbour of the round's table (``round_comm.py``)."""
+    return round_comm.comm_pattern(
+        self.noloco.topology,
+        lambda steps: np.full(num_workers, steps, np.int64),
+        self.noloco.compression,
+        shapes,
+    )
+
+  def __call__(self, state: state_lib.TrainState, present_K):
+    del present_K  # NoLoCo does not support faults
+    hp = self.noloco
+    alpha, beta, gamma, topo = hp.alpha, hp.beta, hp.gamma, hp.topology
+    theta_K, phi_K = state.params_K, state.algo.outer_params_K
+    m_K, ex = state.algo.outer_momentum_K, state.algo.exchange
+    z_K = jax.tree.map(lambda t, p: alpha * t + (gamma - alpha) * p, theta_K, phi_K)
+    if ex is None:
+      zbar_K = topology.neighborhood_mean(topo, z_K, state.round)  # the exchange
+    else:  # the exchange, of the encoded z_k − γ θ_0
+      lx_K, ex = compressed_exchange.encoded_laplacian(
+          topo, hp.compression, z_K, ex, state.round, weight=gamma
+      )
+      zbar_K = jax.tree.map(lambda z, lx: z - lx / (topo.degree + 1), z_K, lx_K)
+    m_K = jax.tree.map(lambda m, z, p: beta * m + z - gamma * p, m_K, zbar_K, phi_K)
+    new_phi_K = jax.tree.map(jnp.add, phi_K, m_K)
+    metrics = monitoring.round_metrics(
+        topo, state, phi_K, new_phi_K, self.lr_schedule, hp.h, ex=ex
+    )
+    new_state = state._replace(
+        params_K=new_phi_K,
+        algo=NoLoCoState(new_phi_K, m_K, ex),
+        acc=inner.reset(state.acc),
+        round=state.round + 1,
+    )
+    return new_state, metrics

@@ -47,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from autoloco_jax import ranges
 from autoloco_jax.runtime import replicas
 
 TOPOLOGIES = ("matching", "groups", "ring", "torus", "exponential", "complete")
@@ -168,9 +169,7 @@ def _canonical(table: np.ndarray) -> bytes:
   return np.sort(table, axis=0).tobytes()
 
 
-def groups(
-    num_workers: int, group_size: int = 2, seed: int = 0, pool_size: int = 16
-) -> Topology:
+def groups(num_workers: int, group_size: int, seed: int, pool_size: int) -> Topology:
   """Random partitions of the workers into groups of ``group_size``.
 
   ``group_size = 2`` is a random perfect matching (NoLoCo's pairs). The pool
@@ -252,14 +251,11 @@ def complete(num_workers: int) -> Topology:
 
 
 def make(
-    name: str,
-    num_workers: int,
-    *,
-    seed: int = 0,
-    group_size: int = 2,
-    pool_size: int = 16,
+    name: str, num_workers: int, *, seed: int, group_size: int, pool_size: int
 ) -> Topology:
-  """The topology named ``name`` (one of :data:`TOPOLOGIES`)."""
+  """The topology named ``name`` (one of :data:`TOPOLOGIES`); ``seed``,
+  ``group_size`` and ``pool_size`` act on the random ones (``matching``,
+  ``groups``). Their defaults are ``config.gossip``'s (``configs/common.py``)."""
   builders: dict[str, Callable[[], Topology]] = {
       "matching": lambda: groups(num_workers, 2, seed, pool_size),
       "groups": lambda: groups(num_workers, group_size, seed, pool_size),
@@ -277,8 +273,11 @@ def make(
 
 def from_config(config: Any) -> Topology:
   """The topology of ``config.gossip`` (``topology``, ``group_size``,
-  ``pool_size``) over ``config.num_workers`` workers, seeded by ``config.seed``."""
+  ``pool_size``; read here and nowhere else, their ranges checked here) over
+  ``config.num_workers`` workers, seeded by ``config.seed``."""
   g = config.gossip
+  for name in ("group_size", "pool_size"):
+    ranges.check(f"gossip.{name}", g[name])
   return make(
       g.topology,
       config.num_workers,

@@ -1,15 +1,7 @@
-r"""What the gossip algorithms (NoLoCo, GASLoC) share: their monitoring, the
-models they evaluate, their compressed exchange and their round's communication
-pattern.
+r"""The gossip methods' compressed exchange: each worker encodes its message less
+the common initial parameters, and the step mixes the decoded payloads.
 
-Gossip methods keep one set of outer weights per worker, so there is no single
-global model: a run evaluates the replicas' mean and one replica, and reports
-how far the replicas spread. These measurements all-reduce the parameters; they
-belong to the simulation, not to the algorithms, and the simulated clock does
-not count them.
-
-**Compressed exchanges** (``config.compress``: ``exchange.Compression``, the
-codecs of ``codecs.py``). Each worker ``k`` sends one parameter-sized message
+(``config.compress``: ``exchange.Compression``, the codecs of ``codecs.py``). Each worker ``k`` sends one parameter-sized message
 ``s_k`` to each of its neighbours ``N(k)``, and the step needs from the
 messages only the Laplacian of the round's graph,
 ``(Λ s)_k = Σ_{j ∈ N(k)} (s_k − s_j)`` (NoLoCo's group mean is
@@ -59,7 +51,8 @@ operation for operation, and keeps no exchange state (``None``: checkpoints keep
 their layout). On the simulated clock a worker sends its encoded payload
 (``codecs.tree_encoded_bytes``: values, indices, scales) once to each
 neighbour; on the complete graph the exchange is the DiLoCo family's
-collective, a ring all-reduce for dense codecs and a ring all-gather otherwise.
+collective, a ring all-reduce for dense codecs and a ring all-gather otherwise
+(``round_comm.py``).
 
 References:
   Kolehmainen et al., NoLoCo: No-all-reduce Low Communication Training Method
@@ -71,47 +64,13 @@ References:
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
-import numpy as np
-from jax.sharding import Mesh, NamedSharding
 
 from autoloco_jax.algorithms.gossip import topology
-from autoloco_jax.compression import codecs, exchange
-from autoloco_jax.runtime import contract, inner, replicas, signals
-
-
-def move_stats(start_K: Any, end_K: Any) -> dict:
-  """``‖mean_k Δ_k‖``, ``mean_k ‖Δ_k‖²`` and their ratio for ``Δ_k = start − end``
-  (inside :func:`replicas.map_workers`; monitoring)."""
-  delta_K = jax.tree.map(jnp.subtract, start_K, end_K)
-  delta = replicas.worker_mean(delta_K)
-  delta_sq = replicas.sq_norm(delta)
-  worker_sq = replicas.worker_mean(replicas.sq_norm_K(delta_K))
-  return dict(
-      delta_norm=jnp.sqrt(delta_sq),
-      worker_sq_norm=worker_sq,
-      agreement=signals.agreement_ratio(delta_sq, worker_sq),
-  )
-
-
-def mean_and_replica(params_K: Any) -> dict:
-  """The models a decentralized run evaluates: the replicas' mean and replica 0."""
-  return {
-      "mean": jax.tree.map(lambda x: jnp.mean(x, axis=0), params_K),
-      "replica": jax.tree.map(lambda x: x[0], params_K),
-  }
-
-
-def make_eval_params(mesh: Mesh) -> Callable[[Any], dict]:
-  """``state -> {"mean": ..., "replica": ...}``, jitted, the models replicated on
-  the mesh so every process can evaluate them."""
-  return jax.jit(
-      lambda state: mean_and_replica(state.params_K),
-      out_shardings=NamedSharding(mesh, replicas.REPLICATED),
-  )
+from autoloco_jax.compression import exchange
+from autoloco_jax.runtime import replicas
 
 
 class GossipExchangeState(NamedTuple):
@@ -140,10 +99,9 @@ def init_exchange(
   compressed (the uncompressed exchange keeps no state)."""
   if compression.plain:
     return None
-  residual_K = None
-  if compression.ef_beta is not None:
-    residual_K = jax.tree.map(lambda x: jnp.zeros(jnp.shape(x), jnp.float32), params_K)
-  return GossipExchangeState(reference=params, residual_K=residual_K)
+  return GossipExchangeState(
+      reference=params, residual_K=compression.init_residual(params_K)
+  )
 
 
 def encoded_laplacian(
@@ -160,59 +118,3 @@ def encoded_laplacian(
   x_K = jax.tree.map(lambda s, r: s - weight * r[None], message_K, ex.reference)
   sent_K, residual_K = exchange.encode_workers(compression, x_K, ex.residual_K)
   return topology.laplacian(topo, sent_K, round_index), ex._replace(residual_K=residual_K)
-
-
-def comm_pattern(
-    topo: topology.Topology,
-    steps_K: Callable[[int], np.ndarray],
-    compression: exchange.Compression = exchange.Compression(),
-    shapes: Any = None,
-) -> Callable[[int, int], contract.RoundComm]:
-  """``(round_index, h) -> RoundComm`` of a gossip round on ``topo``: each
-  worker exchanges its message with the round's neighbours (the complete
-  graph is an all-reduce). A compressed message is its encoded bytes, from the
-  parameters' shapes that ``init_state`` records (``contract.ParamShapes``)."""
-
-  def pattern(round_index: int, h: int) -> contract.RoundComm:
-    steps = steps_K(h)
-    message = {}
-    if not compression.plain:
-      message = dict(
-          payload_bytes=codecs.tree_encoded_bytes(compression.codec, shapes.get()),
-          dense=compression.codec.dense,
-      )
-    if topo.complete:
-      return contract.RoundComm("allreduce", steps, **message)
-    return contract.RoundComm("gossip", steps, topo.neighbors(round_index), **message)
-
-  return pattern
-
-
-def round_metrics(
-    topo: topology.Topology,
-    state: Any,
-    start_K: Any,
-    new_K: Any,
-    lr_schedule: Any,
-    h: int,
-    steps_done_K=None,
-    ex: GossipExchangeState | None = None,
-) -> dict:
-  """The metrics of a gossip round (inside :func:`replicas.map_workers`): the
-  inner round's statistics, the move statistics from ``start_K`` to the fast
-  weights, the replicas' spread after the exchange, the round's table and,
-  with error feedback, the residuals' norm ``ef_residual_norm``."""
-  metrics = inner.round_stats(
-      state.acc, state.step, lr_schedule, steps_done_K=steps_done_K
-  )
-  metrics.update(move_stats(start_K, state.params_K))
-  metrics.update(
-      round=state.round,
-      next_h=jnp.asarray(h, jnp.int32),
-      spread=topology.spread(new_K),
-      pool_index=topology.pool_index(topo.seed, state.round, topo.pool_size),
-  )
-  if ex is not None and ex.residual_K is not None:
-    residual_sq = replicas.worker_mean(replicas.sq_norm_K(ex.residual_K))
-    metrics.update(ef_residual_norm=jnp.sqrt(residual_sq))
-  return metrics

@@ -1,0 +1,33 @@
+"""The models a decentralized run evaluates: the replicas' mean and one replica.
+
+Gossip methods keep one set of weights per worker and no global model, so a run
+evaluates both (``Algorithm.eval_params``). Building them all-reduces the
+parameters, which the simulated clock does not count.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding
+
+from autoloco_jax.runtime import replicas
+
+
+def mean_and_replica(params_K: Any) -> dict:
+  """The models a decentralized run evaluates: the replicas' mean and replica 0."""
+  return {
+      "mean": jax.tree.map(lambda x: jnp.mean(x, axis=0), params_K),
+      "replica": jax.tree.map(lambda x: x[0], params_K),
+  }
+
+
+def make_eval_params(mesh: Mesh) -> Callable[[Any], dict]:
+  """``state -> {"mean": ..., "replica": ...}``, jitted, the models replicated on
+  the mesh so every process can evaluate them."""
+  return jax.jit(
+      lambda state: mean_and_replica(state.params_K),
+      out_shardings=NamedSharding(mesh, replicas.REPLICATED),
+  )
