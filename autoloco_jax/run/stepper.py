@@ -18,6 +18,7 @@ between runs.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -75,6 +76,7 @@ def check_finite(record: dict, keys: tuple[str, ...]) -> None:
       )
 
 
+@dataclasses.dataclass
 class Stepper:
   """A run's state and what advances it by one round (built by :func:`start`).
 
@@ -85,29 +87,36 @@ class Stepper:
     host: the host state after the last round dispatched (``resume.HostState``).
     ckpt: the run's checkpoints.
     clocks: the simulated clocks.
-    pipeline: the input pipeline (a ``rounds.Reader``).
     eval_batches: the periodic evaluation's batches, on the mesh.
-    evaluate, evaluate_tokens: ``evaluation.make_evaluate``'s functions.
+    pipeline: the input pipeline (a ``rounds.Reader``).
     writer: metrics.jsonl and TensorBoard (process 0), or None.
+    t_start: when this process started the run (``time.time()``).
+    evaluate, evaluate_tokens: ``evaluation.make_evaluate``'s functions.
     progress: the progress bar (disabled off process 0).
     window: the throughput window (``summary.Window``).
-    t_start: when this process started the run (``time.time()``).
   """
 
-  def __init__(self, config, run, state, host, ckpt, clocks, pipeline, writer, t_start):
-    self.config, self.run, self.state, self.host = config, run, state, host
-    self.ckpt, self.clocks, self.pipeline, self.writer = ckpt, clocks, pipeline, writer
-    self.t_start = t_start
-    self.eval_batches = evaluation.place(
-        run.data.eval_set(config.eval.batch_size, config.eval.num_batches), run.mesh
-    )
+  config: Any
+  run: Run
+  state: Any
+  host: resume.HostState
+  ckpt: checkpoint.Checkpointer
+  clocks: clocks_lib.Clocks
+  eval_batches: evaluation.EvalBatches
+  pipeline: pipeline_lib.Pipeline
+  writer: metrics_lib.Writer | None
+  t_start: float
+
+  def __post_init__(self):
+    config, run = self.config, self.run
     self.evaluate, self.evaluate_tokens = evaluation.make_evaluate(
         functools.partial(model_lib.token_losses, run.apply), run.mesh, run.algo
     )
+    leader = distributed.is_leader()
     self.progress = _progress(
-        config.total_steps, host.step, config.log.progress and distributed.is_leader()
+        config.total_steps, self.host.step, config.log.progress and leader
     )
-    self.window = summary_lib.Window(t_start, host.step)
+    self.window = summary_lib.Window(self.t_start, self.host.step)
 
   def dispatch(self) -> Dispatched:
     """Dispatches the next round through the round driver, and its evaluation
@@ -236,6 +245,9 @@ def start(config: Any, workdir: str, t_start: float) -> Stepper:
       run.num_params / 1e6,
       config.total_steps,
   )
+  eval_batches = evaluation.place(
+      run.data.eval_set(config.eval.batch_size, config.eval.num_batches), run.mesh
+  )
   # Metrics, TensorBoard and progress come from process 0 only.
   writer = (
       metrics_lib.Writer(workdir, tensorboard=config.log.tensorboard)
@@ -249,7 +261,9 @@ def start(config: Any, workdir: str, t_start: float) -> Stepper:
       prefetch=run.chunk,
       state=host.data_state,
   )
-  return Stepper(config, run, state, host, ckpt, clocks, pipeline, writer, t_start)
+  return Stepper(
+      config, run, state, host, ckpt, clocks, eval_batches, pipeline, writer, t_start
+  )
 
 
 def _progress(total: int, initial: int, enabled: bool):

@@ -58,8 +58,9 @@ class Preempted(Exception):
 
 
 class EveryRounds:
-  """A periodic action's trigger (clu's ``PeriodicAction``, counted in rounds):
-  due every ``every`` rounds since it was last due, or when forced."""
+  """A periodic action's trigger, counted in rounds: due every ``every`` rounds
+  since it was last due, or when forced. (clu's ``PeriodicAction`` fires at
+  ``step % every == 0`` and must see every step; a round advances ``H`` steps.)"""
 
   def __init__(self, every: int):
     self.every, self.count = every, 0
