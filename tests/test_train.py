@@ -5,6 +5,7 @@ import math
 import os
 import subprocess
 import sys
+import types
 
 import jax
 import numpy as np
@@ -315,3 +316,58 @@ def test_steady_rate_spans_the_rounds_read_not_the_final_save_or_eval():
   # One round: its whole time from the start, compilation included.
   assert trainer.steady_rate((10.0, 5, 10.0, 5), (0.0, 0), 8) == 4.0
   assert math.isnan(trainer.steady_rate((3.0, 0, 3.0, 0), (0.0, 0), 8))
+
+
+class _FakeSteps:
+  """The calls ``trainer.train_rounds`` makes, in order, on rounds of 5 steps;
+  a stop signal arrives while the round ending at ``stop_at`` is dispatched."""
+
+  def __init__(self, total_steps, every_rounds, stop_at=None):
+    self.config = tiny(
+        total_steps=total_steps, **{"checkpoint.every_rounds": every_rounds}
+    )
+    self.host = types.SimpleNamespace(step=0)
+    self.calls, self.stop, self.stop_at = [], [], stop_at
+
+  def dispatch(self):
+    self.host.step += 5
+    self.calls.append(f"dispatch {self.host.step}")
+    if self.host.step == self.stop_at:
+      self.stop.append(15)
+    return self.host.step
+
+  def read_next_h(self, round_):
+    self.calls.append(f"next_h {round_}")
+    return round_
+
+  def read(self, round_):
+    self.calls.append(f"read {round_}")
+    return round_
+
+  def log(self, record):
+    self.calls.append(f"log {record}")
+
+  def save(self):
+    self.calls.append(f"save {self.host.step}")
+
+
+def test_the_loop_reads_each_round_late_but_a_saved_round_before_its_save():
+  steps = _FakeSteps(total_steps=25, every_rounds=3)
+  trainer.train_rounds(steps, steps.stop)
+  assert steps.calls == [
+      "dispatch 5", "next_h 5",
+      "dispatch 10", "read 5", "log 5", "next_h 10",
+      "dispatch 15", "read 10", "log 10", "read 15", "log 15", "save 15",
+      "dispatch 20", "next_h 20",
+      "dispatch 25", "read 20", "log 20", "read 25", "log 25", "save 25",
+  ]  # fmt: skip
+
+
+def test_a_stop_signal_saves_the_round_then_raises_preempted():
+  steps = _FakeSteps(total_steps=100, every_rounds=10, stop_at=10)
+  with pytest.raises(trainer.Preempted):
+    trainer.train_rounds(steps, steps.stop)
+  assert steps.calls == [
+      "dispatch 5", "next_h 5",
+      "dispatch 10", "read 5", "log 5", "read 10", "log 10", "save 10",
+  ]  # fmt: skip

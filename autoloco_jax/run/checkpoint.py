@@ -5,7 +5,7 @@ A checkpoint holds two items:
 * ``state``: the device state (:class:`~autoloco_jax.runtime.state.TrainState`): every
   worker's fast weights, the global parameters, inner and outer optimizer states,
   round accumulators, step and round counters, the interval controller's state;
-* ``host``: what the Python loop carries (JSON, ``trainer.HostState``): data
+* ``host``: what the Python loop carries (JSON, ``resume.HostState``): data
   reading positions, counters, the next evaluation step, the ``H`` chosen for
   the next round, the simulated clocks; stamped with :data:`FORMAT`.
 

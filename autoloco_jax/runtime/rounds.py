@@ -3,7 +3,9 @@
 Every caller that trains on the replica axis (the trainer, the benchmarks, the
 checkpoint benchmark, PLoRA's packed jobs, the tests) runs its steps through
 :func:`run_steps` and its rounds through :func:`run_round`, so there is one copy
-of the staging loop.
+of the staging loop. This is the device's side of a round; the trainer's side
+(injected faults, simulated clocks, the next ``H``, evaluations) is
+``run/stepper.py``, in the run layer above.
 
 A round of ``h`` inner steps is staged in chunks of at most ``C`` batches
 (:func:`chunk_size`): each chunk is read on the host, padded to ``C`` so the
