@@ -9,12 +9,28 @@ measures that progress by the accumulated inner learning rate
 ``S_t = Σ_{s in round t} η(s)`` and rescales the outer momentum and learning
 rate by ``r_t = S_t / S_ref,t``.
 
-This module needs only JAX, optax and ``autoloco_jax.ranges`` (a table of ranges
-on the standard library alone), so other projects can take it as it is:
+The corrected step is a chain of small transforms, as optax builds ``sgd``
+(``chain(trace(β, nesterov=True), scale_by_learning_rate(α))``):
+
+.. code-block:: text
+
+  lr_sum_correction      (Δ_t, S_t, S_ref,t) -> Δ_t, and records r_t, α_t, β_t
+  nesterov_momentum(β_t)  m_t = β_t s_t m_{t−1} + Δ_t;  u_t = Δ_t + β_t m_t
+  scale(−α_t)             −α_t u_t
+
+where ``s_t`` is the ``on_change`` rule's factor for the buffer (1 to keep it).
+Each correction mode and each ``on_change`` rule is a small function chosen by
+name from a table, not a branch inside the update.
+
+This module needs only JAX and optax, so other projects can take it as it is:
 
 * :func:`autoloco` — the corrected outer step, an
   ``optax.GradientTransformationExtraArgs`` whose ``update`` reads the keyword
   arguments ``inner_lr_sum`` and ``reference_lr_sum``.
+* :func:`lr_sum_correction` — the correction alone, a transform that passes the
+  updates through and records the round's ``(r_t, α_t, β_t)``.
+* :func:`nesterov_momentum` — the momentum link, ``optax.trace(β,
+  nesterov=True)`` in the updates' dtype, with the buffer's factor ``s_t``.
 * :func:`diloco` — the same transform with the correction off; bit for bit
   ``optax.sgd(α, momentum=β, nesterov=True)``.
 * :func:`reference_lr_sum`, :func:`peak_reference_lr_sum` — the two ways of
@@ -37,16 +53,16 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import numbers
-from typing import Any, NamedTuple, Union
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
-
-from autoloco_jax import ranges
 
 CORRECTIONS = ('none', 'momentum', 'lr', 'both', 'table')
 #: How a caller computes ``reference_lr_sum``: :func:`reference_lr_sum` over the
@@ -63,8 +79,28 @@ ON_CHANGE = ('keep', 'restart', 'rescale')
 DEFAULT_SNAP_TOL = 1e-5
 
 
+class CorrectionState(NamedTuple):
+  """State of :func:`lr_sum_correction`: what the last update applied.
+
+  Attributes:
+    count: number of updates so far (scalar int32); indexes the outer
+      learning-rate schedule when one is given.
+    alpha: ``α_t`` (scalar float32; the uncorrected ``α`` before the first update).
+    beta: ``β_t`` (scalar float32; ``β`` before the first update).
+    ratio: ``r_t = S_t / S_ref,t`` (scalar float32; 1 before the first update,
+      when the sums are omitted, or when they were invalid under tracing).
+  """
+
+  count: jax.Array
+  alpha: jax.Array
+  beta: jax.Array
+  ratio: jax.Array
+
+
 class AutoLoCoState(NamedTuple):
-  """State of :func:`autoloco` (and :func:`diloco`).
+  """State of :func:`autoloco` (and :func:`diloco`): the momentum link's buffer
+  and the correction link's :class:`CorrectionState`, side by side in one flat
+  tuple (the layout checkpoints have always held).
 
   Attributes:
     momentum: the Nesterov momentum buffer ``m_t``; a pytree shaped like the
@@ -85,6 +121,11 @@ class AutoLoCoState(NamedTuple):
   alpha: jax.Array
   beta: jax.Array
   ratio: jax.Array
+
+  @property
+  def correction(self) -> CorrectionState:
+    """The correction link's state."""
+    return CorrectionState(self.count, self.alpha, self.beta, self.ratio)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +165,30 @@ def _is_concrete_number(x: Any) -> bool:
   )
 
 
-def _check_scalar(name: str, value: Any, valid: ranges.Range) -> None:
+class _Range(NamedTuple):
+  """Finite numbers ``low <= x`` (``low < x`` unless ``low_in``), ``< high``."""
+
+  low: float
+  high: float = math.inf
+  low_in: bool = True
+
+  def contains(self, x: float) -> bool:
+    above = x >= self.low if self.low_in else x > self.low
+    return math.isfinite(x) and above and x < self.high
+
+  def describe(self) -> str:
+    if self.high == math.inf:
+      return f"{'>=' if self.low_in else '>'} {self.low}"
+    return f"in {'[' if self.low_in else '('}{self.low}, {self.high})"
+
+
+# The ranges ``autoloco_jax.ranges`` gives ``diloco.alpha`` and ``diloco.beta``,
+# restated so that this module needs nothing but JAX and optax.
+_POSITIVE = _Range(0.0, low_in=False)
+_BELOW_ONE = _Range(0.0, 1.0)
+
+
+def _check_scalar(name: str, value: Any, valid: _Range) -> None:
   """A concrete ``value`` must be a scalar in ``valid``; JAX arrays pass."""
   if _is_concrete_number(value):
     v = np.asarray(value)
@@ -155,9 +219,9 @@ def _check_hyperparams(
         f'momentum must be a number in [0, 1), got {momentum!r} (use 0.0 for '
         'no momentum; schedules go through optax.inject_hyperparams).'
     )
-  _check_scalar('learning_rate', learning_rate, ranges.POSITIVE)
-  _check_scalar('momentum', momentum, ranges.BELOW_ONE)
-  _check_scalar('snap_tol', snap_tol, ranges.BELOW_ONE)
+  _check_scalar('learning_rate', learning_rate, _POSITIVE)
+  _check_scalar('momentum', momentum, _BELOW_ONE)
+  _check_scalar('snap_tol', snap_tol, _BELOW_ONE)
 
 
 def _check_table(table: Any, correction: str, momentum: Any) -> tuple:
@@ -176,7 +240,7 @@ def _check_table(table: Any, correction: str, momentum: Any) -> tuple:
   if not all(np.isfinite(rs)) or rs[0] <= 0 or any(b <= a for a, b in zip(rs, rs[1:])):
     raise ValueError(f'table ratios must be finite, > 0 and increasing, got {rs}.')
   for r, scale, beta in table:
-    if not (ranges.POSITIVE.contains(scale) and ranges.BELOW_ONE.contains(beta)):
+    if not (_POSITIVE.contains(scale) and _BELOW_ONE.contains(beta)):
       raise ValueError(
           f'table row {(r, scale, beta)}: alpha scale must be > 0 and beta in [0, 1).'
       )
@@ -197,8 +261,8 @@ def _check_sums(inner_lr_sum: Any, reference_lr_sum: Any) -> None:
         f'omitted for the plain DiLoCo step); got inner_lr_sum={inner_lr_sum!r}, '
         f'reference_lr_sum={reference_lr_sum!r}.'
     )
-  _check_scalar('inner_lr_sum', inner_lr_sum, ranges.POSITIVE)
-  _check_scalar('reference_lr_sum', reference_lr_sum, ranges.POSITIVE)
+  _check_scalar('inner_lr_sum', inner_lr_sum, _POSITIVE)
+  _check_scalar('reference_lr_sum', reference_lr_sum, _POSITIVE)
 
 
 def lr_sum_ratio(
@@ -265,21 +329,110 @@ def corrected_hyperparams(
   """
   if correction not in CORRECTIONS:
     raise ValueError(f'correction must be one of {CORRECTIONS}, got {correction!r}.')
-  table = _check_table(table, correction, beta)
-  alpha = jnp.asarray(alpha, jnp.float32)
-  beta = jnp.asarray(beta, jnp.float32)
-  r = jnp.asarray(ratio, jnp.float32)
+  rule = _correction_rule(correction, _check_table(table, correction, beta))
+  return rule(
+      jnp.asarray(alpha, jnp.float32),
+      jnp.asarray(beta, jnp.float32),
+      jnp.asarray(ratio, jnp.float32),
+  )
+
+
+# A correction rule: ``(α, β, r) -> (α_t, β_t)``, float32 scalars in and out.
+# Each returns ``(α, β)`` itself where ``r == 1``, so that round is DiLoCo's.
+_Rule = Callable[[jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+
+
+def _power(alpha, beta, r):
+  """``(α (1 − β^r)/(1 − β), β^r)``: the ``'both'`` rule."""
   exact = r == 1.0
-  if correction == 'table':
-    rs, scales, betas = (jnp.asarray(col, jnp.float32) for col in zip(*table))
-    alpha_t = jnp.where(exact, alpha, alpha * jnp.interp(r, rs, scales))
-    beta_t = jnp.where(exact, beta, jnp.interp(r, rs, betas))
-    return alpha_t, beta_t
   beta_r = jnp.where(exact, beta, jnp.power(beta, r))
   alpha_r = jnp.where(exact, alpha, alpha * ((1.0 - beta_r) / (1.0 - beta)))
-  alpha_t = alpha_r if correction in ('lr', 'both') else alpha
-  beta_t = beta_r if correction in ('momentum', 'both') else beta
-  return alpha_t, beta_t
+  return alpha_r, beta_r
+
+
+def _interpolated(alpha, beta, r, *, table):
+  """``(α a(r), b(r))``, piecewise linear through ``table``'s points."""
+  exact = r == 1.0
+  rs, scales, betas = (jnp.asarray(col, jnp.float32) for col in zip(*table))
+  alpha_t = jnp.where(exact, alpha, alpha * jnp.interp(r, rs, scales))
+  return alpha_t, jnp.where(exact, beta, jnp.interp(r, rs, betas))
+
+
+_RULES = {
+    'none': lambda alpha, beta, r: (alpha, beta),
+    'momentum': lambda alpha, beta, r: (alpha, _power(alpha, beta, r)[1]),
+    'lr': lambda alpha, beta, r: (_power(alpha, beta, r)[0], beta),
+    'both': _power,
+}
+
+
+def _correction_rule(correction: str, table: tuple) -> _Rule:
+  """The rule of mode ``correction`` (``table`` already checked)."""
+  if correction == 'table':
+    return functools.partial(_interpolated, table=table)
+  return _RULES[correction]
+
+
+def lr_sum_correction(
+    learning_rate: Union[float, jax.Array, optax.Schedule],
+    momentum: Union[float, jax.Array],
+    correction: str = 'both',
+    *,
+    snap_tol: Union[float, jax.Array] = DEFAULT_SNAP_TOL,
+    table: tuple = (),
+) -> optax.GradientTransformationExtraArgs:
+  r"""The correction as a link of the chain: the round's ``(α_t, β_t)`` from its sums.
+
+  .. math::
+
+    r_t = S_t / S_{\mathrm{ref},t}, \qquad
+    (α_t, β_t) = \mathrm{correction}(α(t), β, r_t)
+
+  (:func:`lr_sum_ratio`, :func:`corrected_hyperparams`). The updates pass
+  through unchanged; the state (:class:`CorrectionState`) records
+  ``count, α_t, β_t, r_t``, which :func:`autoloco` hands to the momentum and
+  learning-rate links. The arguments are :func:`autoloco`'s (checked the same
+  way, on ``update`` too).
+
+  Returns:
+    An ``optax.GradientTransformationExtraArgs`` with ``update(updates, state,
+    params=None, *, inner_lr_sum=None, reference_lr_sum=None, **extra_args)``.
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> from autoloco_jax import outer
+    >>> tx = outer.lr_sum_correction(0.7, 0.9, 'momentum')
+    >>> _, state = tx.update(jnp.ones(2), tx.init(jnp.zeros(2)),
+    ...                      inner_lr_sum=2.0, reference_lr_sum=1.0)
+    >>> print(f'{state.ratio:.1f} {state.alpha:.2f} {state.beta:.2f}')  # 0.9 ** 2
+    2.0 0.70 0.81
+  """
+  _check_hyperparams(learning_rate, momentum, correction, snap_tol, 'keep')
+  rule = _correction_rule(correction, _check_table(table, correction, momentum))
+  schedule = learning_rate if callable(learning_rate) else lambda count: learning_rate
+
+  def init_fn(params):
+    del params
+    count = jnp.zeros((), jnp.int32)
+    return CorrectionState(
+        count=count,
+        alpha=jnp.asarray(schedule(count), jnp.float32),
+        beta=jnp.asarray(momentum, jnp.float32),
+        ratio=jnp.ones((), jnp.float32),
+    )
+
+  def update_fn(
+      updates, state, params=None, *, inner_lr_sum=None, reference_lr_sum=None, **extra
+  ):
+    del params, extra
+    _check_sums(inner_lr_sum, reference_lr_sum)
+    ratio = lr_sum_ratio(inner_lr_sum, reference_lr_sum, snap_tol)
+    alpha = jnp.asarray(schedule(state.count), jnp.float32)
+    alpha_t, beta_t = rule(alpha, jnp.asarray(momentum, jnp.float32), ratio)
+    count = optax.safe_increment(state.count)
+    return updates, CorrectionState(count, alpha_t, beta_t, ratio)
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
 def buffer_scale(
@@ -308,13 +461,96 @@ def buffer_scale(
   """
   if on_change not in ON_CHANGE:
     raise ValueError(f'on_change must be one of {ON_CHANGE}, got {on_change!r}.')
-  if on_change == 'keep':
+  rule = _BUFFER_RULES[on_change]
+  if rule is None:
     return jnp.ones((), jnp.float32)
   prev = jnp.asarray(prev_ratio, jnp.float32)
-  r = jnp.asarray(ratio, jnp.float32)
-  if on_change == 'restart':
-    return jnp.where(jnp.abs(r - prev) > snap_tol * prev, 0.0, 1.0).astype(jnp.float32)
+  return rule(prev, jnp.asarray(ratio, jnp.float32), snap_tol)
+
+
+def _restart(prev, r, snap_tol):
+  return jnp.where(jnp.abs(r - prev) > snap_tol * prev, 0.0, 1.0).astype(jnp.float32)
+
+
+def _rescale(prev, r, snap_tol):
+  del snap_tol
   return jnp.where(r == prev, 1.0, r / prev).astype(jnp.float32)
+
+
+# An ``on_change`` rule: ``(r_{t−1}, r_t, snap_tol) -> s_t``, the buffer's factor;
+# None leaves the buffer untouched (no multiply at all).
+_BUFFER_RULES = {'keep': None, 'restart': _restart, 'rescale': _rescale}
+
+
+def nesterov_momentum(
+    beta: jax.Array, buffer_scale: Optional[jax.Array] = None
+) -> optax.GradientTransformation:
+  r"""The momentum link: ``optax.trace(β, nesterov=True)`` in the updates' dtype.
+
+  .. math::
+
+    m_t = Δ_t + β \, (s \, m_{t-1}), \qquad u_t = Δ_t + β \, m_t
+
+  Its state is ``optax.TraceState(trace=m)``. The same float operations, in the
+  same order, as ``optax.trace``; ``β`` (and ``s``) are cast to each leaf's
+  dtype first, as a Python float would be, so a traced float32 ``β_t`` keeps
+  bfloat16 leaves bfloat16.
+
+  Args:
+    beta: the momentum ``β`` (a scalar; may be traced).
+    buffer_scale: ``s``, a factor applied to the buffer before the update (the
+      ``on_change`` rule's), or None for none.
+
+  Returns:
+    An ``optax.GradientTransformation``.
+  """
+
+  def update_fn(updates, state, params=None):
+    del params
+    trace = state.trace
+    if buffer_scale is not None:
+      trace = jax.tree.map(lambda m: buffer_scale.astype(m.dtype) * m, trace)
+    f = lambda g, m: g + beta.astype(m.dtype) * m
+    new_trace = jax.tree.map(f, updates, trace)
+    return jax.tree.map(f, updates, new_trace), optax.TraceState(trace=new_trace)
+
+  return optax.GradientTransformation(optax.trace(0.0).init, update_fn)
+
+
+def _scale(step_size: jax.Array) -> optax.GradientTransformation:
+  """``optax.scale(step_size)`` with ``step_size`` cast to each leaf's dtype."""
+
+  def update_fn(updates, state, params=None):
+    del params
+    return jax.tree.map(lambda u: step_size.astype(u.dtype) * u, updates), state
+
+  return optax.GradientTransformation(optax.scale(1.0).init, update_fn)
+
+
+def _corrected_nesterov(
+    correct: optax.GradientTransformationExtraArgs, on_change: str, snap_tol: Any
+) -> AutoLoCoTransformation:
+  """The chain: ``correct``, then Nesterov momentum at its ``β_t`` (the buffer
+  first treated by the ``on_change`` rule), then the scale by ``−α_t``.
+
+  Like ``optax.inject_hyperparams``, except that the hyperparameters of the
+  momentum and scale links come from the correction link's update (which reads
+  the sums) rather than from schedules of the step count.
+  """
+  rule = _BUFFER_RULES[on_change]
+
+  def init_fn(params):
+    return AutoLoCoState(optax.tree.zeros_like(params), *correct.init(params))
+
+  def update_fn(updates, state, params=None, **extra_args):
+    updates, hyper = correct.update(updates, state.correction, params, **extra_args)
+    scale = None if rule is None else rule(state.ratio, hyper.ratio, snap_tol)
+    step = optax.chain(nesterov_momentum(hyper.beta, scale), _scale(-hyper.alpha))
+    step_state = (optax.TraceState(trace=state.momentum), optax.EmptyState())
+    updates, (trace, _) = step.update(updates, step_state, params)
+    return updates, AutoLoCoState(trace.trace, *hyper)
+
+  return AutoLoCoTransformation(init_fn, update_fn)
 
 
 def autoloco(
@@ -348,6 +584,10 @@ def autoloco(
   ``α_t/(1 − β_t) = α/(1 − β)`` keeps the total weight with which every
   pseudo-gradient is eventually applied (and so the steady-state step per unit
   of inner learning rate) at its DiLoCo value (``docs/algorithms.md``, 3a).
+
+  The transform is a chain: :func:`lr_sum_correction` computes ``(α_t, β_t)``,
+  :func:`nesterov_momentum` at ``β_t`` and a scale by ``−α_t`` follow (optax's
+  ``sgd``, whose hyperparameters the correction sets each round).
 
   ``correction`` selects what is corrected, for ablations: ``'none'`` applies
   ``(α, β)`` (DiLoCo), ``'momentum'`` ``(α, β_t)``, ``'lr'``
@@ -432,57 +672,10 @@ def autoloco(
   """
   _check_hyperparams(learning_rate, momentum, correction, snap_tol, on_change)
   table = _check_table(table, correction, momentum)
-
-  def current_lr(count):
-    if callable(learning_rate):
-      return jnp.asarray(learning_rate(count), jnp.float32)
-    return jnp.asarray(learning_rate, jnp.float32)
-
-  def init_fn(params):
-    return AutoLoCoState(
-        momentum=optax.tree.zeros_like(params),
-        count=jnp.zeros((), jnp.int32),
-        alpha=current_lr(jnp.zeros((), jnp.int32)),
-        beta=jnp.asarray(momentum, jnp.float32),
-        ratio=jnp.ones((), jnp.float32),
-    )
-
-  def update_fn(
-      updates,
-      state,
-      params=None,
-      *,
-      inner_lr_sum=None,
-      reference_lr_sum=None,
-      **extra_args,
-  ):
-    del params, extra_args
-    _check_sums(inner_lr_sum, reference_lr_sum)
-    ratio = lr_sum_ratio(inner_lr_sum, reference_lr_sum, snap_tol)
-    alpha_t, beta_t = corrected_hyperparams(
-        current_lr(state.count), momentum, ratio, correction, table
-    )
-    m_prev = state.momentum
-    if on_change != 'keep':
-      scale = buffer_scale(state.ratio, ratio, on_change, snap_tol)
-      m_prev = jax.tree.map(lambda m: scale.astype(m.dtype) * m, m_prev)
-    # Same operations, same order as optax.trace(nesterov=True) followed by
-    # optax.scale(-lr): m = Δ + β m_prev; u = Δ + β m; update = (−α) u.
-    new_m = jax.tree.map(lambda d, m: d + beta_t.astype(m.dtype) * m, updates, m_prev)
-    new_updates = jax.tree.map(
-        lambda d, m: (-alpha_t).astype(d.dtype) * (d + beta_t.astype(m.dtype) * m),
-        updates,
-        new_m,
-    )
-    return new_updates, AutoLoCoState(
-        momentum=new_m,
-        count=optax.safe_increment(state.count),
-        alpha=alpha_t,
-        beta=beta_t,
-        ratio=ratio,
-    )
-
-  tx = AutoLoCoTransformation(init_fn, update_fn)
+  correct = lr_sum_correction(
+      learning_rate, momentum, correction, snap_tol=snap_tol, table=table
+  )
+  tx = _corrected_nesterov(correct, on_change, snap_tol)
   tx.__dict__['config'] = AutoLoCoConfig(
       learning_rate=learning_rate,
       momentum=momentum,
@@ -597,7 +790,8 @@ def diloco(
 def _check_h_ref(h_ref: Any) -> int:
   if isinstance(h_ref, bool) or not isinstance(h_ref, (numbers.Integral, np.integer)):
     raise ValueError(f'h_ref must be a Python int >= 1 (static), got {h_ref!r}.')
-  ranges.COUNT.check('h_ref', int(h_ref))
+  if h_ref < 1:
+    raise ValueError(f'h_ref must be >= 1, got {h_ref!r}.')
   return int(h_ref)
 
 
@@ -658,5 +852,5 @@ def peak_reference_lr_sum(peak_lr: Any, h_ref: int) -> jax.Array:
     ``H_ref · η_peak`` as a float32 scalar.
   """
   h_ref = _check_h_ref(h_ref)
-  _check_scalar('peak_lr', peak_lr, ranges.POSITIVE)
+  _check_scalar('peak_lr', peak_lr, _POSITIVE)
   return jnp.asarray(h_ref * peak_lr, jnp.float32)
