@@ -2,9 +2,9 @@
 
 The check at start (``config_check.validate``) walks :data:`FIELDS`; the typed
 constructors check their fields through :func:`check` (the same entry, the same
-message), and ``outer`` checks its arguments against the same named ranges
-(:data:`POSITIVE`, :data:`BELOW_ONE`). Only the standard library: ``outer``
-imports nothing else from the package but this.
+message). ``outer`` restates the two it checks its arguments against
+(:data:`POSITIVE`, :data:`BELOW_ONE`) so that it needs nothing but JAX and
+optax. Only the standard library.
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ FIELDS = {
     "inner.b2": BELOW_ONE,
     "inner.eps": POSITIVE,
     "inner.clip_norm": POSITIVE,
-    # The outer step's (alpha, beta): also what outer.autoloco accepts.
+    # The outer step's (alpha, beta): also what outer.autoloco accepts
+    # (outer.checks.POSITIVE and BELOW_ONE).
     "diloco.alpha": POSITIVE,
     "diloco.beta": BELOW_ONE,
     # 0 = interval.h.
