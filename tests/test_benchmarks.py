@@ -4,9 +4,10 @@ are shared and noisy, so no speed is asserted here (the targets are reported in
 ``docs/benchmarks.md``, never checked by a test).
 
 torch is optional (CI has none): without it the report says so in one line
-(checked in CI, and with torch present by pretending it is missing); with it,
-the PyTorch model is checked against ``autoloco_jax/model/transformer.py`` (parameter
-count, loss on the same weights, one optimizer step).
+(checked in CI, and with torch present by pretending it is missing). The
+PyTorch model is checked against ``autoloco_jax/model/transformer.py`` (parameter
+count, loss on the same weights, one optimizer step) always: where torch is
+absent these tests install it themselves (``tests/torch_wheel.py``).
 """
 
 import copy
@@ -30,6 +31,7 @@ from benchmarks.throughput.plan import (
     synthetic_data,
 )
 from benchmarks.throughput.report import SAME_DEVICES, targets
+from tests import torch_wheel
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -331,7 +333,14 @@ def _load_jax_weights(net, params) -> None:
       block.down.weight.copy_(t(p["mlp"]["down"]["kernel"]).T)
 
 
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is optional (not a CI dependency)")
+@pytest.fixture(scope="module")
+def torch():
+  """torch, installed by the tests where the environment has none, once per
+  machine (``tests/torch_wheel.py``: 2.9 GB of wheels, about 2.5 minutes)."""
+  return torch_wheel.import_torch()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "model_cfg",
     [
@@ -340,7 +349,7 @@ def _load_jax_weights(net, params) -> None:
         _model_cfg("tiny", d_model=48, num_heads=3, mlp_dim=80, num_layers=3),
     ],
 )
-def test_torch_model_param_count_matches(model_cfg):
+def test_torch_model_param_count_matches(model_cfg, torch):
   import jax
 
   from autoloco_jax.model import transformer as model_lib
@@ -354,13 +363,12 @@ def test_torch_model_param_count_matches(model_cfg):
   )
 
 
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is optional (not a CI dependency)")
-def test_torch_model_and_optimizer_match_the_jax_ones():
+@pytest.mark.slow
+def test_torch_model_and_optimizer_match_the_jax_ones(torch):
   """Same weights, same tokens: the same logits and loss, and after two steps of
   each inner optimizer (clipping, AdamW, schedule) the same parameters."""
   import jax
   import jax.numpy as jnp
-  import torch
 
   from autoloco_jax.model import transformer as model_lib
   from autoloco_jax.runtime import inner
