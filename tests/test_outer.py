@@ -339,6 +339,16 @@ def test_the_transform_is_its_links_chained(mode, on_change):
     chex.assert_trees_all_equal(state.correction, c_state)
 
 
+def test_the_momentum_link_is_optax_trace_bit_for_bit():
+  """With a Python float ``β`` and no buffer factor: ``optax.trace(β, nesterov=True)``."""
+  link, ref = outer.nesterov_momentum(BETA), optax.trace(BETA, nesterov=True)
+  s1, s2 = link.init(PARAMS), ref.init(PARAMS)
+  for delta in DELTAS[:5]:
+    u1, s1 = link.update(delta, s1)
+    u2, s2 = ref.update(delta, s2)
+    chex.assert_trees_all_equal((u1, s1), (u2, s2))
+
+
 def test_config_is_kept_for_introspection():
   tx = outer.autoloco(ALPHA, BETA, correction='lr')
   assert tx.config.correction == 'lr'

@@ -91,6 +91,9 @@ def nesterov_momentum(
   Returns:
     An ``optax.GradientTransformation``.
   """
+  beta = jnp.asarray(beta)
+  if buffer_scale is not None:
+    buffer_scale = jnp.asarray(buffer_scale)
 
   def update_fn(updates, state, params=None):
     del params
@@ -106,6 +109,7 @@ def nesterov_momentum(
 
 def scale(step_size: jax.Array) -> optax.GradientTransformation:
   """``optax.scale(step_size)`` with ``step_size`` cast to each leaf's dtype."""
+  step_size = jnp.asarray(step_size)
 
   def update_fn(updates, state, params=None):
     del params
