@@ -334,7 +334,7 @@ def test_quick_study_writes_table_plots_and_summary(quick, module):
     assert claim["sync_saving"] == pytest.approx(saving)
     assert claim["loss_delta"] == pytest.approx(delta)
     assert claim["tolerance"] == summary["stats"][ref]["final_eval_bpb"][1]
-    holds = saving >= want.min_saving and delta <= claim["tolerance"]
+    holds = bool(saving >= want.min_saving and delta <= claim["tolerance"])
     assert claim["holds"] is holds
     verdict = "**holds**" if holds else "**does not hold**"
     assert f"Claim `{name}`" in text and verdict in text.split(f"Claim `{name}`")[1]
@@ -439,7 +439,9 @@ def test_archive_of_the_phases_that_can_be_built(tmp_path, monkeypatch):
   fresh = str(tmp_path / "fresh")
   assert archive.restore(out, fresh) == len(finished)
   assert sorted(os.listdir(fresh)) == sorted(os.path.basename(w) for w in finished)
-  assert all(sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in finished)
+  assert all(
+      sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in finished
+  )
   assert archive.restore(out, fresh) == 0
 
 

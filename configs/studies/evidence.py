@@ -575,5 +575,11 @@ _PHASE_RUNS = dict(
 
 
 def get_config(arg: str = "report,base,shakespeare"):
-  """The study of ``arg``: the entry point of ``--study configs/studies/evidence.py:arg``."""
-  return study(arg)
+  """The study of ``arg``: the entry point of ``--study configs/studies/evidence.py:arg``.
+
+  Built by the package's module ``configs.studies.evidence``, so that a copy of
+  this file loaded by its path (as ``--study`` loads it) reads and writes the
+  same report folders (``QUICK_DIR``, ``DOCS_DIR``, which tests move)."""
+  from configs.studies import evidence
+
+  return evidence.study(arg)
