@@ -5,10 +5,11 @@ groups (``algorithms/registry.py:GROUPS``: ``interval.Interval``,
 ``streaming.Stream``, ``exchange.Compression``, ``DiLoCo``, ``AutoLoCo``,
 ``NoLoCo``, ``GASLoC``, ``topology.from_config``) check their own fields through
 :func:`check`, and the check at start (``config_check.validate``) walks
-:data:`FIELDS` for the others; both name the field the same way. ``outer`` and
-the interval controllers check their arguments against the same ranges
-(:data:`POSITIVE`, :data:`BELOW_ONE`, the ``interval.*`` entries). Only the
-standard library: ``outer`` imports nothing else from the package but this.
+:data:`FIELDS` for the others; both name the field the same way. The interval
+controllers check their arguments against the same ranges (the ``interval.*``
+entries); ``outer`` restates the two it checks its arguments against
+(:data:`POSITIVE`, :data:`BELOW_ONE`) so that it needs nothing but JAX and
+optax. Only the standard library.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ FIELDS = {
     "inner.b2": BELOW_ONE,
     "inner.eps": POSITIVE,
     "inner.clip_norm": POSITIVE,
-    # The outer step's (alpha, beta): also what outer.autoloco accepts.
+    # The outer step's (alpha, beta): also what outer.autoloco accepts
+    # (outer.checks.POSITIVE and BELOW_ONE).
     "diloco.alpha": POSITIVE,
     "diloco.beta": BELOW_ONE,
     # 0 = interval.h.

@@ -21,7 +21,8 @@ import tarfile
 
 from absl import app, flags
 
-from experiments import evidence, sweep
+from configs.studies import evidence
+from experiments import sweep
 
 #: The files of a finished run that the sweep and the reports read.
 RUN_FILES = ("config.json", "metrics.jsonl", "final_eval.json")

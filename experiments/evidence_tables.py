@@ -4,10 +4,10 @@
   python -m experiments.evidence_tables --dir runs/studies/evidence-v2-quick
 
 Reads ``<dir>/<regime>_<corpus>/<phase>/summary.json`` (written by
-``experiments/sweep.py`` for ``configs/studies/evidence.py``, whose logic is
-``experiments/evidence.py``) and writes ``<dir>/tables.md``: per regime and corpus,
-the regime check, the tuned pairs, every design's syncs saved at equal loss on
-the tuning seeds, and the fresh-seed report with its intervals and seed count. Phases not yet run are listed as missing.
+``experiments/sweep.py`` for ``configs/studies/evidence.py``) and writes
+``<dir>/tables.md``: per regime and corpus, the regime check, the tuned pairs,
+every design's syncs saved at equal loss on the tuning seeds, and the fresh-seed
+report with its intervals and seed count. Phases not yet run are listed as missing.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import json
 import os
 import sys
 
-from experiments import evidence, report_text
+from configs.studies import evidence
+from experiments import report_text
 
 
 def _load(path: str) -> dict | None:

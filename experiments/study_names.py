@@ -20,7 +20,8 @@ import json
 
 from absl import app, flags
 
-from experiments import evidence, sweep
+from configs.studies import evidence
+from experiments import sweep
 
 _OUT = flags.DEFINE_string("out", None, "Where the JSON goes.")
 

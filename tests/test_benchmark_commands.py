@@ -26,6 +26,35 @@ def _every_core(result: dict) -> bool:
   )
 
 
+def _host_wait(result: dict) -> bool:
+  """Four rounds of H = 2 (the first compiles; three intervals measured): the
+  run's medians are finite and consistent, each interval splits into a wait and
+  the host's own work, and one repeat's medians are its run's."""
+  (run,) = result["runs"]
+  assert (result["config"], result["total_steps"], result["repeats"]) == ("diloco", 8, 1)
+  assert run["rounds"] == 4 and 0 <= run["reads_without_wait"] <= 3
+  assert run["tokens_per_sec"] > 0 and run["wall_time"] > 0
+  assert run["interval_s"] > 0 and run["data_wait_s"] >= 0
+  assert 0 <= run["host_wait_s"] <= run["interval_s"]
+  # Per round busy = interval − wait <= interval, so the medians keep the order.
+  assert 0 <= run["host_busy_s"] <= run["interval_s"]
+  assert result["median"] == {k: run[k] for k in result["median"]}
+  return result["host_busy_share"] == run["host_busy_s"] / run["interval_s"]
+
+
+def _checkpoint_cost(result: dict) -> bool:
+  """The state of DiLoCo with K workers: K models and their two Adam moments,
+  the global model and the outer momentum (float32), plus a few counters; the
+  checkpoint on disk holds at least one model's bytes and is not larger than
+  twice the state (orbax compresses)."""
+  K, P = result["num_workers"], result["num_params"]
+  assert (result["algorithm"], K, result["repeats"]) == ("diloco", 4, 1) and P > 0
+  floats = 4 * P * (3 * K + 2)
+  assert floats <= result["state_bytes"] < floats + 4096, (floats, result)
+  assert 4 * P < result["checkpoint_bytes"] < 2 * result["state_bytes"]
+  return result["save_seconds_median"] > 0 and result["restore_seconds_median"] > 0
+
+
 #: (module, its arguments at the smallest size, a check of the JSON it writes).
 COMMANDS = [
     (
@@ -50,10 +79,22 @@ COMMANDS = [
     ),
     (
         "benchmarks.host_wait",
-        ["--config", TINY, "--total_steps", "4", "--repeats", "1"],
-        bool,
+        [
+            "--config",
+            TINY,
+            "--config.interval.h=2",
+            "--total_steps",
+            "8",
+            "--repeats",
+            "1",
+        ],
+        _host_wait,
     ),
-    ("benchmarks.checkpoint_cost", ["--config", TINY, "--repeats", "1"], bool),
+    (
+        "benchmarks.checkpoint_cost",
+        ["--config", TINY, "--repeats", "1"],
+        _checkpoint_cost,
+    ),
     (
         "benchmarks.parallel_runs",
         ["--config", TINY, "--runs", "2", "--steps", "4", "--repeats", "1"],

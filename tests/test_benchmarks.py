@@ -4,9 +4,10 @@ are shared and noisy, so no speed is asserted here (the targets are reported in
 ``docs/benchmarks.md``, never checked by a test).
 
 torch is optional (CI has none): without it the report says so in one line
-(checked in CI, and with torch present by pretending it is missing); with it,
-the PyTorch model is checked against ``autoloco_jax/model/transformer.py`` (parameter
-count, loss on the same weights, one optimizer step).
+(checked in CI, and with torch present by pretending it is missing). The
+PyTorch model is checked against ``autoloco_jax/model/transformer.py`` (parameter
+count, loss on the same weights, one optimizer step) always: where torch is
+absent these tests install it themselves (``tests/torch_wheel.py``).
 """
 
 import copy
@@ -21,15 +22,22 @@ import numpy as np
 import pytest
 
 from benchmarks import render
-from benchmarks.throughput import pytorch, timing
-from benchmarks.throughput.plan import algorithm_config, build_model, make_plan
+from autoloco_jax.runtime import replicas
+from benchmarks.throughput import measure, pytorch, runners, timing
+from benchmarks.throughput.plan import (
+    algorithm_config,
+    build_model,
+    make_plan,
+    synthetic_data,
+)
 from benchmarks.throughput.report import SAME_DEVICES, targets
+from tests import torch_wheel
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALGORITHMS = ("ddp", "diloco", "autoloco")
-OPTIONAL = ("noloco", "gasloc")  # rows when they build, else 'skipped: why'
+OPTIONAL = ("noloco", "gasloc")  # rows a config may refuse (then 'skipped: why')
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +85,12 @@ def test_every_row_present(quick):
   assert names[0] == "reference"
   for name in ALGORITHMS + ("naive",):
     assert name in names
+  # Every algorithm builds in the quick plan: NoLoCo and GASLoC are measured, not
+  # skipped (a skip is only for a config the algorithm refuses, and a crash fails
+  # the run itself: test_a_crash_in_a_row_fails_the_run).
   for name in OPTIONAL:
-    # Either measured or skipped with a reason.
-    assert (name in names) != (name in main["skipped"]), (name, main["skipped"])
-    if name in main["skipped"]:
-      assert main["skipped"][name]
+    assert name in names, (name, main["skipped"])
+  assert main["skipped"] == {}
   sharded = result["sharded"]
   assert "error" not in sharded, sharded.get("error")
   assert sharded["devices"] == 2 and sharded["process"].startswith("child")
@@ -93,7 +102,8 @@ def test_every_row_present(quick):
   for name in ALGORITHMS:
     assert f"{name}@2" in names_at_2
   for name in OPTIONAL:
-    assert (f"{name}@2" in names_at_2) != (f"{name}@2" in sharded["skipped"])
+    assert f"{name}@2" in names_at_2, (name, sharded["skipped"])
+  assert sharded["skipped"] == {}
   assert set(names_at_2[2:]) == {
       f"{n}@2"
       for n in names
@@ -323,7 +333,14 @@ def _load_jax_weights(net, params) -> None:
       block.down.weight.copy_(t(p["mlp"]["down"]["kernel"]).T)
 
 
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is optional (not a CI dependency)")
+@pytest.fixture(scope="module")
+def torch():
+  """torch, installed by the tests where the environment has none, once per
+  machine (``tests/torch_wheel.py``: 2.9 GB of wheels, about 2.5 minutes)."""
+  return torch_wheel.import_torch()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "model_cfg",
     [
@@ -332,7 +349,7 @@ def _load_jax_weights(net, params) -> None:
         _model_cfg("tiny", d_model=48, num_heads=3, mlp_dim=80, num_layers=3),
     ],
 )
-def test_torch_model_param_count_matches(model_cfg):
+def test_torch_model_param_count_matches(model_cfg, torch):
   import jax
 
   from autoloco_jax.model import transformer as model_lib
@@ -346,13 +363,12 @@ def test_torch_model_param_count_matches(model_cfg):
   )
 
 
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is optional (not a CI dependency)")
-def test_torch_model_and_optimizer_match_the_jax_ones():
+@pytest.mark.slow
+def test_torch_model_and_optimizer_match_the_jax_ones(torch):
   """Same weights, same tokens: the same logits and loss, and after two steps of
   each inner optimizer (clipping, AdamW, schedule) the same parameters."""
   import jax
   import jax.numpy as jnp
-  import torch
 
   from autoloco_jax.model import transformer as model_lib
   from autoloco_jax.runtime import inner
@@ -402,6 +418,51 @@ def test_torch_model_and_optimizer_match_the_jax_ones():
     np.testing.assert_allclose(
         got.detach().numpy(), expected.detach().numpy(), atol=1e-6, err_msg=name
     )
+
+
+class _Crashing:
+  """A row whose round raises what a bug would."""
+
+  name = "crashing"
+
+  def round(self, h):
+    raise ZeroDivisionError("a bug in the round")
+
+
+def test_a_crash_in_a_row_fails_the_run():
+  """``try_row`` reports only a row its algorithm refuses; a crash in the build
+  or the warm-up propagates (so the benchmark, and the quick fixture, fail)."""
+
+  def crashing_build():
+    raise RuntimeError("a bug in the build")
+
+  with pytest.raises(RuntimeError, match="a bug in the build"):
+    measure.try_row("crashing", crashing_build)
+  with pytest.raises(ZeroDivisionError, match="a bug in the round"):
+    measure.try_row("crashing", _Crashing)
+
+
+def test_a_row_its_algorithm_refuses_is_skipped_with_the_reason():
+  """NoLoCo runs a fixed interval: with an adaptive controller ``registry.make``
+  refuses the config, and the row is reported as skipped, naming why."""
+  plan = make_plan(
+      quick=True,
+      num_workers=4,
+      h=0,
+      repeats=0,
+      sweep_repeats=0,
+      scale_workers=[],
+      scale_widths=[],
+      scale_steps=2,
+  )
+  config = algorithm_config(plan, "noloco")
+  config.interval.controller = "loss_ratio"
+  mesh = replicas.make_mesh(config.num_workers, 1)
+  data = synthetic_data(config)
+  build = lambda: runners.AlgoRunner("noloco", config, build_model(config), mesh, data)
+  runner, why = measure.try_row("noloco", build)
+  assert runner is None
+  assert why.startswith("ValueError: ") and "fixed interval" in why, why
 
 
 class _FakeRunner:

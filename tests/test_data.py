@@ -1,5 +1,6 @@
 """Tests of the data module: sources, play split, worker shards and batch reading."""
 
+import collections
 import math
 import types
 
@@ -170,7 +171,11 @@ def test_train_batches_shapes_and_determinism(iid_data):
   assert (
       tokens.shape == (4, 5, 3, SEQ_LEN + 1) and tokens.dtype == np.uint8
   )  # byte tokens stay uint8 (staged as such)
-  assert tokens.min() >= 0 and tokens.max() < 256
+  # Bytes of the plays' text: mostly letters and spaces, many distinct bytes and
+  # no control byte but the newline (not, say, zeros or random bytes).
+  text = tokens.tobytes()
+  assert sum(chr(b).isalpha() or b == 32 for b in text) > 0.8 * len(text)
+  assert len(set(text)) > 40 and {b for b in text if b < 32} <= {10}
   np.testing.assert_array_equal(new_positions, [15, 15, 15, 15])
   again, _ = iid_data.train_batches(positions, num_steps=5, batch_size=3)
   np.testing.assert_array_equal(tokens, again)
@@ -232,7 +237,14 @@ def test_eval_batches_fixed(iid_data):
 def test_unigram_entropy(iid_data):
   assert synthetic_data().unigram_entropy() == pytest.approx(math.log(2))
   entropy = iid_data.unigram_entropy()
-  assert 2.5 < entropy < math.log(256)
+  # The same from every validation window's tokens, counted here.
+  windows = iid_data.eval_batches(batch_size=iid_data.num_eval_sequences, num_batches=1)
+  counts = collections.Counter(windows[0, :, :-1].ravel().tolist())
+  total = sum(counts.values())
+  want = -sum(c / total * math.log(c / total) for c in counts.values())
+  assert entropy == pytest.approx(want, abs=1e-3)
+  # English text: well below uniform bytes (log 256 = 5.55 nats), above 3 nats.
+  assert 3.0 < entropy < 3.6
 
 
 # ---------------------------------------------------------------------------

@@ -1,6 +1,5 @@
-"""The evidence study's configs (experiments/evidence.py, entry point
-configs/studies/evidence.py): its argument, its labels, the runs of each phase and
-how a phase reads the one before it. Configs only: nothing is trained
+"""The evidence study's configs (configs/studies/evidence.py): its argument, its
+labels, the runs of each phase and how a phase reads the one before it. Configs only: nothing is trained
 (tests/test_studies_quick.py runs the phases)."""
 
 import json
@@ -8,7 +7,8 @@ import os
 
 import pytest
 
-from experiments import evidence, sweep
+from configs.studies import evidence
+from experiments import sweep
 
 
 @pytest.fixture
@@ -357,7 +357,7 @@ def test_many_is_pruned_by_the_base_cell(dirs):
 
 @pytest.mark.parametrize("corpus", evidence.CORPORA)
 def test_the_first_protocols_long_cells_back_their_pruning(corpus):
-  """The claim in experiments/evidence.py: in the first protocol's long coarse
+  """The claim in configs/studies/evidence.py: in the first protocol's long coarse
   passes (committed), the best pair at every H is one that the base cell's coarse
   pass of this protocol keeps (base_top_pairs)."""
   path = f"docs/studies/evidence/long_{corpus}/coarse/summary.json"

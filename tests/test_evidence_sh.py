@@ -41,7 +41,7 @@ def test_every_phase_in_order_two_copies_each(tmp_path):
 
 @pytest.mark.parametrize("regime", ["many", "long"])
 def test_pruned_regimes_start_at_coarse_and_evidence_from_skips_phases(tmp_path, regime):
-  from experiments import evidence
+  from configs.studies import evidence
 
   assert calls(tmp_path, regime, "python", EVIDENCE_COPIES="1") == [
       f"{p},{regime},python" for p in evidence.regime_phases(regime)

@@ -30,9 +30,11 @@ LAYERS = (
 FAMILIES = ("algorithms.diloco", "algorithms.gossip", "algorithms.ddp")
 
 #: The data path, lowest layer first: a layer imports only layers before it.
-#: The Shakespeare builder is a source's backend, so it comes before `sources`.
+#: The Shakespeare builder is a source's backend, so it comes before `sources`;
+#: the shard readers are the `parquet` and `jsonl` sources, so they do too.
 DATA_LAYERS = tuple(
-    f"data.{m}" for m in ("shakespeare", "sources", "tokenizers", "corpus", "pipeline")
+    f"data.{m}"
+    for m in ("shakespeare", "shards", "sources", "tokenizers", "corpus", "pipeline")
 )
 
 

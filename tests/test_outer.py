@@ -1,4 +1,4 @@
-"""Specification of the outer optimizers (autoloco_jax/outer.py).
+"""Specification of the outer optimizers (autoloco_jax/outer/).
 
 One shared suite runs over every transform in ``TRANSFORMS``; a new outer
 transform gets all of it by adding one entry.
@@ -6,6 +6,7 @@ transform gets all of it by adding one entry.
 
 import doctest
 import functools
+import pkgutil
 
 import chex
 import jax
@@ -314,6 +315,40 @@ def test_peak_reference_is_the_same_transform():
   np.testing.assert_allclose(s1.ratio, 0.75, rtol=1e-6)
 
 
+@pytest.mark.parametrize('mode, on_change', [('both', 'keep'), ('table', 'rescale')])
+def test_the_transform_is_its_links_chained(mode, on_change):
+  """``autoloco`` = the correction link, then Nesterov momentum at its ``β_t``
+  (the buffer first scaled by the ``on_change`` factor), then ``−α_t``: the
+  links composed by hand give the same bits, round after round."""
+  table = table_for(BETA) if mode == 'table' else ()
+  tx = outer.autoloco(ALPHA, BETA, mode, table=table, on_change=on_change)
+  correct = outer.lr_sum_correction(ALPHA, BETA, mode, table=table)
+  state, c_state = tx.init(PARAMS), correct.init(PARAMS)
+  trace = optax.TraceState(trace=jax.tree.map(jnp.zeros_like, PARAMS))
+  for r, delta in zip((1.0, 0.5, 2.0, 2.0, 0.8), DELTAS):
+    sums = dict(inner_lr_sum=0.01 * r, reference_lr_sum=0.01)
+    got, state = tx.update(delta, state, PARAMS, **sums)
+    prev_ratio = c_state.ratio
+    passed, c_state = correct.update(delta, c_state, PARAMS, **sums)
+    chex.assert_trees_all_equal(passed, delta)  # the correction leaves Δ alone
+    s = outer.buffer_scale(prev_ratio, c_state.ratio, on_change)
+    u, trace = outer.nesterov_momentum(c_state.beta, s).update(delta, trace)
+    want = jax.tree.map(lambda x: -c_state.alpha * x, u)
+    chex.assert_trees_all_equal(got, want)
+    chex.assert_trees_all_equal(state.momentum, trace.trace)
+    chex.assert_trees_all_equal(state.correction, c_state)
+
+
+def test_the_momentum_link_is_optax_trace_bit_for_bit():
+  """With a Python float ``β`` and no buffer factor: ``optax.trace(β, nesterov=True)``."""
+  link, ref = outer.nesterov_momentum(BETA), optax.trace(BETA, nesterov=True)
+  s1, s2 = link.init(PARAMS), ref.init(PARAMS)
+  for delta in DELTAS[:5]:
+    u1, s1 = link.update(delta, s1)
+    u2, s2 = ref.update(delta, s2)
+    chex.assert_trees_all_equal((u1, s1), (u2, s2))
+
+
 def test_config_is_kept_for_introspection():
   tx = outer.autoloco(ALPHA, BETA, correction='lr')
   assert tx.config.correction == 'lr'
@@ -569,8 +604,16 @@ def test_reference_sum_bad_arguments(call, match):
 
 
 def test_docstring_examples_run():
-  result = doctest.testmod(outer, optionflags=doctest.NORMALIZE_WHITESPACE)
-  assert result.attempted > 0 and result.failed == 0
+  """Every module of the package: the chain, the correction, the references."""
+  modules = [outer.chain, outer.checks, outer.correction, outer.momentum, outer.reference]
+  found = {m.name for m in pkgutil.iter_modules(outer.__path__)}
+  assert found == {m.__name__.rsplit('.', 1)[1] for m in modules}
+  attempted = {}
+  for module in modules:
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0, module.__name__
+    attempted[module] = result.attempted
+  assert all(attempted[m] > 0 for m in (outer.chain, outer.correction, outer.reference))
 
 
 def test_table_is_constant_beyond_its_ends_and_exact_at_its_points():

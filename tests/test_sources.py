@@ -1,16 +1,16 @@
-"""Tests of the streaming corpus readers: parquet and jsonl shards, listing, caps, splits."""
+"""Tests of the streaming corpus readers (`autoloco_jax.data.shards`): parquet and
+jsonl shards, listing, caps, splits."""
 
 import gzip
 import io
 import json
 import os
 
+import pyarrow as pa  # required (requirements.txt): a missing one fails, not skips
+import pyarrow.parquet as pq
 import pytest
 
-from autoloco_jax.data import sources
-
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+from autoloco_jax.data import shards
 
 # Unicode of 1 to 4 UTF-8 bytes per character, so caps can cut mid-character.
 DOCS = [f"doc {i}: naïve café — 漢字 🙂 {'x' * (i % 7)}" for i in range(30)]
@@ -85,31 +85,31 @@ def nbytes(docs):
 
 def test_parquet_reads_documents_in_order(parquet_shards):
   assert pq.ParquetFile(parquet_shards[0]).metadata.num_row_groups == 3
-  assert list(sources.iter_parquet(parquet_shards, "text")) == DOCS
-  assert list(sources.iter_parquet(parquet_shards, "text", batch_size=3)) == DOCS
+  assert list(shards.iter_parquet(parquet_shards, "text")) == DOCS
+  assert list(shards.iter_parquet(parquet_shards, "text", batch_size=3)) == DOCS
 
 
 def test_parquet_text_key_selects_column(parquet_shards):
-  assert list(sources.iter_parquet(parquet_shards, "content")) == [
+  assert list(shards.iter_parquet(parquet_shards, "content")) == [
       f"code {d}" for d in DOCS
   ]
 
 
 def test_parquet_accepts_single_path(parquet_shards):
-  assert list(sources.iter_parquet(str(parquet_shards[1]), "text")) == DOCS[10:20]
+  assert list(shards.iter_parquet(str(parquet_shards[1]), "text")) == DOCS[10:20]
 
 
 def test_parquet_skips_nulls(tmp_path):
   path = tmp_path / "n.parquet"
   pq.write_table(pa.table({"text": ["a", None, "b"]}), path)
-  assert list(sources.iter_parquet([path], "text")) == ["a", "b"]
+  assert list(shards.iter_parquet([path], "text")) == ["a", "b"]
 
 
 def test_parquet_missing_or_non_string_column(parquet_shards):
   with pytest.raises(ValueError, match=r"shard-00000\.parquet: no column 'body'"):
-    list(sources.iter_parquet(parquet_shards, "body"))
+    list(shards.iter_parquet(parquet_shards, "body"))
   with pytest.raises(ValueError, match=r"column 'id' has type int64, expected a string"):
-    list(sources.iter_parquet(parquet_shards, "id"))
+    list(shards.iter_parquet(parquet_shards, "id"))
 
 
 def test_parquet_reading_streams(tmp_path, monkeypatch):
@@ -166,7 +166,7 @@ def test_parquet_reading_streams(tmp_path, monkeypatch):
         yield batch
 
   monkeypatch.setattr(pq, "ParquetFile", CountingParquetFile)
-  docs = sources.iter_parquet([path], "text", batch_size=8)
+  docs = shards.iter_parquet([path], "text", batch_size=8)
   assert next(docs) == texts[0]
   assert batches_read == [8]
   # The footer (in 64 kB reads) and one row group's column chunk (6 kB): about
@@ -181,13 +181,13 @@ def test_parquet_reading_streams(tmp_path, monkeypatch):
 
 
 def test_jsonl_reads_plain_and_gzip_in_order(jsonl_shards):
-  assert list(sources.iter_jsonl(jsonl_shards, "text")) == DOCS
-  assert list(sources.iter_jsonl(jsonl_shards, "content")) == [f"code {d}" for d in DOCS]
+  assert list(shards.iter_jsonl(jsonl_shards, "text")) == DOCS
+  assert list(shards.iter_jsonl(jsonl_shards, "content")) == [f"code {d}" for d in DOCS]
 
 
 def test_jsonl_skips_null_text(tmp_path):
   path = write_jsonl(tmp_path / "n.jsonl", [{"text": "a"}, {"text": None}, {"text": "b"}])
-  assert list(sources.iter_jsonl(path, "text")) == ["a", "b"]
+  assert list(shards.iter_jsonl(path, "text")) == ["a", "b"]
 
 
 @pytest.mark.parametrize(
@@ -208,7 +208,7 @@ def test_jsonl_bad_line_names_file_and_line(tmp_path, name, bad_line, message):
     path.write_bytes(gzip.compress(data))
   else:
     path.write_bytes(data)
-  docs = sources.iter_jsonl([path], "text")
+  docs = shards.iter_jsonl([path], "text")
   # Streaming: the good lines before the bad one come out first.
   assert [next(docs), next(docs)] == ["fine", "fine"]
   with pytest.raises(ValueError, match=rf"{name}, line 4: {message}"):
@@ -219,7 +219,7 @@ def test_jsonl_invalid_utf8_is_value_error(tmp_path):
   path = tmp_path / "latin1.jsonl"
   path.write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
   with pytest.raises(ValueError, match=r"latin1\.jsonl, line 2: not valid JSON"):
-    list(sources.iter_jsonl([path], "text"))
+    list(shards.iter_jsonl([path], "text"))
 
 
 # ----------------------------------------------------------------------------
@@ -228,28 +228,28 @@ def test_jsonl_invalid_utf8_is_value_error(tmp_path):
 
 @pytest.mark.parametrize("reader", ["parquet", "jsonl"])
 def test_max_bytes_cuts_at_the_cap(parquet_shards, jsonl_shards, reader):
-  shards = parquet_shards if reader == "parquet" else jsonl_shards
-  read = sources.iter_parquet if reader == "parquet" else sources.iter_jsonl
-  assert list(read(shards, "text", max_bytes=0)) == DOCS
+  paths = parquet_shards if reader == "parquet" else jsonl_shards
+  read = shards.iter_parquet if reader == "parquet" else shards.iter_jsonl
+  assert list(read(paths, "text", max_bytes=0)) == DOCS
   sizes = [len(d.encode("utf-8")) for d in DOCS]
   # A cap on a document boundary: exactly the leading documents.
   cap = sum(sizes[:12])
-  assert list(read(shards, "text", max_bytes=cap)) == DOCS[:12]
+  assert list(read(paths, "text", max_bytes=cap)) == DOCS[:12]
   # A cap 10 bytes into document 12: it is cut there (across a shard boundary).
-  docs = list(read(shards, "text", max_bytes=cap + 10))
+  docs = list(read(paths, "text", max_bytes=cap + 10))
   assert docs[:12] == DOCS[:12] and len(docs) == 13
   assert docs[12] == DOCS[12].encode("utf-8")[:10].decode("utf-8")
   assert nbytes(docs) == cap + 10
   # A cap far past the corpus: everything.
-  assert list(read(shards, "text", max_bytes=10**9)) == DOCS
+  assert list(read(paths, "text", max_bytes=10**9)) == DOCS
 
 
 def test_max_bytes_never_splits_a_character():
   docs = ["ab", "漢字"]  # 2 + 6 bytes; a cap of 4 falls inside '漢'
-  assert list(sources._cap_documents(iter(docs), 4)) == ["ab"]
-  assert list(sources._cap_documents(iter(docs), 5)) == ["ab", "漢"]
+  assert list(shards.cap_documents(iter(docs), 4)) == ["ab"]
+  assert list(shards.cap_documents(iter(docs), 5)) == ["ab", "漢"]
   for cap in range(1, 12):
-    out = list(sources._cap_documents(iter(docs), cap))
+    out = list(shards.cap_documents(iter(docs), cap))
     assert cap - 3 <= nbytes(out) <= cap or nbytes(out) == 8
 
 
@@ -258,7 +258,7 @@ def test_max_bytes_stops_reading(tmp_path):
   good = json.dumps({"text": "x" * 10})
   path = tmp_path / "a.jsonl"
   path.write_text("\n".join([good, good, "{broken"]) + "\n")
-  assert list(sources.iter_jsonl([path], "text", max_bytes=15)) == ["x" * 10, "x" * 5]
+  assert list(shards.iter_jsonl([path], "text", max_bytes=15)) == ["x" * 10, "x" * 5]
 
 
 # ----------------------------------------------------------------------------
@@ -271,45 +271,45 @@ def test_list_shards_glob_sorted_and_deduplicated(tmp_path):
   (tmp_path / "sub").mkdir()
   (tmp_path / "sub" / "c.jsonl").write_text("")
   expected = [tmp_path / n for n in ["a-1.jsonl", "a-10.jsonl", "b-2.jsonl"]]
-  assert sources.list_shards(str(tmp_path / "*.jsonl")) == expected
+  assert shards.list_shards(str(tmp_path / "*.jsonl")) == expected
   # A comma-separated list of globs, overlapping, in any order: merged, sorted, once each.
   pattern = f"{tmp_path}/b*.jsonl, {tmp_path}/*.jsonl,{tmp_path}/a-1.jsonl"
-  assert sources.list_shards(pattern) == expected
-  assert sources.list_shards(str(tmp_path / "**" / "*.jsonl")) == sorted(
+  assert shards.list_shards(pattern) == expected
+  assert shards.list_shards(str(tmp_path / "**" / "*.jsonl")) == sorted(
       expected + [tmp_path / "sub" / "c.jsonl"], key=str
   )
   # A directory: every file under it; a single file: itself.
-  assert len(sources.list_shards(str(tmp_path))) == 5
-  assert sources.list_shards(str(tmp_path / "notes.txt")) == [tmp_path / "notes.txt"]
+  assert len(shards.list_shards(str(tmp_path))) == 5
+  assert shards.list_shards(str(tmp_path / "notes.txt")) == [tmp_path / "notes.txt"]
 
 
 def test_list_shards_no_match_names_the_pattern(tmp_path):
   pattern = str(tmp_path / "*.parquet")
   with pytest.raises(FileNotFoundError, match=r"\*\.parquet' matches no files"):
-    sources.list_shards(pattern)
+    shards.list_shards(pattern)
   (tmp_path / "x.jsonl").write_text("")
   with pytest.raises(FileNotFoundError, match=r"\(part '[^']*typo\*'\) matches no files"):
-    sources.list_shards(f"{tmp_path}/*.jsonl,{tmp_path}/typo*")
+    shards.list_shards(f"{tmp_path}/*.jsonl,{tmp_path}/typo*")
   with pytest.raises(FileNotFoundError, match="empty"):
-    sources.list_shards(" , ")
+    shards.list_shards(" , ")
 
 
 def test_iter_documents_over_a_glob(parquet_shards, jsonl_shards):
   parquet_glob = str(parquet_shards[0].parent / "shard-*.parquet")
-  assert list(sources.iter_documents("parquet", parquet_glob, "text")) == DOCS
-  assert list(
-      sources.iter_documents("parquet", parquet_glob, "content", max_bytes=5)
-  ) == ["code "]
+  assert list(shards.iter_documents("parquet", parquet_glob, "text")) == DOCS
+  assert list(shards.iter_documents("parquet", parquet_glob, "content", max_bytes=5)) == [
+      "code "
+  ]
   jsonl_glob = f"{jsonl_shards[0].parent}/*.jsonl*,{jsonl_shards[0].parent}/*.json.gz"
-  assert list(sources.iter_documents("jsonl", jsonl_glob, "text")) == DOCS
+  assert list(shards.iter_documents("jsonl", jsonl_glob, "text")) == DOCS
 
 
 def test_iter_documents_errors(tmp_path, parquet_shards):
   with pytest.raises(ValueError, match=r"unknown source 'csv'.*'parquet', 'jsonl'"):
-    sources.iter_documents("csv", str(parquet_shards[0]), "text")
+    shards.iter_documents("csv", str(parquet_shards[0]), "text")
   # Raised at the call, before any document is asked for.
   with pytest.raises(FileNotFoundError, match="nothing-here"):
-    sources.iter_documents("jsonl", str(tmp_path / "nothing-here*"), "text")
+    shards.iter_documents("jsonl", str(tmp_path / "nothing-here*"), "text")
 
 
 # ----------------------------------------------------------------------------
@@ -317,14 +317,14 @@ def test_iter_documents_errors(tmp_path, parquet_shards):
 
 
 def split(n, fraction, seed):
-  return [i for i in range(n) if sources.is_validation(i, fraction, seed)]
+  return [i for i in range(n) if shards.is_validation(i, fraction, seed)]
 
 
 def test_validation_split_is_deterministic_and_about_the_fraction():
   val = split(1000, 0.1, seed=0)
   assert val == split(1000, 0.1, seed=0)
   assert len(val) == 100
-  train = [i for i in range(1000) if not sources.is_validation(i, 0.1, 0)]
+  train = [i for i in range(1000) if not shards.is_validation(i, 0.1, 0)]
   assert set(train).isdisjoint(val) and len(train) + len(val) == 1000
   # Every prefix holds within one of the fraction.
   for n in range(1, 1001):
@@ -345,9 +345,9 @@ def test_validation_split_seed_and_small_corpora():
 def test_validation_split_rejects_bad_arguments():
   for fraction in [-0.1, 1.0, 1.5]:
     with pytest.raises(ValueError, match="val_fraction"):
-      sources.is_validation(0, fraction, 0)
+      shards.is_validation(0, fraction, 0)
   with pytest.raises(ValueError, match="index"):
-    sources.is_validation(-1, 0.1, 0)
+    shards.is_validation(-1, 0.1, 0)
 
 
 # ----------------------------------------------------------------------------
@@ -355,21 +355,21 @@ def test_validation_split_rejects_bad_arguments():
 
 
 def test_fingerprint_changes_with_the_shards(parquet_shards):
-  before = sources.fingerprint(parquet_shards)
-  assert before == sources.fingerprint(parquet_shards)
+  before = shards.fingerprint(parquet_shards)
+  assert before == shards.fingerprint(parquet_shards)
   assert len(before) == 16 and int(before, 16) >= 0
-  assert sources.fingerprint(parquet_shards[:2]) != before
+  assert shards.fingerprint(parquet_shards[:2]) != before
   # The same bytes, touched: the mtime changes the key.
   stat = parquet_shards[1].stat()
   os.utime(parquet_shards[1], ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
-  touched = sources.fingerprint(parquet_shards)
+  touched = shards.fingerprint(parquet_shards)
   assert touched != before
   # Rewritten with other content (other size), mtime pinned back: the size changes the key.
   write_parquet(parquet_shards[1], DOCS[:3])
   os.utime(parquet_shards[1], ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
-  assert sources.fingerprint(parquet_shards) not in (before, touched)
+  assert shards.fingerprint(parquet_shards) not in (before, touched)
 
 
 def test_fingerprint_missing_shard(tmp_path):
   with pytest.raises(FileNotFoundError):
-    sources.fingerprint([tmp_path / "gone.parquet"])
+    shards.fingerprint([tmp_path / "gone.parquet"])

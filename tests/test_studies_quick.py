@@ -15,7 +15,8 @@ import pytest
 
 from autoloco_jax.run import trainer
 from configs.studies import ablations, base, compression, decentralized, heterogeneity
-from experiments import evidence, sweep
+from configs.studies import evidence
+from experiments import sweep
 from tests import test_documented_commands as documented
 from tests.helpers import ROOT
 
@@ -117,9 +118,39 @@ def test_tune_keeps_the_best_coarse_pairs_and_report_uses_the_tuned_ones(phases)
   assert auto.autoloco.h_ref == href
 
 
+def _report_choosing(design: str, monkeypatch) -> object:
+  """The quick report phase's study as if the design phase had chosen ``design``
+  (which one the phase chooses depends on the tiny runs' losses)."""
+  monkeypatch.setattr(evidence, "choose", lambda entries: (design, True))
+  return evidence.study("report,base,shakespeare,quick")
+
+
+def _train_label(study, label: str, root: str) -> list[dict]:
+  """Trains the runs of one label of ``study`` into ``root`` (a root of its own:
+  the module's shared root holds the studies' runs and nothing else) and
+  returns them as a report reads them."""
+  from experiments import report
+
+  runs = []
+  for l, seed, config, workdir in sweep.jobs(study, root):
+    if l == label:
+      trainer.train_and_evaluate(config, workdir)
+      runs.append(report.load_run(workdir, seed))
+  return runs
+
+
 @pytest.mark.slow
-def test_controls_isolate_one_component_each(phases):
-  study, result = phases["report"]
+@pytest.mark.parametrize("design", evidence.QUICK_DESIGNS)
+def test_controls_isolate_one_component_each(phases, design, monkeypatch, tmp_path):
+  """Each quick design's report as if it were chosen, so that both a budget
+  design (open loop already: no replay) and a closed-loop one (its ``H``
+  sequence replayed open loop, trained and checked round by round) are checked
+  on every run, whichever one the design phase picks."""
+  chosen_study, chosen_result = phases["report"]
+  assert chosen_study.design in evidence.QUICK_DESIGNS
+  study = chosen_study if design == chosen_study.design else None
+  study = study or _report_choosing(design, monkeypatch)
+  assert study.design == design
   auto = study.runs["autoloco"]
   replayed = "ctrl_correction_replay" in study.runs
   fixed = study.runs["ctrl_correction_replay" if replayed else "ctrl_correction_only"]
@@ -136,19 +167,28 @@ def test_controls_isolate_one_component_each(phases):
   no_corr = study.runs["ctrl_adaptation_only"]
   assert no_corr.autoloco.correction == "none"
   assert no_corr.interval.controller == auto.interval.controller
-  if auto.interval.controller == "budget":  # open loop already: no replay
-    assert "ctrl_open_loop" not in study.labels
+  budget = "budget" in evidence.DESIGNS[design]
+  assert (auto.interval.controller == "budget") == budget
+  # A budget design is open loop already: no replay. A closed loop one has it.
+  assert ("ctrl_open_loop" in study.labels) == (not budget)
+  if budget:
+    assert "ctrl_open_loop" not in study.syncs_saved
     return
   replay = study.runs["ctrl_open_loop"]
   assert replay.interval.controller == "schedule"
   # The replayed sequence is the chosen design's own on tuning seed 0, and the
   # replay runs exactly that sequence of rounds on every report seed.
-  design = phases["design"][1]["runs"][study.design][0]
-  assert list(replay.interval.schedule) == design["rounds"]["h"]
-  for run in result["runs"]["ctrl_open_loop"]:
+  design_runs = phases["design"][1]["runs"][design]
+  assert list(replay.interval.schedule) == design_runs[0]["rounds"]["h"]
+  if study is chosen_study:
+    runs = chosen_result["runs"]["ctrl_open_loop"]
+  else:
+    runs = _train_label(study, "ctrl_open_loop", str(tmp_path))
+  assert len(runs) == len(study.seeds) >= 2
+  n = len(replay.interval.schedule)
+  for run in runs:
     hs = run["rounds"]["h"]
-    n = len(replay.interval.schedule)
-    assert hs[:n] == list(replay.interval.schedule)[: len(hs)]
+    assert hs and hs[:n] == list(replay.interval.schedule)[: len(hs)]
 
 
 @pytest.mark.slow
@@ -280,9 +320,24 @@ def test_quick_study_writes_table_plots_and_summary(quick, module):
     assert run["eval"]["step"][-1] == study.runs[label].total_steps
     assert run["summary"]["final_eval_tokens"] > 0
     assert run["summary"]["sim_time_hetero"] > 0
+  # Each claim's verdict, recomputed from its runs: the mean syncs saved against
+  # the reference and the loss within the reference's seed spread.
+  assert set(summary["claims"]) == set(study.claims)
   for name, claim in summary["claims"].items():
-    assert claim["holds"] in (True, False)
-    assert f"Claim `{name}`" in text
+    want = study.claims[name]
+    assert (claim["candidate"], claim["reference"]) == (want.candidate, want.reference)
+    assert claim["min_saving"] == want.min_saving
+    mean = lambda label, key: np.mean([r["summary"][key] for r in summary["runs"][label]])
+    cand, ref = claim["candidate"], claim["reference"]
+    saving = 1 - mean(cand, "syncs") / mean(ref, "syncs")
+    delta = mean(cand, "final_eval_bpb") - mean(ref, "final_eval_bpb")
+    assert claim["sync_saving"] == pytest.approx(saving)
+    assert claim["loss_delta"] == pytest.approx(delta)
+    assert claim["tolerance"] == summary["stats"][ref]["final_eval_bpb"][1]
+    holds = bool(saving >= want.min_saving and delta <= claim["tolerance"])
+    assert claim["holds"] is holds
+    verdict = "**holds**" if holds else "**does not hold**"
+    assert f"Claim `{name}`" in text and verdict in text.split(f"Claim `{name}`")[1]
 
 
 @pytest.mark.slow
@@ -324,6 +379,7 @@ def test_finished_runs_are_skipped(quick, monkeypatch, tmp_path):
   assert set(result["stats"]) == set(study.labels)
 
 
+@pytest.mark.slow
 def test_archive_keeps_a_cells_finished_runs_for_a_fresh_checkout(studies, tmp_path):
   """The archive holds every run of the cell's phases, and a fresh root restored
   from it has each of them finished, so the sweep would train none again."""
@@ -344,6 +400,78 @@ def test_archive_keeps_a_cells_finished_runs_for_a_fresh_checkout(studies, tmp_p
   assert archive.path("many", "python").endswith(
       os.path.join("evidence_v2", "many_python", "finished_runs.tar.xz")
   )
+
+
+def _finish(workdir: str) -> None:
+  """What a finished run leaves for the sweep and the archive (no training)."""
+  os.makedirs(workdir, exist_ok=True)
+  summary = dict(summary=True, step=40, final_eval_bpb=3.0, final_eval_tokens=64)
+  with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
+    f.write(json.dumps(dict(step=20, loss=3.5)) + "\n" + json.dumps(summary) + "\n")
+  for name in ("config.json", "final_eval.json"):
+    with open(os.path.join(workdir, name), "w") as f:
+      json.dump(dict(name=name), f)
+
+
+def test_archive_of_the_phases_that_can_be_built(tmp_path, monkeypatch):
+  """The fast twin of the archive test, nothing trained: with no phase report
+  yet only the ``regime`` and ``coarse`` phases can be built; their finished
+  runs are archived (an unfinished one is not) and restored into a fresh root,
+  where each is finished."""
+  from experiments import archive
+
+  monkeypatch.setattr(evidence, "QUICK_DIR", str(tmp_path / "reports"))
+  root = str(tmp_path / "runs")
+  wanted = {
+      workdir
+      for phase in ("regime", "coarse")
+      for *_, workdir in sweep.jobs(
+          evidence.study(f"{phase},base,shakespeare,quick"), root
+      )
+  }
+  assert set(archive.cell_workdirs("base", "shakespeare", root, quick=True)) == wanted
+  unfinished, *finished = sorted(wanted)
+  for workdir in finished:
+    _finish(workdir)
+  os.makedirs(unfinished)
+  out = str(tmp_path / "cell.tar.xz")
+  assert archive.write("base", "shakespeare", root, out, quick=True) == len(finished)
+  fresh = str(tmp_path / "fresh")
+  assert archive.restore(out, fresh) == len(finished)
+  assert sorted(os.listdir(fresh)) == sorted(os.path.basename(w) for w in finished)
+  assert all(
+      sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in finished
+  )
+  assert archive.restore(out, fresh) == 0
+
+
+def test_interim_study_keeps_the_complete_seeds_and_the_report_says_so(tmp_path):
+  """The fast twin of the interim report test, nothing trained: a study on 3
+  seeds with one run of seed 1 unfinished keeps seeds 0 and 2, says so, and
+  its table states it."""
+  from experiments import report_text
+
+  study = heterogeneity.get_config("quick")
+  study.seeds = (0, 1, 2)
+  root = str(tmp_path)
+  jobs = sweep.jobs(study, root)
+  (late,) = [w for label, seed, _, w in jobs if (label, seed) == (study.labels[-1], 1)]
+  for *_, workdir in jobs:
+    if workdir != late:
+      _finish(workdir)
+  interim = sweep.with_complete_seeds(study, root)
+  assert interim.seeds == (0, 2) and interim.labels == study.labels
+  assert interim.interim == "2 of the planned 3 seeds"
+  result = dict(seeds=[0, 2], networks=[], interim=interim.interim, labels=[], claims={})
+  text = report_text.markdown(interim, result)
+  assert "**Interim report**: 2 of the planned 3 seeds, each with every label." in text
+  _finish(late)
+  assert sweep.with_complete_seeds(study, root).interim == "3 of the planned 3 seeds"
+  for _, seed, _, workdir in jobs:
+    if seed != 0:
+      os.remove(os.path.join(workdir, "metrics.jsonl"))
+  with pytest.raises(ValueError, match="1 seeds have every label finished"):
+    sweep.with_complete_seeds(study, root)
 
 
 def test_archive_command_line_writes_restores_and_refuses_an_unknown_cell(tmp_path):
@@ -367,6 +495,7 @@ def test_archive_command_line_writes_restores_and_refuses_an_unknown_cell(tmp_pa
   assert wrong.returncode != 0 and "unknown cell base shakespear" in wrong.stderr
 
 
+@pytest.mark.slow
 def test_interim_report_says_how_many_seeds_it_holds(quick, tmp_path):
   root, _, _ = quick
   study = heterogeneity.get_config("quick")

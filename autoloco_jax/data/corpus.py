@@ -20,7 +20,7 @@ validation documents:
 * `'synthetic'`: seeded random bytes (`max_bytes` of them, default 8 MiB),
   for speed checks that need no dataset.
 * `'parquet'`, `'jsonl'`: globs of local shards with a text column
-  (`text_key`), streamed (`autoloco_jax.data.sources`); validation is `eval_path`'s
+  (`text_key`), streamed (`autoloco_jax.data.shards`); validation is `eval_path`'s
   shards or, without it, a deterministic `val_fraction` of the documents.
 
 Documents are tokenized (`data_cfg.tokenizer`, `autoloco_jax.data.tokenizers`: UTF-8
@@ -51,7 +51,7 @@ from typing import Any, Iterable, NamedTuple
 import filelock
 import numpy as np
 
-from autoloco_jax.data import eval_sets, sources, tokenizers
+from autoloco_jax.data import eval_sets, shards, sources, tokenizers
 
 #: The byte tokenizer's vocabulary (`tokenizers.VOCAB_SIZE`), for callers that
 #: size a model before any data is built.
@@ -199,8 +199,8 @@ def _cache_key(spec: sources.SourceSpec, tokenizer: Any) -> str:
   if spec.source in ("parquet", "jsonl", "files"):
     for name in ("path", "eval_path"):
       if getattr(spec, name):
-        fields[name + "_fingerprint"] = sources.fingerprint(
-            sources.list_shards(getattr(spec, name))
+        fields[name + "_fingerprint"] = shards.fingerprint(
+            shards.list_shards(getattr(spec, name))
         )
   fields.update(tokenizer=tokenizer.fingerprint(), version=_CACHE_VERSION)
   text = json.dumps(fields, sort_keys=True, default=str)
@@ -448,14 +448,16 @@ class WorkerData:
     every target once (cut to an evenly spread sample of ``max_tokens``
     targets when it is larger, ``max_tokens > 0``); else ``num_batches``
     batches of whole windows spread evenly over the split."""
-    return eval_sets.select(*self._eval_stream(), batch_size, num_batches,
-                            self.bytes_per_token, max_tokens)
+    return eval_sets.select(
+        *self._eval_stream(), batch_size, num_batches, self.bytes_per_token, max_tokens
+    )
 
   def eval_batches(self, batch_size: int, num_batches: int) -> np.ndarray:
     """``num_batches * batch_size`` validation windows spread evenly over the
     split, [N, B, L + 1] (``eval_sets.spread``'s tokens; every weight is 1)."""
-    return eval_sets.spread(*self._eval_stream(), batch_size, num_batches,
-                            self.bytes_per_token).tokens_NxBxL1
+    return eval_sets.spread(
+        *self._eval_stream(), batch_size, num_batches, self.bytes_per_token
+    ).tokens_NxBxL1
 
   def _eval_stream(self) -> tuple[np.ndarray, np.ndarray, int]:
     return self._eval_tokens, self._eval_doc_starts, self.seq_len

@@ -18,6 +18,7 @@ from benchmarks.throughput.runners import (
     NaiveRunner,
     ReferenceRunner,
     Runner,
+    Unsupported,
     scan_inner,
 )
 from benchmarks.throughput.timing import (
@@ -31,7 +32,7 @@ from benchmarks.throughput.timing import (
 )
 
 #: Measured on one device and, as ``<name>@N``, on N devices (rows that
-#: ``registry.make`` does not build are reported as skipped, with the reason).
+#: ``registry.make`` refuses are reported as skipped, with the reason).
 ALGORITHMS = ("ddp", "diloco", "autoloco", "noloco", "gasloc")
 
 #: (reference, diloco) runners already compiled for a config, reused by the sweeps.
@@ -53,12 +54,15 @@ def _shorten(runner: Runner, h: int) -> Runner:
 
 
 def try_row(name: str, build: Callable[[], Runner]) -> tuple[Runner | None, str]:
-  """Builds and warms up a row, or says why it cannot run."""
+  """Builds and warms up a row, or says why it cannot run by design
+  (``runners.Unsupported``: its algorithm refuses the config). Any other
+  exception, in the build or the warm-up, propagates: a crash fails the run."""
   try:
-    return warm_up(build()), ""
-  except Exception as e:  # noqa: BLE001 -- a row that does not build is reported
-    message = str(e).strip().splitlines()[0][:240] if str(e).strip() else ""
-    return None, f"{type(e).__name__}: {message}"
+    runner = build()
+  except Unsupported as e:
+    message = str(e).strip()
+    return None, message.splitlines()[0][:240] if message else type(e).__name__
+  return warm_up(runner), ""
 
 
 def _build_rows(

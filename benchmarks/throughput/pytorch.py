@@ -64,7 +64,12 @@ def start(
 ) -> tuple[list[RemoteRow], dict, Served | None]:
   """Starts and warms up the PyTorch child (it checks its parameter count
   against ``model.num_params`` first). Returns its rows, what it reported (or
-  ``{"skipped": why}``), and the child to close after timing."""
+  ``{"skipped": why}`` when torch is absent or the config is not the PyTorch
+  model's), and the child to close after timing.
+
+  Raises:
+    RuntimeError: when the child fails (a crash is never reported as a skip).
+  """
   if not torch_available():
     return [], dict(skipped=NOT_INSTALLED), None
   m = config.model
@@ -80,9 +85,9 @@ def start(
   ]
   served = Served(args, dict(os.environ), ROOT)
   ready = served.ready()
-  if "error" in ready:
+  if "error" in ready:  # torch is there and the config fits: a crash, not a skip
     served.close()
-    return [], dict(skipped=f"the PyTorch child failed: {ready['error'][-500:]}"), None
+    raise RuntimeError(f"the PyTorch child failed: {ready['error'][-2000:]}")
   tokens_per_step = config.num_workers * config.data.batch_size * config.data.seq_len
   warm = ready["warm_up_seconds"]
   rows = [

@@ -28,6 +28,13 @@ from benchmarks.throughput.plan import Model, Reader
 from benchmarks.unit_server import Served
 
 
+class Unsupported(Exception):
+  """A row that cannot run by design: its algorithm refuses the config (the
+  ``ValueError`` of ``registry.make``, e.g. workers that do not split over the
+  devices). Reported as skipped with this reason; any other exception in a row
+  is a crash and fails the benchmark."""
+
+
 class Runner:
   """A row of the throughput table."""
 
@@ -69,7 +76,10 @@ class AlgoRunner(Runner):
   def __init__(self, name: str, config: Any, model: Model, mesh, data, algo=None):
     super().__init__(name, config, model, data)
     self.mesh = mesh
-    self.algo = algo or registry.make(config, model.loss_fn, mesh)
+    try:
+      self.algo = algo or registry.make(config, model.loss_fn, mesh)
+    except ValueError as e:
+      raise Unsupported(f"ValueError: {e}") from e
     # A copy of the shared (cached) parameters: on a multi-device mesh
     # ``device_put(..., may_alias=False)`` of a replicated leaf still reuses the
     # source's buffer on its device, so donating this state would delete them.

@@ -33,8 +33,7 @@ from __future__ import annotations
 import json
 import os
 
-from configs.studies import base
-from experiments import evidence
+from configs.studies import base, evidence
 
 PHASES = ("tune", "report")
 SPARSE_GRID = tuple((a, e) for a in (0.7, 1.0) for e in (0.9, 0.95))
