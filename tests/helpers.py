@@ -89,9 +89,10 @@ def config(algorithm="diloco", K=4, h=3, lr=1.0, momentum=0.9, total=12):
   return c
 
 
-def run_rounds(cfg, mesh, hs, params=None, seed=1):
+def run_rounds(cfg, mesh, hs, params=None, seed=1, each=None):
   """Runs one round per entry of ``hs`` through the round driver; returns
-  (algo, state, list of metrics)."""
+  (algo, state, list of metrics). ``each(state)``, if given, sees the state
+  after every round."""
   algo = registry.make(cfg, toy_loss, mesh)
   state = state_lib.place(algo.init_state(params or toy_params()), mesh)
   data = tokens(cfg.num_workers, sum(hs), seed)
@@ -105,6 +106,8 @@ def run_rounds(cfg, mesh, hs, params=None, seed=1):
   for h in hs:
     state, m = rounds_lib.run_round(algo, state, read, h, max(hs), mesh)
     out.append(jax.device_get(m))
+    if each is not None:
+      each(state)
   return algo, state, out
 
 

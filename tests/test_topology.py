@@ -104,7 +104,8 @@ def test_static_graphs(name, k, degree):
   assert abs(eig[0]) < 1e-9 and eig[1] > 1e-9  # connected
   # α = 1/(d+1) makes I − αΛ doubly stochastic with non-negative entries.
   w = np.eye(k) - lap / (degree + 1)
-  np.testing.assert_allclose(w.sum(0), 1) and np.testing.assert_allclose(w.sum(1), 1)
+  np.testing.assert_allclose(w.sum(0), 1)  # columns
+  np.testing.assert_allclose(w.sum(1), 1)  # rows
   assert np.all(w >= 0)
 
 
