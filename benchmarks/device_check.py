@@ -153,7 +153,7 @@ def optimizer_update(dry_run: bool) -> dict:
   ``optax.flatten`` (one vector instead of one kernel set per leaf; its weight
   decay then reaches every entry, a timing variant only)."""
   from autoloco_jax.runtime import inner
-  from benchmarks.throughput.plan import build_model
+  from benchmarks.throughput.workload import build_model
   from configs import default
 
   config = default.get_config("tiny" if dry_run else "gpu")

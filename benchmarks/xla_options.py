@@ -36,7 +36,7 @@ from benchmarks import render, unit_server
 from benchmarks.render import Lines, Table
 from benchmarks.throughput.child import ROOT, child_env
 from benchmarks.throughput.timing import bracketed, summarize
-from benchmarks.xla_options_child import Variant, serve, step_config, variant_plan
+from benchmarks.xla_options_child import Variant, serve, step_config, variant_workload
 
 
 def _define_flags() -> None:
@@ -405,8 +405,8 @@ def run() -> dict:
     if child is not None:
       child.close()
   tokens = default.tokens_per_step * steps
-  plan = variant_plan(_QUICK.value)
-  config = step_config(plan, DEFAULT)
+  workload = variant_workload(_QUICK.value)
+  config = step_config(workload, DEFAULT)
   return dict(
       mode="quick" if _QUICK.value else "full",
       command=" ".join(["python -m benchmarks.xla_options"] + sys.argv[1:]),
@@ -415,7 +415,7 @@ def run() -> dict:
       load_avg_end=list(os.getloadavg()),
       base_xla_flags=default.xla_flags,
       setup=dict(
-          size=plan.size,
+          size=workload.size,
           model=config.model.to_dict(),
           num_workers=config.num_workers,
           batch_per_worker=config.data.batch_size,

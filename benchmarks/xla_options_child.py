@@ -22,11 +22,11 @@ from autoloco_jax.data import corpus as data_lib
 from autoloco_jax.model import transformer as model_lib
 from benchmarks import unit_server
 from benchmarks.throughput.peak import machine
-from benchmarks.throughput.plan import (
-    Plan,
+from benchmarks.throughput.workload import (
+    Workload,
     algorithm_config,
     build_model,
-    make_plan,
+    make_workload,
     synthetic_data,
 )
 from benchmarks.throughput.runners import ReferenceRunner
@@ -60,8 +60,8 @@ def library_attention(q_BxHxLxK, k_BxHxLxK, v_BxHxLxK):
 ATTENTION = {"library": library_attention}
 
 
-def variant_plan(quick: bool) -> Plan:
-  return make_plan(
+def variant_workload(quick: bool) -> Workload:
+  return make_workload(
       quick=quick,
       num_workers=4,
       h=0,
@@ -73,10 +73,10 @@ def variant_plan(quick: bool) -> Plan:
   )
 
 
-def step_config(plan: Plan, variant: Variant):
+def step_config(workload: Workload, variant: Variant):
   """The reference row's config (the ``diloco`` config at the plan's size, as
   ``measure.measure_rows`` builds it) with the variant's model dtype."""
-  config = algorithm_config(plan, "diloco")
+  config = algorithm_config(workload, "diloco")
   if variant.dtype:
     config.model.dtype = variant.dtype
   return config
@@ -107,11 +107,11 @@ def probe(runner: ReferenceRunner, steps: int, path: str) -> dict:
   )
 
 
-def loss_curve(plan: Plan, variant: Variant, steps: int, points: int) -> dict:
+def loss_curve(workload: Workload, variant: Variant, steps: int, points: int) -> dict:
   """``steps`` steps of the reference on the embedded Shakespeare data (the
   schedule over ``steps``), evaluated ``points`` times on ``config.eval``'s
   validation batches (and at step 0)."""
-  config = step_config(plan, variant)
+  config = step_config(workload, variant)
   config.total_steps = steps
   config.inner.warmup_steps = max(steps // 20, 1)
   data = data_lib.build(config.data, config.num_workers, config.seed)
@@ -157,9 +157,9 @@ def serve(spec: dict) -> None:
   )
   if variant.attention:
     model_lib.causal_attention = ATTENTION[variant.attention]
-  plan, steps = variant_plan(spec["quick"]), spec["steps"]
+  workload, steps = variant_workload(spec["quick"]), spec["steps"]
   t0 = time.perf_counter()
-  runner = reference(step_config(plan, variant), steps, variant.devices)
+  runner = reference(step_config(workload, variant), steps, variant.devices)
   result = probe(runner, steps, spec["params_path"])
   ready = dict(
       setup_seconds=time.perf_counter() - t0,
@@ -169,5 +169,5 @@ def serve(spec: dict) -> None:
       machine=machine(),
       **result,
   )
-  curve = lambda steps, points: loss_curve(plan, variant, steps, points)
+  curve = lambda steps, points: loss_curve(workload, variant, steps, points)
   unit_server.serve({"step": runner.unit}, ready, out, calls={"curve": curve})

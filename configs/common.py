@@ -284,7 +284,7 @@ def _stream() -> ml_collections.ConfigDict:
 
 
 def _compress() -> ml_collections.ConfigDict:
-  """What the DiLoCo family and the gossip methods (NoLoCo, GASLoC: shared.py)
+  """What the DiLoCo family and the gossip methods (NoLoCo, GASLoC: gossip/compressed_exchange.py)
   send (autoloco_jax/compression/codecs.py, exchange.py)."""
   c = ml_collections.ConfigDict()
   # identity | bf16 | fp8 | fp4 | int8 | int4 | topk

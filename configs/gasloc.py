@@ -6,7 +6,7 @@ Run (2 CPU cores, about 3 minutes):
 Heterogeneous network: add --config.network.name=hetero; slow workers taking
 fewer local steps: --config.network.speed_factors="(1.,1.,2.,2.)"; compressed
 messages: --config.compress.codec=int8, and --config.compress.ef_beta=0.9 for error
-feedback (autoloco_jax/algorithms/gossip/shared.py). Sizes: ``:tiny``, ``:cpu`` (default), ``:gpu``
+feedback (autoloco_jax/algorithms/gossip/compressed_exchange.py). Sizes: ``:tiny``, ``:cpu`` (default), ``:gpu``
 (TPU/GPU VM, not run here).
 
 On the complete graph with gasloc.mix_momentum=True it is DiLoCo exactly, with

@@ -5,7 +5,7 @@ Run (2 CPU cores, about 4 minutes):
   python -m experiments.run --config configs/noloco.py --workdir runs/noloco
 Heterogeneous network: add --config.network.name=hetero. Compressed messages:
 --config.compress.codec=int8, and --config.compress.ef_beta=0.9 for error feedback
-(autoloco_jax/algorithms/gossip/shared.py). Sizes: ``:tiny`` (seconds), ``:cpu`` (default),
+(autoloco_jax/algorithms/gossip/compressed_exchange.py). Sizes: ``:tiny`` (seconds), ``:cpu`` (default),
 ``:gpu`` (TPU/GPU VM, not run here).
 
 Public-code defaults (gensyn-ai/noloco): outer lr alpha 0.7, momentum beta 0.5,

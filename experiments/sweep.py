@@ -85,10 +85,11 @@ class Interrupted(Exception):
 def run_dir(root: str, config: Any) -> str:
   """``<root>/<algorithm>-<hash>``: one directory per distinct trajectory.
 
-  Empty fields (``()``, ``""``, ``None``) and fields added later at their default
-  (``config_check.ADDED_DEFAULTS``) are left out of the hash, so adding a field to
-  the configs keeps finished runs' names."""
-  added = config_check.ADDED_DEFAULTS
+  Empty fields (``()``, ``""``, ``None``) and fields added later at the value
+  runs had before they existed (``config_check.VALUES_BEFORE_THE_FIELD``) are
+  left out of the hash, so adding a field to the configs keeps finished runs'
+  names."""
+  added = config_check.VALUES_BEFORE_THE_FIELD
   fields = {
       k: v
       for k, v in config_check.trajectory_fields(config).items()

@@ -6,8 +6,10 @@ are shared and noisy, so no speed is asserted here (the targets are reported in
 torch is optional (CI has none): without it the report says so in one line
 (checked in CI, and with torch present by pretending it is missing). The
 PyTorch model is checked against ``autoloco_jax/model/transformer.py`` (parameter
-count, loss on the same weights, one optimizer step) always: where torch is
-absent these tests install it themselves (``tests/torch_wheel.py``).
+count, loss on the same weights, one optimizer step) wherever torch is, or
+where the run asks for it (``AUTOLOCO_TORCH_TESTS=install``: these tests then
+install it themselves, ``tests/torch_wheel.py``, which says why a fresh machine
+does not by default).
 """
 
 import copy
@@ -24,10 +26,10 @@ import pytest
 from benchmarks import render
 from autoloco_jax.runtime import replicas
 from benchmarks.throughput import measure, pytorch, runners, timing
-from benchmarks.throughput.plan import (
+from benchmarks.throughput.workload import (
     algorithm_config,
     build_model,
-    make_plan,
+    make_workload,
     synthetic_data,
 )
 from benchmarks.throughput.report import SAME_DEVICES, targets
@@ -85,7 +87,7 @@ def test_every_row_present(quick):
   assert names[0] == "reference"
   for name in ALGORITHMS + ("naive",):
     assert name in names
-  # Every algorithm builds in the quick plan: NoLoCo and GASLoC are measured, not
+  # Every algorithm builds in the quick workload: NoLoCo and GASLoC are measured, not
   # skipped (a skip is only for a config the algorithm refuses, and a crash fails
   # the run itself: test_a_crash_in_a_row_fails_the_run).
   for name in OPTIONAL:
@@ -179,9 +181,9 @@ def test_compilations_counted_once(quick):
 @pytest.mark.slow
 def test_scaling_and_hot_path_present(quick):
   result, _ = quick
-  scaling, plan = result["scaling"], result["plan"]
-  assert [p["num_workers"] for p in scaling["by_workers"]] == plan["scale_workers"]
-  assert [p["d_model"] for p in scaling["by_width"]] == plan["scale_widths"]
+  scaling, workload = result["scaling"], result["plan"]
+  assert [p["num_workers"] for p in scaling["by_workers"]] == workload["scale_workers"]
+  assert [p["d_model"] for p in scaling["by_width"]] == workload["scale_widths"]
   for point in scaling["by_workers"] + scaling["by_width"]:
     assert _positive(point["ratio"]) and _positive(point["tokens_per_sec"])
     assert point["xla"]["state_bytes"] > 0
@@ -230,7 +232,7 @@ def test_without_torch_the_report_says_so_in_one_line(quick, monkeypatch):
   """The no-torch path, even where torch is installed: no child, no row, no
   target, one line in the report."""
   monkeypatch.setattr(pytorch, "torch_available", lambda: False)
-  plan = make_plan(
+  workload = make_workload(
       quick=True,
       num_workers=4,
       h=0,
@@ -240,8 +242,8 @@ def test_without_torch_the_report_says_so_in_one_line(quick, monkeypatch):
       scale_widths=[],
       scale_steps=2,
   )
-  config = algorithm_config(plan, "diloco")
-  rows, info, served = pytorch.start(plan, config, build_model(config), steps=3)
+  config = algorithm_config(workload, "diloco")
+  rows, info, served = pytorch.start(workload, config, build_model(config), steps=3)
   assert rows == [] and served is None
   assert info == {"skipped": pytorch.NOT_INSTALLED}
   result = copy.deepcopy(quick[0])
@@ -335,8 +337,11 @@ def _load_jax_weights(net, params) -> None:
 
 @pytest.fixture(scope="module")
 def torch():
-  """torch, installed by the tests where the environment has none, once per
-  machine (``tests/torch_wheel.py``: 2.9 GB of wheels, about 2.5 minutes)."""
+  """torch where the machine has it, or installed by the tests when asked, once
+  per machine (``tests/torch_wheel.py``: 2.9 GB of wheels, about 2.5 minutes);
+  else the tests skip, saying why."""
+  if not torch_wheel.wanted():
+    pytest.skip(torch_wheel.WHY_NOT_HERE)
   return torch_wheel.import_torch()
 
 
@@ -445,7 +450,7 @@ def test_a_crash_in_a_row_fails_the_run():
 def test_a_row_its_algorithm_refuses_is_skipped_with_the_reason():
   """NoLoCo runs a fixed interval: with an adaptive controller ``registry.make``
   refuses the config, and the row is reported as skipped, naming why."""
-  plan = make_plan(
+  workload = make_workload(
       quick=True,
       num_workers=4,
       h=0,
@@ -455,7 +460,7 @@ def test_a_row_its_algorithm_refuses_is_skipped_with_the_reason():
       scale_widths=[],
       scale_steps=2,
   )
-  config = algorithm_config(plan, "noloco")
+  config = algorithm_config(workload, "noloco")
   config.interval.controller = "loss_ratio"
   mesh = replicas.make_mesh(config.num_workers, 1)
   data = synthetic_data(config)

@@ -334,7 +334,7 @@ def test_a_format_2_checkpoint_is_refused_naming_the_renamed_fields(tmp_path):
   ckpt.close()
   with pytest.raises(
       checkpoint.CheckpointError,
-      match=r"format 2; this version reads format \d+: format 3: .*TrainState.outer "
+      match=r"format 2; this version reads format 3: format 3: .*TrainState.outer "
       r"became TrainState.algo",
   ):
     checkpoint.load_state(str(tmp_path), state)

@@ -172,11 +172,11 @@ def test_named_networks_and_config():
   )
   net = network.network_from_config(cfg, 4)
   assert net.latency_KxK[0, 3] == 0.005 and net.bandwidth_KxK[2, 3] == 1 * GBPS
-  np.testing.assert_array_equal(network.speed_factors(cfg, 4), [1, 1, 1, 2])
+  np.testing.assert_array_equal(contract.speed_factors(cfg, 4), [1, 1, 1, 2])
   with pytest.raises(ValueError, match="unknown network 'lan'"):
     network.network_from_config(ml_collections.ConfigDict(dict(name="lan")), 4)
   with pytest.raises(ValueError, match="speed_factors must be 4"):
-    network.speed_factors(
+    contract.speed_factors(
         ml_collections.ConfigDict(dict(speed_factors=(1.0, 0.0, 1.0, 1.0))), 4
     )
   with pytest.raises(ValueError, match="unknown round pattern"):

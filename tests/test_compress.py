@@ -205,7 +205,7 @@ def test_streaming_rounds_on_the_clock():
   algo = registry.make(cfg, toy_loss, replicas.make_mesh(K, 1))
   params = toy_params()
   algo.init_state(params)
-  assert algo.first_h == 2 and algo.h_max == 2 and not algo.supports_faults
+  assert algo.first_round_steps == 2 and algo.max_round_steps == 2 and not algo.supports_faults
   kinds = [algo.comm_pattern(r, 1).kind for r in range(4)]
   assert kinds == ["send", "arrive", "send", "arrive"]
   clock = clock_lib.SimClock(network.NETWORKS["homogeneous"](K), 1000, step_time=0.01)

@@ -1,4 +1,4 @@
-"""Compressed gossip exchanges (shared.py, noloco.py, gasloc.py): the identity
+"""Compressed gossip exchanges (compressed_exchange.py, noloco.py, gasloc.py): the identity
 codec is today's exchange bit for bit, a lossy codec stays close and counts
 its encoded bytes, error feedback's bookkeeping, resume with residuals, and
 the combinations still refused."""
@@ -179,7 +179,7 @@ def test_complete_graph_compressed_is_the_codecs_collective():
 
 def hand_messages(name, cfg, state, theta0):
   """``x_k = s_k − c θ_0`` of the state before a sync (module docstring of
-  shared.py), from host copies."""
+  compressed_exchange.py), from host copies."""
   if name == "noloco":
     a, g = cfg.noloco.alpha, cfg.noloco.gamma
     theta, phi = get(state.params_K), get(state.algo.outer_params_K)

@@ -119,6 +119,6 @@ def test_the_default_keeps_finished_runs_names():
   name = sweep.run_dir("runs", c)
   del c.autoloco["on_change"]
   assert sweep.run_dir("runs", c) == name
-  assert config_check.ADDED_DEFAULTS["autoloco.on_change"] == "keep"
+  assert config_check.VALUES_BEFORE_THE_FIELD["autoloco.on_change"] == "keep"
   c.autoloco.on_change = "rescale"
   assert sweep.run_dir("runs", c) != name

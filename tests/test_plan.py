@@ -44,14 +44,14 @@ def test_a_runs_simulated_time_is_the_planners_prediction(get_config, overlap, t
   assert transformer.param_count(params) == summary["num_params"]
   algo = planner.build(cfg, params)
   hs = None
-  if algo.planned_h is None:
+  if algo.next_round_steps is None:
     hs = planner.h_sequence(os.path.join(tmp_path, "metrics.jsonl"))
   clock = planner.clock_on(
       cfg, network_lib.network_from_config(cfg.network, cfg.num_workers),
       summary["num_params"], cfg.network.step_time,
   )
-  first_h = algo.first_h or int(cfg.interval.h)
-  predicted = planner.simulate(algo, clock, cfg.total_steps, first_h, hs)
+  first_steps = algo.first_round_steps
+  predicted = planner.simulate(algo, clock, cfg.total_steps, first_steps, hs)
   assert predicted["sim_time"] == summary["sim_time"]
   assert predicted["bytes_per_worker"] == summary["bytes_per_worker"]
   assert predicted["syncs"] == summary["syncs"]
@@ -124,7 +124,7 @@ def test_bandwidth_for_a_utilization_matches_streaming_diloco_table_4(size):
 
     def cu(m):
       clock = planner.clock_on(cfg, planner.scaled_network(net, m), n, step_time)
-      first = algo.first_h or 100
+      first = algo.first_round_steps
       return planner.simulate(algo, clock, cfg.total_steps, first, horizon=300)["utilization"]
 
     for u, theirs in zip(CUS, published):

@@ -1,5 +1,5 @@
 """The next ``H`` is decided in one place: what the host plans for open-loop
-controllers (``algo.planned_h``) is what the sync returns, computed by the same
+controllers (``algo.next_round_steps``) is what the sync returns, computed by the same
 functions (``intervals``' ``open_loop``, ``streaming.StreamingSync.round_length``)."""
 
 import jax
@@ -58,10 +58,10 @@ def test_the_host_plans_the_h_the_sync_returns(case):
   cfg = _config(case)
   mesh = replicas.make_mesh(K, 1)
   algo = registry.make(cfg, toy_loss, mesh)
-  assert algo.planned_h is not None
+  assert algo.next_round_steps is not None
   state = state_lib.place(algo.init_state(toy_params()), mesh)
   data, start = tokens(K, 64), 0
-  h, seen = algo.first_h or int(cfg.interval.h), []
+  h, seen = algo.first_round_steps, []
 
   def read(n):
     nonlocal start
@@ -69,8 +69,8 @@ def test_the_host_plans_the_h_the_sync_returns(case):
     return data[:, start - n : start]
 
   for r in range(7):
-    state, metrics = rounds_lib.run_round(algo, state, read, h, algo.h_max, mesh)
-    planned = algo.planned_h(r)
+    state, metrics = rounds_lib.run_round(algo, state, read, h, algo.max_round_steps, mesh)
+    planned = algo.next_round_steps(r)
     assert int(jax.device_get(metrics["next_h"])) == planned, (case, r)
     seen.append(h)
     h = planned
@@ -82,7 +82,7 @@ def test_adaptive_controllers_plan_nothing():
   cfg.interval.controller = "loss_ratio"
   cfg.interval.h_min, cfg.interval.h_max = 2, 8
   algo = registry.make(cfg, toy_loss, replicas.make_mesh(K, 1))
-  assert algo.planned_h is None
+  assert algo.next_round_steps is None
 
 
 def test_an_open_loop_is_the_controllers_own_next_h():

@@ -352,7 +352,7 @@ class _FakeSteps:
       self.stop.append(15)
     return self.host.step
 
-  def read_next_h(self, round_):
+  def read_next_steps(self, round_):
     self.calls.append(f"next_h {round_}")
     return round_
 

@@ -99,10 +99,10 @@ class DDP:
         sync=jit_sync(sync, setup.mesh),
         eval_params=lambda state: {"": state.algo.params},
         comm_pattern=sync.comm_pattern(None, setup.num_workers),
-        h_max=steps,
-        h_min=steps,
-        first_h=steps,
-        planned_h=lambda round_index: sync.round_length(round_index, steps),
+        max_round_steps=steps,
+        min_round_steps=steps,
+        first_round_steps=steps,
+        next_round_steps=lambda round_index: sync.round_length(round_index, steps),
         supports_faults=False,
     )
 

@@ -6,7 +6,7 @@ hyperparameters (its config group, read once by ``from_config``) and the
 ``contract.Algorithm``: ``init`` to ``init_state``, the object itself (per
 device, inside ``replicas.map_workers``) to ``jitting.jit_sync``,
 ``comm_pattern`` to the simulated clock, ``round_length`` to the host's plan of
-the next round when it is known in advance (``Algorithm.planned_h``).
+the next round when it is known in advance (``Algorithm.next_round_steps``).
 
 The DiLoCo family's syncs are ``diloco/sync.py:WholeModelSync`` and
 ``diloco/streaming.py:StreamingSync``; the gossip family's

@@ -71,5 +71,5 @@ def setup(config: Any) -> Run:
       state,
       num_params,
       model_lib.flops_per_token(model_cfg, num_params),
-      rounds.chunk_size(config.chunk_steps, algo.h_max),
+      rounds.chunk_size(config.chunk_steps, algo.max_round_steps),
   )

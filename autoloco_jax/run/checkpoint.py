@@ -30,7 +30,7 @@ import orbax.checkpoint as ocp
 
 #: Layout of the run state in a checkpoint (:data:`LAYOUTS` says what changed
 #: at each). Checkpoints of another layout cannot be resumed.
-FORMAT = 4
+FORMAT = 3
 
 #: What each layout changed, named in the error that refuses an older checkpoint.
 LAYOUTS = {
@@ -38,12 +38,12 @@ LAYOUTS = {
     2: "each algorithm owns its state (TrainState.outer) and the host state is "
     "one typed item",
     3: "the fields say what they hold: TrainState.outer became TrainState.algo; "
-    "DiLoCo's params and opt became global_params and outer_opt, DDP's opt "
-    "inner_opt, NoLoCo's params_K and momentum_K outer_params_K and "
-    "outer_momentum_K",
-    4: "DiLoCo's exchange (streaming's ExchangeState) is split by owner: "
-    "DiLoCoState.fragments (each fragment's S and steps since its send), "
-    "pending_K (eager's correction) and residual_K (error feedback)",
+    "DiLoCo's params and opt became global_params and outer_opt, and its "
+    "exchange (streaming's ExchangeState) is split by owner into fragments "
+    "(each fragment's S and steps since its send), pending_K (eager's "
+    "correction) and residual_K (error feedback); DDP's opt became inner_opt; "
+    "NoLoCo's params_K and momentum_K became outer_params_K and "
+    "outer_momentum_K; the host state's next_h became next_round_steps",
 }
 
 

@@ -9,9 +9,12 @@ from typing import Any
 from autoloco_jax import ranges
 from autoloco_jax.algorithms import registry
 
-#: Fields added after runs were stored, with the value that reproduces those
-#: runs: absent from a stored config and equal to this, they are no change.
-ADDED_DEFAULTS = {
+#: Fields added after runs were stored, each with the value the code used before
+#: the field existed (what reproduces those runs): absent from a stored config
+#: and equal to this, they are no change, and they are left out of a study run's
+#: name (``experiments/sweep.run_dir``). These are history, not defaults: the
+#: defaults live in ``configs/common.py`` and may change; these never do.
+VALUES_BEFORE_THE_FIELD = {
     "stream.fragments": 1,
     "stream.mode": "strided",
     "stream.tau": 0,
@@ -130,7 +133,7 @@ def changed_fields(config: Any, workdir: str) -> list[str]:
       k
       for k in set(new) - set(old)
       if new[k] in ([], (), "", None)
-      or (k in ADDED_DEFAULTS and new[k] == ADDED_DEFAULTS[k])
+      or (k in VALUES_BEFORE_THE_FIELD and new[k] == VALUES_BEFORE_THE_FIELD[k])
   }
   return [
       f"{k}: {old.get(k)!r} -> {new.get(k)!r}"

@@ -30,7 +30,8 @@ class HostState:
     data_state: the input pipeline's reading state (``pipeline.Pipeline.get_state``).
     step: inner steps taken.
     rounds: rounds (syncs) completed.
-    next_h: inner steps of the next round, as the last sync chose.
+    next_round_steps: inner steps of the next driver round, as the last sync
+      chose (its metric ``next_h``) or the algorithm planned.
     next_eval: inner step at or after which the next evaluation runs.
     eval_loss: the last evaluation's loss (nats per token).
     clock: the simulated clock's state (``clock.SimClock.state_dict``).
@@ -38,7 +39,7 @@ class HostState:
   """
 
   data_state: dict
-  next_h: int
+  next_round_steps: int
   next_eval: int
   step: int = 0
   rounds: int = 0
@@ -82,7 +83,7 @@ def resume(
       truncate_metrics(metrics_path, -1)
     return run.state, HostState(
         data_state={},
-        next_h=run.algo.first_h or int(config.interval.h),
+        next_round_steps=run.algo.first_round_steps,
         next_eval=config.eval.every_steps,
     )
   _, state, saved = restored

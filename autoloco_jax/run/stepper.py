@@ -5,7 +5,7 @@
 (``runtime.rounds.run_round``) without reading the device, and does the host's
 share of the round on the way: the injected faults (``sim.faults.for_round``),
 the simulated clocks (``run.clocks``), the next round's ``H`` when the
-algorithm plans it (``Algorithm.planned_h``), and the evaluation when one is
+algorithm plans it (``Algorithm.next_round_steps``), and the evaluation when one is
 due, dispatched on the round's state before the next round donates it.
 :meth:`Stepper.read` later turns a dispatched round into its record, and stops
 the run on a non-finite value, naming the round; :meth:`Stepper.log` writes it.
@@ -51,15 +51,16 @@ class Dispatched(NamedTuple):
     metrics: the sync's metrics, on device.
     losses: the evaluation's losses on device (``evaluation.make_evaluate``), or None
       when the round ends without an evaluation.
-    next_h: the next round's ``H`` once the host knows it (``algo.planned_h``,
-      or the sync's ``next_h`` read early for adaptive controllers), or None.
+    next_steps: the next driver round's inner steps once the host knows them
+      (``algo.next_round_steps``, or the sync's ``next_h`` read early for
+      adaptive controllers), or None.
     waited: seconds the host already spent blocked on this round's device values.
   """
 
   host_record: dict
   metrics: Any
   losses: dict | None
-  next_h: int | None = None
+  next_steps: int | None = None
   waited: float = 0.0
 
 
@@ -121,30 +122,32 @@ class Stepper:
   def dispatch(self) -> Dispatched:
     """Dispatches the next round through the round driver, and its evaluation
     when one is due, without reading the device; advances :attr:`host` by what
-    the host knows (steps, rounds, data state, clocks, and ``next_h`` when
-    ``algo.planned_h`` gives it)."""
+    the host knows (steps, rounds, data state, clocks, and the next round's
+    steps when ``algo.next_round_steps`` gives them)."""
     config, algo, host = self.config, self.run.algo, self.host
     r = host.rounds
-    h = rounds.round_steps(host.next_h, config.total_steps - host.step, algo.h_min)
+    steps = rounds.round_steps(
+        host.next_round_steps, config.total_steps - host.step, algo.min_round_steps
+    )
     state, present_K = faults.for_round(
         config.faults, self.state, r, config.num_workers, config.seed
     )
     self.state, metrics = rounds.run_round(
-        algo, state, self.pipeline, h, self.run.chunk, self.run.mesh, present_K
+        algo, state, self.pipeline, steps, self.run.chunk, self.run.mesh, present_K
     )
     data_wait = self.pipeline.take_wait()
     # Syncs, bytes, messages and simulated time of this round, every algorithm.
-    record = self.clocks.advance_round(algo, r, h, present_K)
-    host.step += h
+    record = self.clocks.advance_round(algo, r, steps, present_K)
+    host.step += steps
     host.rounds = r + 1
     planned = None
-    if algo.planned_h is not None:
-      planned = host.next_h = algo.planned_h(r)
+    if algo.next_round_steps is not None:
+      planned = host.next_round_steps = algo.next_round_steps(r)
     host.data_state = self.pipeline.get_state()
     host.clock, host.also_clocks = self.clocks.state_dicts()
     tokens_per_step = config.num_workers * config.data.batch_size * config.data.seq_len
     record.update(
-        round=host.rounds, step=host.step, h=h, tokens=host.step * tokens_per_step
+        round=host.rounds, step=host.step, h=steps, tokens=host.step * tokens_per_step
     )
     record["data_wait_s"] = data_wait
     return Dispatched(record, metrics, self._evaluate_if_due(), planned)
@@ -161,16 +164,16 @@ class Stepper:
     host.next_eval = (host.step // every + 1) * every
     return losses
 
-  def read_next_h(self, round_: Dispatched) -> Dispatched:
+  def read_next_steps(self, round_: Dispatched) -> Dispatched:
     """The round with its next ``H`` known: planned, or the sync's ``next_h``
     read alone (blocks until the round is done), what the next round needs when
     the controller is adaptive."""
-    if round_.next_h is not None:
+    if round_.next_steps is not None:
       return round_
     start = time.perf_counter()
-    next_h = int(jax.device_get(round_.metrics["next_h"]))
-    self.host.next_h = next_h
-    return round_._replace(next_h=next_h, waited=time.perf_counter() - start)
+    steps = int(jax.device_get(round_.metrics["next_h"]))
+    self.host.next_round_steps = steps
+    return round_._replace(next_steps=steps, waited=time.perf_counter() - start)
 
   def read(self, round_: Dispatched) -> dict:
     """Reads a dispatched round's metrics and evaluation, and returns its record
@@ -189,8 +192,8 @@ class Stepper:
     data_wait = record.pop("data_wait_s")
     record.update(wall_time=time.time() - self.t_start, data_wait_s=data_wait)
     record["host_wait_s"] = waited
-    if round_.next_h is None:
-      self.host.next_h = int(record["next_h"])
+    if round_.next_steps is None:
+      self.host.next_round_steps = int(record["next_h"])
     check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
     if losses is not None:
       self.host.eval_loss = evaluation.main_loss(losses)

@@ -23,7 +23,7 @@ Inf stops the run without overwriting the last good checkpoint.
 The host does not stall the device between rounds: round ``r + 1`` is
 dispatched before round ``r``'s metrics are read, so logging, TensorBoard and
 the progress bar run while the device trains (nanodo's loop). When the next
-``H`` does not depend on the round's statistics (``algo.planned_h``: fixed
+``H`` does not depend on the round's statistics (``algo.next_round_steps``: fixed
 intervals, schedules, computed by the functions the sync runs) nothing is read
 before the next dispatch; for adaptive controllers only the scalar ``next_h``
 is. An evaluation is dispatched on round ``r``'s state before the next round
@@ -95,7 +95,7 @@ def train_rounds(steps: stepper.Stepper, stop: list) -> None:
       steps.save()
       pending = []
     else:
-      pending = [steps.read_next_h(current)]  # adaptive H: only next_h, now
+      pending = [steps.read_next_steps(current)]  # adaptive H: only next_h, now
     if stopping and host.step < T:
       raise Preempted()
 

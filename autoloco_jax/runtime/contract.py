@@ -40,25 +40,35 @@ class Algorithm:
     sync: jitted, donating ``(state, present_K) -> (state, metrics)``;
       ``present_K`` (float32, K) is 1 for each worker whose round counts (all
       ones without faults). ``metrics`` are worker-invariant scalars, with
-      ``next_h``, the next round's number of inner steps, among them.
-    comm_pattern: ``(round_index, h) -> RoundComm``, what a round computes
-      and sends per worker, for the simulated clock.
-    h_max: the longest round the algorithm can ask for (sizes the data buffer).
-    h_min: the shortest round its controller asks for (``rounds.round_steps``:
-      a run's remainder shorter than that joins the round before it).
+      ``next_h``, the next driver round's number of inner steps, among them
+      (a metrics.jsonl field: its name is kept).
+    comm_pattern: ``(round_index, steps) -> RoundComm``, what a round of
+      ``steps`` inner steps computes and sends per worker, for the simulated
+      clock.
+    max_round_steps: the longest driver round, in inner steps, the algorithm
+      can ask for (sizes the data buffer).
+    min_round_steps: the shortest round its controller asks for
+      (``rounds.round_steps``: a run's remainder shorter than that joins the
+      round before it).
+    first_round_steps: the first driver round's inner steps (the controller's
+      first interval ``H_0``; ``H_0/P`` for streaming syncs).
     supports_faults: whether ``sync`` honours ``present_K`` (averages over the
       workers present); the trainer refuses injected faults otherwise.
     eval_params: optional jitted ``state -> {name: params}`` of the models to
       evaluate (decentralized methods: the replicas' mean and one replica);
       ``None``: evaluate worker 0, the global model after a sync.
-    first_h: the first round's number of inner steps when it is not
-      ``config.interval.h`` (streaming syncs: ``H/P``); ``None``: that value.
-    planned_h: ``planned_h(r) -> H``, the ``next_h`` the sync ending round
-      ``r`` (0-based) returns, when it does not depend on the round's
-      statistics (fixed intervals, schedules), computed on the host by the same
-      functions the sync runs (``sync.open_loop_next_h``): the trainer then dispatches
-      the next round before reading anything of this one. ``None``: only the
-      sync knows it (adaptive controllers).
+    next_round_steps: ``next_round_steps(r) -> n``, the inner steps of the
+      driver round after round ``r`` (0-based; what the sync ending round ``r``
+      returns as ``next_h``), when they do not depend on the round's statistics
+      (fixed intervals, schedules, streaming's slots), computed on the host by
+      the same functions the sync runs (``sync.open_loop_next_h``): the trainer
+      then dispatches the next round before reading anything of this one.
+      ``None``: only the sync knows them (adaptive controllers).
+
+  ``H`` (``h`` in code) is the controller's interval, the inner steps between
+  two syncs of the same parameters; a driver round is ``H`` steps for the whole
+  model, ``H/P`` with ``P`` streaming fragments and ``τ`` or ``H/P − τ`` with
+  overlap, so the fields above count driver-round steps, not ``H``.
   """
 
   name: str
@@ -66,12 +76,12 @@ class Algorithm:
   inner: Callable
   sync: Callable
   comm_pattern: Callable[[int, int], RoundComm]
-  h_max: int
+  max_round_steps: int
+  min_round_steps: int
+  first_round_steps: int
   supports_faults: bool
-  h_min: int = 1
   eval_params: Callable[[TrainState], dict] | None = None
-  first_h: int | None = None
-  planned_h: Callable[[int], int] | None = None
+  next_round_steps: Callable[[int], int] | None = None
 
 
 class ParamShapes:
@@ -127,14 +137,7 @@ class Setup:
     """
     lr_schedule = inner.schedule(config.inner, config.total_steps)
     k = config.num_workers
-    speeds = config.network.speed_factors
-    if speeds is None or np.size(speeds) == 0:
-      speeds = np.ones(k)
-    speeds = np.asarray(speeds, np.float64).reshape(-1)
-    if speeds.shape != (k,) or not np.all(np.isfinite(speeds) & (speeds > 0)):
-      raise ValueError(
-          f"network.speed_factors must be {k} finite values > 0, got {tuple(speeds)}"
-      )
+    speeds = speed_factors(config.network, k)
     return cls(
         mesh=mesh,
         num_workers=k,
@@ -194,3 +197,23 @@ class RoundComm(NamedTuple):
   payload_bytes: float | None = None
   dense: bool = True
   window: int = 0
+
+
+def speed_factors(network_cfg: Any, num_workers: int) -> np.ndarray:
+  """Per-worker compute time per inner step relative to 1 (2 = twice as slow),
+  from ``network_cfg.speed_factors``; ``()`` means all 1. GASLoC gives slow
+  workers fewer steps; the simulated clock times them.
+
+  Raises:
+    ValueError: not K values, or a value that is not finite and > 0.
+  """
+  f = network_cfg.speed_factors
+  if f is None or np.size(f) == 0:
+    return np.ones(num_workers)
+  f = np.asarray(f, np.float64).reshape(-1)
+  if f.shape != (num_workers,) or not np.all(np.isfinite(f) & (f > 0)):
+    raise ValueError(
+        f"network.speed_factors must be {num_workers} finite values "
+        f"> 0, got {tuple(f)}"
+    )
+  return f

@@ -43,18 +43,18 @@ def chunk_size(chunk_steps: int, h_max: int) -> int:
   return min(chunk_steps or DEFAULT_CHUNK, 1 << (max(h_max, 1) - 1).bit_length())
 
 
-def round_steps(next_h: int, remaining: int, h_min: int) -> int:
-  """Inner steps of the next round: ``next_h``, or all ``remaining`` steps of
-  the run when fewer remain or when the rest after ``next_h`` would be a stub
-  round shorter than ``min(h_min, next_h)``, which then joins this one.
+def round_steps(planned: int, remaining: int, min_steps: int) -> int:
+  """Inner steps of the next round: ``planned``, or all ``remaining`` steps of
+  the run when fewer remain or when the rest after ``planned`` would be a stub
+  round shorter than ``min(min_steps, planned)``, which then joins this one.
 
   A stub round would cost a sync, and a full outer (momentum) step, for a
   handful of inner steps right before the final evaluation. With a fixed
-  ``H`` (``h_min = H``) that divides the run, no round changes.
+  ``H`` (``min_steps = H``) that divides the run, no round changes.
   """
-  if remaining - next_h < min(h_min, next_h):
+  if remaining - planned < min(min_steps, planned):
     return remaining
-  return next_h
+  return planned
 
 
 def stage(batch_KxnxBxL1: np.ndarray, chunk: int, mesh: Mesh) -> jax.Array:

@@ -10,7 +10,7 @@ Time is simulated, not measured: :class:`SimClock` keeps one clock per worker
 and advances it by compute (a measured step time times per-worker speed
 factors) and by the collectives of each round on a ``network.Network`` of
 per-link bandwidths and latencies (``network.py``). One call per round,
-``clock.advance_round(algo, round_index, h)``, returns the metrics a trainer
+``clock.advance_round(algo, round_index, steps)``, returns the metrics a trainer
 logs next to the loss, for every algorithm.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from autoloco_jax.runtime.contract import PATTERNS, RoundComm
+from autoloco_jax.runtime.contract import PATTERNS, RoundComm, speed_factors
 from autoloco_jax.sim.network import (
     NETWORKS,
     Network,
@@ -28,7 +28,6 @@ from autoloco_jax.sim.network import (
     allreduce_time,
     exchange_time,
     network_from_config,
-    speed_factors,
 )
 
 
@@ -326,14 +325,14 @@ class SimClock:
       self,
       algo: Any,
       round_index: int,
-      h: int,
+      steps: int,
       step_time: float | None = None,
       present_K: np.ndarray | None = None,
   ) -> dict:
     """:meth:`advance` with the round ``algo`` (an ``Algorithm``) just ran:
-    ``round_index`` counts the syncs before it (0 for the first round), ``h``
+    ``round_index`` counts the syncs before it (0 for the first round), ``steps``
     is its number of inner steps, ``present_K`` the workers present (faults)."""
-    return self.advance(algo.comm_pattern(round_index, h), step_time, present_K)
+    return self.advance(algo.comm_pattern(round_index, steps), step_time, present_K)
 
   _STATE = ("time_K", "compute_K", "comm_K", "bytes_K", "messages_K")
 

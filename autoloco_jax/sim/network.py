@@ -148,25 +148,6 @@ def _given(value: Any) -> bool:
   return value is not None and np.size(value) > 0
 
 
-def speed_factors(network_cfg: Any, num_workers: int) -> np.ndarray:
-  """Per-worker compute-time multipliers (1 = the measured step time, 2 = twice
-  as slow); ``()`` means all 1.
-
-  Raises:
-    ValueError: not K values, or a value that is not finite and > 0.
-  """
-  f = network_cfg.speed_factors
-  if not _given(f):
-    return np.ones(num_workers)
-  f = np.asarray(f, np.float64).reshape(-1)
-  if f.shape != (num_workers,) or not np.all(np.isfinite(f) & (f > 0)):
-    raise ValueError(
-        f"network.speed_factors must be {num_workers} finite values "
-        f"> 0, got {tuple(f)}"
-    )
-  return f
-
-
 # ----------------------------------------------------------------------------
 # Times of the collective operations.
 

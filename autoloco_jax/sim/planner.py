@@ -149,13 +149,14 @@ def simulate(
     algo: contract.Algorithm,
     clock: clock_lib.SimClock,
     total_steps: int,
-    first_h: int,
+    first_round_steps: int,
     hs: Sequence[int] | None = None,
     horizon: int = 0,
 ) -> dict:
   """Advances ``clock`` through the run's rounds as the trainer does
-  (``trainer._dispatch_round``): round ``r`` takes ``min(H_r, T − s)`` steps,
-  ``H_0 = first_h`` and ``H_{r+1} = algo.planned_h(r)``, or ``hs[r]`` (the
+  (``run/stepper.Stepper.dispatch``): round ``r`` takes ``min(n_r, T − s)`` steps,
+  ``n_0 = first_round_steps`` and ``n_{r+1} = algo.next_round_steps(r)``, or
+  ``hs[r]`` (the
   last repeating) when given (a measured run, adaptive controllers).
 
   With ``horizon > 0`` it stops after the first round that reaches
@@ -163,18 +164,18 @@ def simulate(
   long run repeat; exact when ``horizon >= T``). Returns ``clock.metrics()``
   with ``steps_simulated`` and ``utilization`` (mean compute / wall clock).
   """
-  if hs is None and algo.planned_h is None:
+  if hs is None and algo.next_round_steps is None:
     raise ValueError(
         f"{algo.name}: the controller is adaptive; give the H of a measured run "
         "(plan.h_from) or an open-loop controller (fixed, schedule)"
     )
-  step, r, h = 0, 0, (hs[0] if hs else first_h)
+  step, r, h = 0, 0, (hs[0] if hs else first_round_steps)
   stop = min(total_steps, horizon) if horizon else total_steps
   while step < stop:
     h = min(h, total_steps - step)
     clock.advance_round(algo, r, h)
     step += h
-    h = hs[min(r + 1, len(hs) - 1)] if hs else int(algo.planned_h(r))
+    h = hs[min(r + 1, len(hs) - 1)] if hs else int(algo.next_round_steps(r))
     r += 1
   out = clock.metrics()
   scale = total_steps / step if step else 1.0
@@ -233,11 +234,9 @@ def plan_method(
   algo = build(config, params)
   num_params = transformer.param_count(params)
   net = network_lib.network_from_config(config.network, config.num_workers)
-  first_h = algo.first_h or int(config.interval.h)
-
   def run(factor: float) -> dict:
     clock = clock_on(config, scaled_network(net, factor), num_params, step_time)
-    return simulate(algo, clock, config.total_steps, first_h, hs, horizon)
+    return simulate(algo, clock, config.total_steps, algo.first_round_steps, hs, horizon)
 
   here = run(1.0)
   links = net.bandwidth_KxK[~np.eye(config.num_workers, dtype=bool)]
@@ -270,10 +269,10 @@ def utilization_curve(
   num_params = transformer.param_count(params)
   k = config.num_workers
   net = network_lib.network_from_config(config.network, k)
-  first_h = algo.first_h or int(config.interval.h)
   out = []
   for bw in bandwidths_gbps:
     links = network_lib.make_network(k, bw, net.latency_KxK * 1e3)
     clock = clock_on(config, links, num_params, step_time)
-    out.append(simulate(algo, clock, config.total_steps, first_h, hs, horizon)["utilization"])
+    result = simulate(algo, clock, config.total_steps, algo.first_round_steps, hs, horizon)
+    out.append(result["utilization"])
   return out

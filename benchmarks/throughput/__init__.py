@@ -23,7 +23,7 @@ PyTorch and nothing else (JSON only).
 
 The package, by responsibility:
 
-* ``plan``: the sizes of a mode, configs, model, synthetic data and its reader;
+* ``workload``: the sizes of a mode, configs, model, synthetic data and its reader;
 * ``runners``: the rows (``Runner`` subclasses) and the ``scan`` variant of the
   inner loop;
 * ``timing``: timed units side by side, compile seconds and counts, memory;

@@ -24,7 +24,7 @@ from benchmarks.throughput.measure import (
     scaling,
 )
 from benchmarks.throughput.peak import machine, shape_matmul
-from benchmarks.throughput.plan import Plan, make_plan
+from benchmarks.throughput.workload import Workload, make_workload
 from benchmarks.throughput.report import targets
 
 _QUICK = flags.DEFINE_bool(
@@ -128,8 +128,8 @@ def _model_overrides() -> dict:
   return out
 
 
-def _plan() -> Plan:
-  return make_plan(
+def _workload() -> Workload:
+  return make_workload(
       size=_SIZE.value,
       model=_model_overrides(),
       rows=tuple(_ROWS.value),
@@ -147,7 +147,7 @@ def _plan() -> Plan:
 
 
 def _start_child():
-  """The shard_map rows' child process, with this run's plan flags."""
+  """The shard_map rows' child process, with this run's workload flags."""
   return start_child(
       _SIM_DEVICES.value,
       [
@@ -183,19 +183,19 @@ def _render_only() -> None:
     _write_md(json.load(f))
 
 
-def _child(plan: Plan, t0: float) -> None:
+def _child(workload: Workload, t0: float) -> None:
   """The child process: the shard_map rows on ``--child_devices`` devices,
   measured against the reference on those devices, announced to the parent
   (``benchmarks/unit_server.py``)."""
   out = unit_server.channel()
   if jax.device_count() < _CHILD.value:
     raise SystemExit(f"--child_devices={_CHILD.value} but JAX sees {jax.device_count()}")
-  result, _ = measure_rows(plan, _CHILD.value, with_naive=False)
+  result, _ = measure_rows(workload, _CHILD.value, with_naive=False)
   result.update(machine=machine(), wall_seconds=time.perf_counter() - t0)
   unit_server.serve({}, result, out)
 
 
-def _sharded(plan: Plan, child, result: dict, t0: float) -> None:
+def _sharded(workload: Workload, child, result: dict, t0: float) -> None:
   """The shard_map rows (``<algorithm>@N``), each against ``reference@N`` on the
   same N devices: a child process on CPU, this process on several devices."""
   if _SIM_DEVICES.value <= 1:
@@ -214,15 +214,15 @@ def _sharded(plan: Plan, child, result: dict, t0: float) -> None:
     result["sharded"] = sharded
     print(f"[throughput] child done ({time.perf_counter() - t0:.0f} s)", flush=True)
   elif jax.device_count() > 1:
-    result["sharded"], _ = measure_rows(plan, jax.device_count(), with_naive=False)
+    result["sharded"], _ = measure_rows(workload, jax.device_count(), with_naive=False)
     result["sharded"]["process"] = "same process"
 
 
-def _run(plan: Plan, t0: float) -> None:
+def _run(workload: Workload, t0: float) -> None:
   """The main process: every measurement, then the JSON and the report."""
   result = dict(
       mode="quick" if _QUICK.value else "full",
-      plan=dataclasses.asdict(plan),
+      workload=dataclasses.asdict(workload),
       command=" ".join(["python -m benchmarks.throughput"] + sys.argv[1:]),
       machine=machine(),
   )
@@ -240,7 +240,7 @@ def _run(plan: Plan, t0: float) -> None:
   ):
     # Structure only: let the child compile while this process does.
     child = _start_child()
-  result["main"], runners = measure_rows(plan, 1, with_naive=True, with_torch=True)
+  result["main"], runners = measure_rows(workload, 1, with_naive=True, with_torch=True)
   print(f"[throughput] main rows done ({time.perf_counter() - t0:.0f} s)", flush=True)
   if _ROWS_ONLY.value:
     result.update(
@@ -250,13 +250,13 @@ def _run(plan: Plan, t0: float) -> None:
     print(f"[throughput] wrote {_OUT.value} (rows only)", flush=True)
     return
   if "diloco" in runners:
-    result["hot_path"] = hot_path(plan, runners, result["main"])
+    result["hot_path"] = hot_path(workload, runners, result["main"])
   del runners
   print(f"[throughput] hot path done ({time.perf_counter() - t0:.0f} s)", flush=True)
-  result["shape_matmul"] = shape_matmul(plan)
-  result["scaling"] = scaling(plan)
+  result["shape_matmul"] = shape_matmul(workload)
+  result["scaling"] = scaling(workload)
   print(f"[throughput] scaling done ({time.perf_counter() - t0:.0f} s)", flush=True)
-  _sharded(plan, child, result, t0)
+  _sharded(workload, child, result, t0)
   result.update(load_avg_end=list(os.getloadavg()), wall_seconds=time.perf_counter() - t0)
   result["targets"] = targets(result)
   _write_json(result)
@@ -276,11 +276,11 @@ def main(argv):
     os.environ["XLA_FLAGS"] = " ".join(
         os.environ.get("XLA_FLAGS", "").split() + _FAST_COMPILE
     )
-  plan, t0 = _plan(), time.perf_counter()
+  workload, t0 = _workload(), time.perf_counter()
   if _CHILD.value:
-    _child(plan, t0)
+    _child(workload, t0)
   else:
-    _run(plan, t0)
+    _run(workload, t0)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def child_env(devices: int) -> dict:
 
 def start_child(devices: int, flags: list[str]) -> Served:
   """Starts the shard_map rows in a fresh process with ``devices`` simulated CPU
-  devices and the command-line ``flags`` of the plan. Its ``ready()`` waits for
+  devices and the command-line ``flags`` of the workload. Its ``ready()`` waits for
   its result (or ``{"error": ...}``); ``close()`` ends it."""
   args = [sys.executable, "-m", "benchmarks.throughput", f"--child_devices={devices}"]
   return Served(args + list(flags), child_env(devices), ROOT)

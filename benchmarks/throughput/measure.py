@@ -12,7 +12,12 @@ import numpy as np
 from autoloco_jax.runtime import replicas, rounds
 from benchmarks.throughput import pytorch
 from benchmarks.throughput.peak import matmul_rate
-from benchmarks.throughput.plan import Plan, algorithm_config, build_model, synthetic_data
+from benchmarks.throughput.workload import (
+    Workload,
+    algorithm_config,
+    build_model,
+    synthetic_data,
+)
 from benchmarks.throughput.runners import (
     AlgoRunner,
     NaiveRunner,
@@ -66,17 +71,17 @@ def try_row(name: str, build: Callable[[], Runner]) -> tuple[Runner | None, str]
 
 
 def _build_rows(
-    plan: Plan, devices: int, with_naive: bool, steps: int, data, mesh
+    workload: Workload, devices: int, with_naive: bool, steps: int, data, mesh
 ) -> tuple[list[Runner], dict]:
   """The warm algorithm rows (and the naive loop), and why any was skipped."""
   rows, skipped = [], {}
   suffix = "" if devices == 1 else f"@{devices}"
   builds = []
   names = ALGORITHMS
-  if plan.rows:
-    names = tuple(n for n in names if n in plan.rows)
+  if workload.rows:
+    names = tuple(n for n in names if n in workload.rows)
   for name in names:
-    config = algorithm_config(plan, name, num_devices=devices)
+    config = algorithm_config(workload, name, num_devices=devices)
     builds.append(
         (
             name + suffix,
@@ -85,8 +90,8 @@ def _build_rows(
             ),
         )
     )
-  if with_naive and (not plan.rows or "naive" in plan.rows):
-    base = algorithm_config(plan, "diloco", num_devices=devices)
+  if with_naive and (not workload.rows or "naive" in workload.rows):
+    base = algorithm_config(workload, "diloco", num_devices=devices)
     builds.append(
         ("naive", lambda: _shorten(NaiveRunner(base, build_model(base), data), steps))
     )
@@ -120,7 +125,7 @@ def _equal_devices(rows: list[dict]) -> None:
 
 
 def measure_rows(
-    plan: Plan, devices: int, with_naive: bool, with_torch: bool = False
+    workload: Workload, devices: int, with_naive: bool, with_torch: bool = False
 ) -> tuple[dict, dict]:
   """The reference and the algorithm rows, K workers on ``devices`` devices;
   ``with_torch``: the PyTorch rows too (``pytorch.start``: a child process, timed
@@ -132,29 +137,29 @@ def measure_rows(
   a row of its own (what splitting the reference gains).
 
   Returns the result and the live runners (reused by the hot-path checks)."""
-  base = algorithm_config(plan, "diloco", num_devices=devices)
+  base = algorithm_config(workload, "diloco", num_devices=devices)
   # A unit: `steps` inner steps in each row's own rounds, none longer than `steps`;
   # the staged chunk keeps each config's size, as trainer.py sizes it.
-  steps = plan.h or int(base.interval.h)
+  steps = workload.h or int(base.interval.h)
   model = build_model(base)
   data = synthetic_data(base)
-  mesh = replicas.make_mesh(plan.num_workers, devices)
+  mesh = replicas.make_mesh(workload.num_workers, devices)
   reference = warm_up(_shorten(ReferenceRunner(base, model, data, devices), steps))
-  rows, skipped = _build_rows(plan, devices, with_naive, steps, data, mesh)
+  rows, skipped = _build_rows(workload, devices, with_naive, steps, data, mesh)
   if devices > 1:
     rows.insert(0, warm_up(_shorten(ReferenceRunner(base, model, data), steps)))
   remote, torch_info, served = [], None, None
-  if with_torch and pytorch.wanted(plan):
-    remote, torch_info, served = pytorch.start(plan, base, model, steps)
+  if with_torch and pytorch.wanted(workload):
+    remote, torch_info, served = pytorch.start(workload, base, model, steps)
   try:
     timing = bracketed(
         reference,
         rows + remote,
         steps,
-        plan.repeats,
+        workload.repeats,
         # In the model's dtype: a bf16 model against a float32 rate read 507%.
         peak=lambda: max(
-            matmul_rate(n, dtype=jnp.dtype(base.model.dtype)) for n in plan.matmul_n
+            matmul_rate(n, dtype=jnp.dtype(base.model.dtype)) for n in workload.matmul_n
         ),
     )
   finally:
@@ -169,14 +174,14 @@ def measure_rows(
       devices=devices,
       steps_per_unit=steps,
       config_h=int(base.interval.h),
-      repeats=plan.repeats,
-      num_workers=plan.num_workers,
+      repeats=workload.repeats,
+      num_workers=workload.num_workers,
       batch_per_worker=base.data.batch_size,
       seq_len=base.data.seq_len,
       model=base.model.to_dict(),
       num_params=model.num_params,
       flops_per_token=model.flops_per_token,
-      matmul_n=plan.matmul_n,
+      matmul_n=workload.matmul_n,
       matmul_peaks=peaks,
       matmul_peak_max=max(peaks),
       matmul_peak_median=median(peaks),
@@ -234,14 +239,14 @@ def staging_cost(runner: AlgoRunner, repeats: int = 5) -> dict:
   )
 
 
-def hot_path(plan: Plan, runners: dict, main: dict) -> dict:
+def hot_path(workload: Workload, runners: dict, main: dict) -> dict:
   """Donation, transfers, staging, and ``while_loop`` vs ``scan``, paired."""
   library = runners["diloco"]
   model = build_model(library.config)
   scan = warm_up(
       library.with_inner("diloco, scan of chunk", scan_inner(library, model), model)
   )
-  timing = bracketed(library, [scan], library.h, plan.sweep_repeats)
+  timing = bracketed(library, [scan], library.h, workload.sweep_repeats)
   round_seconds = median(
       next(r for r in main["rows"] if r["name"] == "diloco")["seconds"]
   )
@@ -269,9 +274,9 @@ def hot_path(plan: Plan, runners: dict, main: dict) -> dict:
   )
 
 
-def _scaling_point(plan: Plan, config: Any) -> dict:
+def _scaling_point(workload: Workload, config: Any) -> dict:
   """DiLoCo against the reference at one config, units of one round."""
-  h = plan.scale_steps
+  h = workload.scale_steps
   model = build_model(config)
   if _sweep_key(config) in _shared:
     reference, algo = _shared[_sweep_key(config)]
@@ -280,7 +285,7 @@ def _scaling_point(plan: Plan, config: Any) -> dict:
     mesh = replicas.make_mesh(config.num_workers, 1)
     algo = warm_up(AlgoRunner("diloco", config, model, mesh, data))
     reference = warm_up(ReferenceRunner(config, model, data))
-  timing = bracketed(reference, [algo], h, plan.sweep_repeats, round_h=h)
+  timing = bracketed(reference, [algo], h, workload.sweep_repeats, round_h=h)
   row = summarize(algo, timing["diloco"], h, round_h=h)
   row.update(
       reference_tokens_per_sec=summarize(reference, timing["reference"], h)[
@@ -295,7 +300,7 @@ def _scaling_point(plan: Plan, config: Any) -> dict:
   return row
 
 
-def scaling(plan: Plan) -> dict:
+def scaling(workload: Workload) -> dict:
   """DiLoCo against the reference at the same global batch, on one device, as K
   grows at a fixed per-worker batch and as d_model grows at fixed K.
 
@@ -305,12 +310,15 @@ def scaling(plan: Plan) -> dict:
   by_k = [
       dict(
           num_workers=k,
-          **_scaling_point(plan, algorithm_config(plan, "diloco", num_workers=k)),
+          **_scaling_point(workload, algorithm_config(workload, "diloco", num_workers=k)),
       )
-      for k in plan.scale_workers
+      for k in workload.scale_workers
   ]
   by_width = [
-      dict(d_model=d, **_scaling_point(plan, algorithm_config(plan, "diloco", d_model=d)))
-      for d in plan.scale_widths
+      dict(
+          d_model=d,
+          **_scaling_point(workload, algorithm_config(workload, "diloco", d_model=d)),
+      )
+      for d in workload.scale_widths
   ]
-  return dict(steps=plan.scale_steps, by_workers=by_k, by_width=by_width)
+  return dict(steps=workload.scale_steps, by_workers=by_k, by_width=by_width)

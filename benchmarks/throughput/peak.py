@@ -10,7 +10,7 @@ import subprocess
 import jax
 import jax.numpy as jnp
 
-from benchmarks.throughput.plan import Plan, algorithm_config
+from benchmarks.throughput.workload import Workload, algorithm_config
 from benchmarks.throughput.timing import timed
 
 
@@ -96,14 +96,14 @@ def matmul_rate(
   return 2.0 * max(batch, 1) * n * m * k / best
 
 
-def shape_matmul(plan: Plan) -> dict:
+def shape_matmul(workload: Workload) -> dict:
   """The matmul rate at the model's MLP shape: ``[K·B·L, d] @ [d, F]`` (the
   reference), K of ``[B·L, d] @ [d, F]`` batched (the replica axis), one
   ``[B·L, d] @ [d, F]`` (a naive worker step); and the square peak. Interleaved,
   best of 5 each."""
-  c = algorithm_config(plan, "diloco")
+  c = algorithm_config(workload, "diloco")
   n, d, f = c.data.batch_size * c.data.seq_len, c.model.d_model, c.model.mlp_dim
-  K = plan.num_workers
+  K = workload.num_workers
   rates = dict(
       global_flops_per_sec=[],
       batched_flops_per_sec=[],
@@ -114,11 +114,11 @@ def shape_matmul(plan: Plan) -> dict:
     rates["global_flops_per_sec"].append(matmul_rate(K * n, f, d, 5))
     rates["batched_flops_per_sec"].append(matmul_rate(n, f, d, 5, batch=K))
     rates["worker_flops_per_sec"].append(matmul_rate(n, f, d, 5))
-    rates["square_flops_per_sec"].append(matmul_rate(plan.matmul_n[-1]))
+    rates["square_flops_per_sec"].append(matmul_rate(workload.matmul_n[-1]))
   return dict(
       global_shape=[K * n, d, f],
       batched_shape=[K, n, d, f],
       worker_shape=[n, d, f],
-      square_n=plan.matmul_n[-1],
+      square_n=workload.matmul_n[-1],
       **{k: max(v) for k, v in rates.items()},
   )

@@ -17,7 +17,7 @@ from typing import Any
 from autoloco_jax.data import corpus as data_lib
 from autoloco_jax.run import distributed
 from benchmarks.throughput.child import ROOT
-from benchmarks.throughput.plan import Model, Plan
+from benchmarks.throughput.workload import Model, Workload
 from benchmarks.throughput.runners import RemoteRow
 from benchmarks.unit_server import Served
 
@@ -32,11 +32,11 @@ def torch_available() -> bool:
   return importlib.util.find_spec("torch") is not None
 
 
-def wanted(plan: Plan) -> bool:
-  return not plan.rows or "pytorch" in plan.rows
+def wanted(workload: Workload) -> bool:
+  return not workload.rows or "pytorch" in workload.rows
 
 
-def spec(plan: Plan, config: Any, model: Model) -> dict:
+def spec(workload: Workload, config: Any, model: Model) -> dict:
   """What ``torch_reference`` builds: the model, the inner optimizer's
   hyperparameters and schedule length, the global batch ``K × B``, the threads."""
   m = config.model
@@ -52,15 +52,15 @@ def spec(plan: Plan, config: Any, model: Model) -> dict:
       inner=config.inner.to_dict(),
       total_steps=config.total_steps,
       global_batch=config.num_workers * config.data.batch_size,
-      threads=plan.torch_threads or distributed.usable_cores(),
-      compile=plan.torch_compile,
+      threads=workload.torch_threads or distributed.usable_cores(),
+      compile=workload.torch_compile,
       expect_params=model.num_params,
       seed=config.seed,
   )
 
 
 def start(
-    plan: Plan, config: Any, model: Model, steps: int
+    workload: Workload, config: Any, model: Model, steps: int
 ) -> tuple[list[RemoteRow], dict, Served | None]:
   """Starts and warms up the PyTorch child (it checks its parameter count
   against ``model.num_params`` first). Returns its rows, what it reported (or
@@ -81,7 +81,7 @@ def start(
       "-m",
       "benchmarks.torch_reference",
       "--spec",
-      json.dumps(spec(plan, config, model)),
+      json.dumps(spec(workload, config, model)),
   ]
   served = Served(args, dict(os.environ), ROOT)
   ready = served.ready()

@@ -24,7 +24,7 @@ from jax.sharding import NamedSharding
 from autoloco_jax import outer
 from autoloco_jax.algorithms import registry
 from autoloco_jax.runtime import inner, jitting, replicas, rounds, state as state_lib
-from benchmarks.throughput.plan import Model, Reader
+from benchmarks.throughput.workload import Model, Reader
 from benchmarks.unit_server import Served
 
 
@@ -85,7 +85,7 @@ class AlgoRunner(Runner):
     # source's buffer on its device, so donating this state would delete them.
     params = jax.tree.map(lambda x: x.copy(), model.params)
     self.state = state_lib.place(self.algo.init_state(params), mesh)
-    self.chunk = rounds.chunk_size(config.chunk_steps, self.algo.h_max)
+    self.chunk = rounds.chunk_size(config.chunk_steps, self.algo.max_round_steps)
     self.donated = None
 
   def round(self, h: int) -> None:

@@ -164,12 +164,12 @@ class DiLoCo:
         inner=jit_inner(setup.inner_loop(), setup.mesh),
         sync=jit_sync_of(sync_of, hyper, setup.mesh),
         comm_pattern=piece.comm_pattern(shapes, k),
-        h_max=stream.slot_length(max(self.h0, self.controller.h_max)),
-        h_min=self.controller.h_min,
+        max_round_steps=stream.slot_length(max(self.h0, self.controller.h_max)),
+        min_round_steps=self.controller.h_min,
         supports_faults=stream.tau == 0,
         eval_params=None if stream.plain else _global_params(setup.mesh),
-        first_h=stream.slot_length(self.h0),
-        planned_h=sync.open_loop_next_h(self.controller, piece),
+        first_round_steps=stream.slot_length(self.h0),
+        next_round_steps=sync.open_loop_next_h(self.controller, piece),
     )
 
 

@@ -259,7 +259,7 @@ def open_loop_next_h(
   round ``round_index``, which the sync ending it returns, computed on the host
   by the functions the sync runs (the controller's ``open_loop`` and the
   piece's ``round_length``); None when the controller is adaptive (only the
-  sync knows its ``H``). It is ``Algorithm.planned_h``."""
+  sync knows its ``H``). It is ``Algorithm.next_round_steps``."""
   if controller.open_loop is None:
     return None
   intervals_at = _blocks(controller.open_loop)

@@ -17,7 +17,7 @@ from configs import common
 
 
 @dataclasses.dataclass
-class Plan:
+class Workload:
   """Sizes of one benchmark mode."""
 
   size: str  # configs/common.py size preset
@@ -36,7 +36,7 @@ class Plan:
   torch_compile: bool = False  # also a torch.compile row
 
 
-def make_plan(
+def make_workload(
     *,
     quick: bool,
     num_workers: int,
@@ -51,13 +51,13 @@ def make_plan(
     rows: tuple = (),
     torch_threads: int = 0,
     torch_compile: bool = False,
-) -> Plan:
-  """The plan of ``--quick`` (a one-layer toy model) or of a full run; ``repeats``
+) -> Workload:
+  """The workload of ``--quick`` (a one-layer toy model) or of a full run; ``repeats``
   and ``sweep_repeats`` of 0 take the mode's default. A full run is at the
   ``size`` preset (``configs/common.py``) with ``model`` overrides: fields of
   ``config.model``, and ``seq_len``, ``batch_size`` (per worker)."""
   if quick:
-    return Plan(
+    return Workload(
         "tiny",
         dict(d_model=32, num_layers=1, num_heads=2, mlp_dim=128, seq_len=32),
         num_workers,
@@ -73,7 +73,7 @@ def make_plan(
         torch_threads,
         torch_compile,
     )
-  return Plan(
+  return Workload(
       size,
       dict(model or {}),
       num_workers,
@@ -94,26 +94,28 @@ def make_plan(
 
 
 def algorithm_config(
-    plan: Plan,
+    workload: Workload,
     name: str,
     num_workers: int = 0,
     num_devices: int = 1,
     d_model: int = 0,
     h: int = 0,
 ) -> Any:
-  """``configs/<name>.py`` at the plan's size (the common base if there is no
+  """``configs/<name>.py`` at the workload's size (the common base if there is no
   such file), with K, devices, model overrides and optionally ``H`` set."""
   try:
-    config = importlib.import_module(f"configs.{name}").get_config(plan.size)
+    config = importlib.import_module(f"configs.{name}").get_config(workload.size)
   except ModuleNotFoundError:
-    config = common.base(plan.size)
+    config = common.base(workload.size)
   config.algorithm = name
-  config.num_workers = num_workers or plan.num_workers
+  config.num_workers = num_workers or workload.num_workers
   config.num_devices = num_devices
-  model = dict(plan.model)
+  model = dict(workload.model)
   if d_model:
     model.update(
-        d_model=d_model, num_heads=max(d_model // plan.head_dim, 1), mlp_dim=4 * d_model
+        d_model=d_model,
+        num_heads=max(d_model // workload.head_dim, 1),
+        mlp_dim=4 * d_model,
     )
   for key, value in model.items():
     if key == "batch_size":
