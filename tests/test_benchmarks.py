@@ -181,7 +181,7 @@ def test_compilations_counted_once(quick):
 @pytest.mark.slow
 def test_scaling_and_hot_path_present(quick):
   result, _ = quick
-  scaling, workload = result["scaling"], result["plan"]
+  scaling, workload = result["scaling"], result["workload"]
   assert [p["num_workers"] for p in scaling["by_workers"]] == workload["scale_workers"]
   assert [p["d_model"] for p in scaling["by_width"]] == workload["scale_widths"]
   for point in scaling["by_workers"] + scaling["by_width"]:

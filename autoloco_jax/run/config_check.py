@@ -104,8 +104,10 @@ def check_resume(config: Any, workdir: str, allow_change: bool = False) -> None:
   if jax.process_index() == 0:
     from autoloco_jax.run import provenance
 
-    with open(path, "w") as f:
+    # Written whole, then renamed: the other processes read it at the same time.
+    with open(path + ".tmp", "w") as f:
       json.dump(dict(new, provenance=provenance.collect()), f, indent=2)
+    os.replace(path + ".tmp", path)
 
 
 def trajectory_fields(config: Any) -> dict:

@@ -215,7 +215,7 @@ def clock_on(config: Any, net: network_lib.Network, num_params: int, step_time: 
       num_params,
       config.comm.bytes_per_param,
       step_time=step_time,
-      speed_K=network_lib.speed_factors(config.network, config.num_workers),
+      speed_K=contract.speed_factors(config.network, config.num_workers),
       overlap_backward=config.network.get("overlap_backward", 0.0),
   )
 
