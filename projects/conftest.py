@@ -5,3 +5,4 @@ fresh data and compilation caches) is set before JAX starts.
 """
 
 import tests.conftest  # noqa: F401
+from tests.conftest import _fresh_builds  # noqa: F401,E402  (autouse: each test builds afresh)

@@ -3,6 +3,8 @@
 import os
 import tempfile
 
+import pytest
+
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The embedded dataset is built once per test session into a fresh folder
@@ -30,6 +32,16 @@ SLOW_FIRST = (
     # projects/plora/tests: the PLoRA sweep's documented commands at :tiny
     "test_plora_commands.py",
 )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_builds():
+  """Each test builds its own programs (``assembly.setup`` keeps the last few
+  builds): a build kept from another test would skip a builder it patches. Runs
+  inside one test, and a module's fixture, still share them."""
+  from autoloco_jax.run import assembly
+
+  assembly.forget_builds()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -9,6 +9,7 @@ or ``from tests.helpers import ...``).
   suite's tree comparisons share (rtol 1e-5, atol 1e-6).
 """
 
+import json
 import os
 
 import chex
@@ -162,3 +163,17 @@ def host_params(init, seed=0):
       else jnp.asarray(0.05 * rng.standard_normal(s.shape), jnp.float32),
       shapes,
   )
+
+
+def records_without_timing(workdir):
+  """Each round's (keys in logged order, values) of ``workdir/metrics.jsonl``,
+  without host timings."""
+  from autoloco_jax.run import trainer
+
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    records = [json.loads(line) for line in f]
+  return [
+      [(k, v) for k, v in r.items() if k not in trainer.TIMING_FIELDS]
+      for r in records
+      if not r.get("summary")
+  ]

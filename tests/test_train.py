@@ -15,7 +15,7 @@ from autoloco_jax.run import checkpoint, trainer
 from autoloco_jax.sim import clock
 from configs import autoloco as autoloco_config
 from configs import ddp as ddp_config
-from tests.helpers import ROOT, rounds, tiny
+from tests.helpers import ROOT, records_without_timing, rounds, tiny
 
 
 @pytest.mark.slow
@@ -258,17 +258,6 @@ def test_cli_uses_every_core_unless_told_otherwise(tmp_path):
   assert devices(tmp_path / "c", extra_env=user) == 1
 
 
-def _records_without_timing(workdir):
-  """Each round's (keys in logged order, values) without host timings."""
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
-    records = [json.loads(line) for line in f]
-  return [
-      [(k, v) for k, v in r.items() if k not in trainer.TIMING_FIELDS]
-      for r in records
-      if not r.get("summary")
-  ]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("adaptive", [False, True], ids=["fixed", "loss_ratio"])
 def test_rounds_read_one_round_late_equal_rounds_read_at_once(tmp_path, adaptive):
@@ -287,8 +276,8 @@ def test_rounds_read_one_round_late_equal_rounds_read_at_once(tmp_path, adaptive
   )
   trainer.train_and_evaluate(cfg(1), str(tmp_path / "at_once"))
   trainer.train_and_evaluate(cfg(3), str(tmp_path / "late"))
-  at_once = _records_without_timing(tmp_path / "at_once")
-  assert _records_without_timing(tmp_path / "late") == at_once
+  at_once = records_without_timing(tmp_path / "at_once")
+  assert records_without_timing(tmp_path / "late") == at_once
   assert len(at_once) >= 4 and all("host_wait_s" in r for r in rounds(tmp_path / "late"))
   if adaptive:
     assert len({dict(r)["h"] for r in at_once}) >= 2

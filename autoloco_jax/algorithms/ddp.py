@@ -65,6 +65,9 @@ class DDP:
   streams = False
   compresses = False
   controllers = None
+  #: Whether ``build`` reads ``config.seed`` (``assembly.setup`` reuses a build
+  #: across seeds otherwise).
+  seeded_build = False
 
   @classmethod
   def from_config(cls, config: Any) -> "DDP":

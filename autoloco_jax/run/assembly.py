@@ -7,7 +7,9 @@ checkpoint benchmarks) build to get the same shapes and shardings.
 
 from __future__ import annotations
 
+import collections
 import functools
+import json
 from typing import Any, NamedTuple
 
 import jax
@@ -46,18 +48,65 @@ class Run(NamedTuple):
   chunk: int
 
 
+class Built(NamedTuple):
+  """The jitted pieces of a run: what its config and mesh determine, not its
+  seed (where the algorithm's build does not read it) or its data."""
+
+  model_cfg: Any
+  init: Any
+  apply: Any
+  loss_fn: Any
+  algo: contract.Algorithm
+
+
+#: The last few builds by :func:`build_key`: a sweep that trains several seeds of
+#: one config in one process (``experiments.sweep``) traces and lowers its
+#: programs once. Runs that share a build train bit for bit as with their own
+#: (``tests/test_assembly.py``).
+_BUILT: collections.OrderedDict = collections.OrderedDict()
+KEEP_BUILDS = 4
+
+
+def build_key(config: Any, mesh: Any) -> tuple:
+  """What a build depends on: the whole config but the seed (kept for algorithms
+  whose ``build`` reads it, ``seeded_build``), and the mesh."""
+  fields = json.loads(config.to_json_best_effort())
+  seed = fields.pop("seed")
+  seeded = registry.hyperparams_class(config.algorithm).seeded_build
+  return json.dumps(fields, sort_keys=True), seed if seeded else None, mesh
+
+
+def build(config: Any, mesh: Any, vocab_size: int) -> Built:
+  """The model and the algorithm for ``config`` on ``mesh``: the one built for
+  an equal :func:`build_key` if it is among the last :data:`KEEP_BUILDS`."""
+  key = build_key(config, mesh) + (vocab_size,)
+  if key in _BUILT:
+    _BUILT.move_to_end(key)
+    return _BUILT[key]
+  model_cfg = config.model.copy_and_resolve_references()
+  with model_cfg.unlocked():
+    model_cfg.vocab_size = vocab_size
+    model_cfg.seq_len = config.data.seq_len
+  init, apply = model_lib.make(model_cfg)
+  loss_fn = functools.partial(model_lib.loss_fn, apply)
+  built = Built(model_cfg, init, apply, loss_fn, registry.make(config, loss_fn, mesh))
+  _BUILT[key] = built
+  while len(_BUILT) > KEEP_BUILDS:
+    _BUILT.popitem(last=False)
+  return built
+
+
+def forget_builds() -> None:
+  """Drops every kept build (a test that patches a builder starts afresh)."""
+  _BUILT.clear()
+
+
 def setup(config: Any) -> Run:
   """Builds data, mesh, model, algorithm and the initial state (on the mesh)."""
   K = config.num_workers
   data = data_lib.build(config.data, K, config.seed)
   mesh = replicas.make_mesh(K, config.num_devices)
-  model_cfg = config.model.copy_and_resolve_references()
-  with model_cfg.unlocked():
-    model_cfg.vocab_size = data.vocab_size
-    model_cfg.seq_len = config.data.seq_len
-  init, apply = model_lib.make(model_cfg)
-  loss_fn = functools.partial(model_lib.loss_fn, apply)
-  algo = registry.make(config, loss_fn, mesh)
+  model_cfg, init, apply, loss_fn, algo = build(config, mesh, data.vocab_size)
   params = init(jax.random.key(config.seed))
   num_params = model_lib.param_count(params)
   state = state_lib.place(algo.init_state(params), mesh)

@@ -83,6 +83,9 @@ class DiLoCo:
   streams = True
   compresses = True
   controllers = None
+  #: Whether ``build`` reads ``config.seed`` (``assembly.setup`` reuses a build
+  #: across seeds otherwise).
+  seeded_build = False
 
   def __post_init__(self):
     for name in ("alpha", "beta"):

@@ -121,6 +121,9 @@ class GASLoC:
   streams = False
   compresses = True
   controllers = ("fixed",)
+  #: ``build`` reads ``config.seed``: the topology's tables are drawn from it
+  #: and compiled into the sync.
+  seeded_build = True
 
   def __post_init__(self):
     for name in ("eta", "gamma", "alpha"):
