@@ -21,6 +21,7 @@ def _tiny(module, seed):
   return config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", [default, gasloc], ids=["autoloco", "gasloc"])
 def test_a_reused_build_trains_as_its_own(module, tmp_path):
   trainer.train_and_evaluate(_tiny(module, 0), str(tmp_path / "first"))
@@ -40,6 +41,7 @@ def test_a_reused_build_trains_as_its_own(module, tmp_path):
 
 
 def test_a_changed_field_or_mesh_is_another_build():
+  """The fast twin: what the key holds (the reuse itself trains above)."""
   config = _tiny(default, 0)
   mesh = object()
   key = assembly.build_key(config, mesh)
