@@ -55,6 +55,23 @@ def _checkpoint_cost(result: dict) -> bool:
   return result["save_seconds_median"] > 0 and result["restore_seconds_median"] > 0
 
 
+def _step_profile(result: dict) -> bool:
+  """Every piece timed, each share its time over the project's own step, and
+  the tokens per second those of the project's step."""
+  rows = {r["name"]: r for r in result["rows"]}
+  assert set(rows) == {
+      "forward", "forward_backward", "optimizer", "pieces", "one_model", "project"
+  }
+  project = rows["project"]["ms_per_step"]
+  for row in rows.values():
+    assert row["ms_per_step"] > 0
+    assert row["share"] == pytest.approx(row["ms_per_step"] / project, rel=1e-12)
+  s = result["shapes"]
+  tokens = s["num_workers"] * s["batch_size"] * s["seq_len"]
+  assert result["tokens_per_sec"] == pytest.approx(tokens / (project / 1e3), rel=1e-12)
+  return result["steps"] == 2 and result["model_flops_per_sec"] > 0
+
+
 #: (module, its arguments at the smallest size, a check of the JSON it writes).
 COMMANDS = [
     (
@@ -110,6 +127,11 @@ COMMANDS = [
             "--config.eval.every_steps=2",
         ],
         lambda r: r["runs"]["bfloat16"]["steps"] == r["runs"]["float32"]["steps"] != [],
+    ),
+    (
+        "benchmarks.step_profile",
+        ["--config", TINY, "--steps", "2", "--repeats", "1"],
+        _step_profile,
     ),
     (
         "benchmarks.remat",
