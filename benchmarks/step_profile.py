@@ -17,6 +17,10 @@ amortized, timed after a warm-up as the median of ``--repeats``:
 * ``one_model``: ``forward_backward`` of one model on the ``K`` workers'
   batches stacked (``K·B`` rows), the same FLOPs without the replica ``vmap``.
 
+``forward_backward_ops`` splits ``forward_backward``'s executed operations by the
+model's part, direction and kind (:func:`op_breakdown`, a ``jax.profiler``
+trace; no extra package).
+
 Each row's ``share`` is its time over ``project``'s, measured in the same run;
 ``model_flops_per_sec`` divides the model's training FLOPs (``6·N`` per token
 plus attention, ``transformer.flops_per_token``) by the ``forward_backward``
@@ -27,9 +31,14 @@ from one machine to another (``docs/performance.md``).
 
 from __future__ import annotations
 
+import collections
 import functools
+import glob
+import gzip
 import json
+import re
 import statistics
+import tempfile
 import time
 from typing import Any, Callable
 
@@ -49,6 +58,16 @@ _CONFIG = config_flags.DEFINE_config_file("config", "configs/diloco.py:cpu", "Ru
 _STEPS = flags.DEFINE_integer("steps", 25, "Inner steps per timed call.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed calls per piece (median).")
 _OUT = flags.DEFINE_string("out", "", "Write the JSON here as well.")
+
+#: The model's parts by the module path in an op's name (first match wins).
+PARTS = (
+    ("attention projections", r"/attn/(qkv|out)/"),
+    ("attention scores, softmax, rotary", r"/attn/"),
+    ("MLP", r"/mlp/"),
+    ("layer norms", r"norm/"),
+    ("embedding and logits", r"embed"),
+    ("loss and the rest", r""),
+)
 
 
 def _time(fn: Callable, args: tuple, repeats: int) -> float:
@@ -122,6 +141,47 @@ def pieces(config: Any, steps: int) -> tuple[dict[str, tuple[Callable, tuple]], 
   return out, shapes
 
 
+def op_breakdown(fn: Callable, args: tuple, calls: int = 2) -> list[dict]:
+  """Each part of the model (:data:`PARTS`), forward and backward, as its share
+  of the time XLA:CPU's executed operations took (``jax.profiler`` trace, summed
+  over threads), split into matmuls (``dot``, XNNPACK fusions), layout copies
+  and transposes, and the rest (elementwise and reductions). An operation is
+  placed by the JAX name XLA kept in its metadata (``.../block_0/attn/...``)."""
+  op_names = {
+      m.group(1): m.group(2).split("closed_call/")[-1]
+      for m in re.finditer(
+          r'^\s*(?:ROOT )?%?([\w.\-]+) = .*?metadata=\{op_name="([^"]*)"',
+          fn.lower(*args).compile().as_text(),
+          re.M,
+      )
+  }
+  jax.block_until_ready(fn(*args))
+  with tempfile.TemporaryDirectory() as log_dir:
+    with jax.profiler.trace(log_dir):
+      for _ in range(calls):
+        jax.block_until_ready(fn(*args))
+    (path,) = glob.glob(f"{log_dir}/plugins/profile/*/*.trace.json.gz")
+    with gzip.open(path) as f:
+      events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+  micros = collections.Counter()
+  for e in events:
+    if e["name"] not in op_names:
+      continue
+    op = op_names[e["name"]]
+    part = next(name for name, pattern in PARTS if re.search(pattern, op))
+    direction = "backward" if "transpose(" in op else "forward"
+    kind = (
+        "matmul" if re.match(r"(dot|ynn_fusion)", e["name"])
+        else "layout" if re.match(r"(copy|transpose)", e["name"]) else "other"
+    )
+    micros[(part, direction, kind)] += e["dur"]
+  total = sum(micros.values())
+  return [
+      dict(part=part, direction=direction, kind=kind, share=us / total)
+      for (part, direction, kind), us in sorted(micros.items(), key=lambda kv: -kv[1])
+  ]
+
+
 def project_inner(config: Any, steps: int) -> tuple[Callable, tuple]:
   """The project's own inner call (``algo.inner``) on one device: ``steps`` steps."""
   config = config.copy_and_resolve_references()
@@ -159,6 +219,7 @@ def profile(config: Any, steps: int, repeats: int) -> dict:
       steps=steps,
       repeats=repeats,
       rows=rows,
+      forward_backward_ops=op_breakdown(*fns["forward_backward"]),
       tokens_per_sec=tokens / per_step["project"],
       model_flops_per_sec=shapes["flops_per_token"] * tokens / per_step["forward_backward"],
       matmul_peak=matmul_rate(512 if steps > 4 else 64, dtype=np.float32),
@@ -173,6 +234,8 @@ def main(argv):
   )
   for row in result["rows"]:
     print(f"{row['name']:>18}: {row['ms_per_step']:8.2f} ms/step  {row['share']:.2f} of project")
+  for op in result["forward_backward_ops"][:12]:
+    print(f"{op['share']:6.3f}  {op['part']}, {op['direction']}, {op['kind']}")
   print(f"tokens/s {result['tokens_per_sec']:,.0f}; model FLOP/s in forward_backward "
         f"{result['model_flops_per_sec']:.3g}; f32 matmul peak {result['matmul_peak']}")
   if _OUT.value:

@@ -69,6 +69,12 @@ def _step_profile(result: dict) -> bool:
   s = result["shapes"]
   tokens = s["num_workers"] * s["batch_size"] * s["seq_len"]
   assert result["tokens_per_sec"] == pytest.approx(tokens / (project / 1e3), rel=1e-12)
+  ops = result["forward_backward_ops"]
+  assert sum(op["share"] for op in ops) == pytest.approx(1.0)
+  # The tiny model's every part runs forward and backward, with matmuls in each.
+  placed = {(op["part"], op["direction"]) for op in ops if op["kind"] == "matmul"}
+  for part in ("attention projections", "MLP", "embedding and logits"):
+    assert {(part, "forward"), (part, "backward")} <= placed, part
   return result["steps"] == 2 and result["model_flops_per_sec"] > 0
 
 
