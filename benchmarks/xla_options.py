@@ -173,6 +173,11 @@ VARIANTS = (
         "jax.nn.dot_product_attention instead of transformer.py's hand-written CPU path",
         attention="library",
     ),
+    Variant(
+        "attention_blocked",
+        "model.attention=einsum_blocked: the causal scores by query blocks, none masked whole",
+        attention="blocked",
+    ),
 )
 
 

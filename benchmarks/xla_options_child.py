@@ -57,7 +57,10 @@ def library_attention(q_BxHxLxK, k_BxHxLxK, v_BxHxLxK):
 
 
 #: Replacements of ``model.causal_attention``, patched in the child only.
-ATTENTION = {"library": library_attention}
+ATTENTION = {
+    "library": library_attention,
+    "blocked": model_lib.blocked_causal_attention,
+}
 
 
 def variant_workload(quick: bool) -> Workload:

@@ -238,8 +238,9 @@ def _loss_and_grads(**overrides):
         dict(attention="xla"),
         dict(remat="full"),
         dict(remat="dots_saveable", attention="xla"),
+        dict(attention="einsum_blocked"),
     ],
-    ids=["xla_attention", "remat_full", "remat_dots_xla"],
+    ids=["xla_attention", "remat_full", "remat_dots_xla", "einsum_blocked"],
 )
 def test_attention_paths_and_remat_agree(overrides):
   """The loss and its gradient are the same (to float rounding) whichever
@@ -258,3 +259,21 @@ def test_auto_attention_resolves_by_backend():
   assert transformer.attention_path(f32, "gpu") == "xla"
   assert transformer.attention_path(bf16, "tpu") == "xla"
   assert transformer.attention_path(transformer.validate(_cfg(attention="xla")), "cpu") == "xla"
+
+
+@pytest.mark.parametrize("length, blocks", [(16, 2), (16, 4), (15, 2)])
+def test_blocked_attention_is_causal_attention(length, blocks):
+  """Query blocks that skip the keys after their end compute the causal
+  attention; an ``L`` that the blocks do not divide runs it unblocked."""
+  q, k, v = (
+      jax.random.normal(key, (2, 3, length, 8))
+      for key in jax.random.split(jax.random.key(0), 3)
+  )
+  want = transformer.causal_attention(q, k, v)
+  got = transformer.blocked_causal_attention(q, k, v, blocks)
+  np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+  # A later key never reaches an earlier query: changing the last key and value
+  # leaves every output but the last row's unchanged.
+  k2, v2 = k.at[..., -1, :].add(1.0), v.at[..., -1, :].add(1.0)
+  changed = transformer.blocked_causal_attention(q, k2, v2, blocks)
+  np.testing.assert_array_equal(changed[..., :-1, :], got[..., :-1, :])
