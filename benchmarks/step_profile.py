@@ -24,7 +24,7 @@ trace; no extra package).
 Each row's ``share`` is its time over ``project``'s, measured in the same run;
 ``model_flops_per_sec`` divides the model's training FLOPs (``6·N`` per token
 plus attention, ``transformer.flops_per_token``) by the ``forward_backward``
-time, and ``matmul_peak`` is a square float32 matmul's rate for scale
+time, and ``matmul_peak`` is a 512³ float32 matmul's rate for scale
 (``benchmarks.throughput.peak``). The ratios, not the absolute times, carry
 from one machine to another (``docs/performance.md``).
 """
@@ -222,7 +222,7 @@ def profile(config: Any, steps: int, repeats: int) -> dict:
       forward_backward_ops=op_breakdown(*fns["forward_backward"]),
       tokens_per_sec=tokens / per_step["project"],
       model_flops_per_sec=shapes["flops_per_token"] * tokens / per_step["forward_backward"],
-      matmul_peak=matmul_rate(512 if steps > 4 else 64, dtype=np.float32),
+      matmul_peak=matmul_rate(512, dtype=np.float32),
   )
 
 

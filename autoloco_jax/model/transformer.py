@@ -207,16 +207,29 @@ def causal_attention(
   (:func:`attend`; equal up to float rounding:
   ``tests/test_model.py::test_attention_paths_agree``).
   """
-  length, head_dim = q_BxHxLxK.shape[-2], q_BxHxLxK.shape[-1]
-  q_BxHxLxK = q_BxHxLxK * np.asarray(1.0 / math.sqrt(head_dim), q_BxHxLxK.dtype)
-  s_BxHxLxL = jnp.einsum(
-      "bhlk,bhmk->bhlm", q_BxHxLxK, k_BxHxLxK, preferred_element_type=jnp.float32
-  )
+  length = q_BxHxLxK.shape[-2]
   # A constant mask (L is static): no iota/compare recomputed in each pass.
   causal_LxL = np.tril(np.ones((length, length), bool))
-  s_BxHxLxL = jnp.where(causal_LxL, s_BxHxLxL, np.float32(-1e30))
-  p_BxHxLxL = jax.nn.softmax(s_BxHxLxL, axis=-1).astype(v_BxHxLxK.dtype)
-  return jnp.einsum("bhlm,bhmk->bhlk", p_BxHxLxL, v_BxHxLxK)
+  return _masked_attention(_scaled(q_BxHxLxK), k_BxHxLxK, v_BxHxLxK, causal_LxL)
+
+
+def _scaled(q_BxHxSxK: jax.Array) -> jax.Array:
+  """``q / sqrt(K)``."""
+  head_dim = q_BxHxSxK.shape[-1]
+  return q_BxHxSxK * np.asarray(1.0 / math.sqrt(head_dim), q_BxHxSxK.dtype)
+
+
+def _masked_attention(
+    q_BxHxSxK: jax.Array, k_BxHxExK: jax.Array, v_BxHxExK: jax.Array, mask_SxE: np.ndarray
+) -> jax.Array:
+  """``softmax(q k^T, masked where mask_SxE is False) v`` for scaled queries,
+  the scores and the softmax in float32."""
+  s_BxHxSxE = jnp.einsum(
+      "bhlk,bhmk->bhlm", q_BxHxSxK, k_BxHxExK, preferred_element_type=jnp.float32
+  )
+  s_BxHxSxE = jnp.where(mask_SxE, s_BxHxSxE, np.float32(-1e30))
+  p_BxHxSxE = jax.nn.softmax(s_BxHxSxE, axis=-1).astype(v_BxHxExK.dtype)
+  return jnp.einsum("bhlm,bhmk->bhlk", p_BxHxSxE, v_BxHxExK)
 
 
 def blocked_causal_attention(
@@ -230,27 +243,20 @@ def blocked_causal_attention(
   either way, so the forward equals :func:`causal_attention` (bit for bit at the
   ``cpu`` size); the gradients of ``k`` and ``v`` sum over the query blocks
   separately and differ in the last float bits. ``L`` not divisible by
-  ``blocks``: one block, the operations of :func:`causal_attention`. Attention fwd+bwd at
+  ``blocks``: one block. Attention fwd+bwd at
   B=32, L=128, H=4, K=32 on a 2-core AMD EPYC: 1.43-1.52x
   (``docs/performance.md`` §7).
   """
-  length, head_dim = q_BxHxLxK.shape[-2], q_BxHxLxK.shape[-1]
+  length = q_BxHxLxK.shape[-2]
   blocks = blocks if blocks >= 1 and length % blocks == 0 else 1
-  q_BxHxLxK = q_BxHxLxK * np.asarray(1.0 / math.sqrt(head_dim), q_BxHxLxK.dtype)
-  size = length // blocks
+  q_BxHxLxK, size = _scaled(q_BxHxLxK), length // blocks
   out = []
   for i in range(blocks):
     end = (i + 1) * size
-    s_BxHxSxE = jnp.einsum(
-        "bhlk,bhmk->bhlm",
-        q_BxHxLxK[..., i * size : end, :],
-        k_BxHxLxK[..., :end, :],
-        preferred_element_type=jnp.float32,
-    )
     causal_SxE = np.tril(np.ones((size, end), bool), k=i * size)
-    s_BxHxSxE = jnp.where(causal_SxE, s_BxHxSxE, np.float32(-1e30))
-    p_BxHxSxE = jax.nn.softmax(s_BxHxSxE, axis=-1).astype(v_BxHxLxK.dtype)
-    out.append(jnp.einsum("bhlm,bhmk->bhlk", p_BxHxSxE, v_BxHxLxK[..., :end, :]))
+    q_BxHxSxK = q_BxHxLxK[..., i * size : end, :]
+    k_BxHxExK, v_BxHxExK = k_BxHxLxK[..., :end, :], v_BxHxLxK[..., :end, :]
+    out.append(_masked_attention(q_BxHxSxK, k_BxHxExK, v_BxHxExK, causal_SxE))
   return jnp.concatenate(out, axis=-2)
 
 
