@@ -106,7 +106,7 @@ def test_every_row_present(quick):
   for name in OPTIONAL:
     assert f"{name}@2" in names_at_2, (name, sharded["skipped"])
   assert sharded["skipped"] == {}
-  assert set(names_at_2[2:]) == {
+  assert {n for n in names_at_2[2:] if not n.startswith("pytorch")} == {
       f"{n}@2"
       for n in names
       if n not in ("reference", "naive") and not n.startswith("pytorch")
@@ -220,6 +220,13 @@ def test_pytorch_row_or_one_line_note(quick):
     assert "| `pytorch` |" in md and "PyTorch row: none" not in md
     for name in ("reference",) + ALGORITHMS:
       assert f"{name} / pytorch tokens/s" in result["targets"]
+    # The simulator-style peer: K single-threaded processes, in both blocks.
+    assert result["main"]["pytorch"]["diloco"]["processes"] == result["main"]["num_workers"]
+    for block, diloco in (("main", "diloco"), ("sharded", "diloco@2")):
+      peer = next(r for r in result[block]["rows"] if r["name"] == "pytorch_diloco")
+      assert _positive(peer["tokens_per_sec"])
+      assert f"{diloco} / pytorch_diloco tokens/s" in result["targets"]
+    assert "| `pytorch_diloco` |" in md
   else:
     assert "pytorch" not in names
     assert result["main"]["pytorch"] == {"skipped": pytorch.NOT_INSTALLED}
@@ -244,7 +251,7 @@ def test_without_torch_the_report_says_so_in_one_line(quick, monkeypatch):
   )
   config = algorithm_config(workload, "diloco")
   rows, info, served = pytorch.start(workload, config, build_model(config), steps=3)
-  assert rows == [] and served is None
+  assert rows == [] and served == []
   assert info == {"skipped": pytorch.NOT_INSTALLED}
   result = copy.deepcopy(quick[0])
   result["main"]["rows"] = [
@@ -423,6 +430,47 @@ def test_torch_model_and_optimizer_match_the_jax_ones(torch):
     np.testing.assert_allclose(
         got.detach().numpy(), expected.detach().numpy(), atol=1e-6, err_msg=name
     )
+
+
+@pytest.mark.slow
+def test_torch_diloco_sync_is_the_outer_nesterov_step(torch):
+  """The PyTorch peer's sync, one worker: the pseudo-gradient Δ = θ_global − θ_k,
+  then Nesterov SGD's first step θ_global − α(1 + β)Δ, copied into the worker."""
+  import torch.distributed as dist
+
+  from benchmarks import torch_diloco
+  from configs import common
+
+  config = common.base("tiny")
+  spec = dict(
+      model=_model_cfg("tiny", seq_len=16),
+      inner=config.inner.to_dict(),
+      total_steps=10,
+      batch=2,
+      seed=0,
+      num_workers=1,
+      h=2,
+      alpha=0.7,
+      beta=0.9,
+  )
+  dist.init_process_group(
+      "gloo", init_method=f"tcp://127.0.0.1:{torch_diloco._free_port()}", rank=0,
+      world_size=1,
+  )
+  try:
+    worker = torch_diloco.Worker(spec, rank=0)
+    start = [p.detach().clone() for p in worker.params]
+    for _ in range(2):
+      worker.trainer.train_step()
+    local = [p.detach().clone() for p in worker.params]
+    worker.sync()
+  finally:
+    dist.destroy_process_group()
+  for s0, loc, g, p in zip(start, local, worker.global_params, worker.params):
+    want = s0 - 0.7 * 1.9 * (s0 - loc)
+    np.testing.assert_allclose(g.detach().numpy(), want.numpy(), atol=1e-6)
+    np.testing.assert_array_equal(p.detach().numpy(), g.detach().numpy())
+  assert any(not np.allclose(a.numpy(), b.numpy()) for a, b in zip(start, local))
 
 
 class _Crashing:

@@ -103,7 +103,8 @@ _TORCH_COMPILE = flags.DEFINE_bool(
 _ROWS_ONLY = flags.DEFINE_bool(
     "rows_only",
     False,
-    "Only the throughput rows and their compile counts: no hot-path checks, "
+    "Only the throughput rows (one device, and the shard_map child's unless "
+    "--sim_devices=0) and their compile counts: no hot-path checks, "
     "matmul shapes or scaling sweeps; JSON only (no markdown report).",
 )
 _RENDER = flags.DEFINE_bool(
@@ -190,7 +191,9 @@ def _child(workload: Workload, t0: float) -> None:
   out = unit_server.channel()
   if jax.device_count() < _CHILD.value:
     raise SystemExit(f"--child_devices={_CHILD.value} but JAX sees {jax.device_count()}")
-  result, _ = measure_rows(workload, _CHILD.value, with_naive=False)
+  result, _ = measure_rows(
+      workload, _CHILD.value, with_naive=False, torch_rows=("pytorch_diloco",)
+  )
   result.update(machine=machine(), wall_seconds=time.perf_counter() - t0)
   unit_server.serve({}, result, out)
 
@@ -240,12 +243,17 @@ def _run(workload: Workload, t0: float) -> None:
   ):
     # Structure only: let the child compile while this process does.
     child = _start_child()
-  result["main"], runners = measure_rows(workload, 1, with_naive=True, with_torch=True)
+  result["main"], runners = measure_rows(
+      workload, 1, with_naive=True, torch_rows=("pytorch", "pytorch_diloco")
+  )
   print(f"[throughput] main rows done ({time.perf_counter() - t0:.0f} s)", flush=True)
   if _ROWS_ONLY.value:
+    del runners
+    _sharded(workload, child, result, t0)
     result.update(
         load_avg_end=list(os.getloadavg()), wall_seconds=time.perf_counter() - t0
     )
+    result["targets"] = targets(result)
     _write_json(result)
     print(f"[throughput] wrote {_OUT.value} (rows only)", flush=True)
     return

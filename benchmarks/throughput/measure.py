@@ -125,11 +125,11 @@ def _equal_devices(rows: list[dict]) -> None:
 
 
 def measure_rows(
-    workload: Workload, devices: int, with_naive: bool, with_torch: bool = False
+    workload: Workload, devices: int, with_naive: bool, torch_rows: tuple = ()
 ) -> tuple[dict, dict]:
   """The reference and the algorithm rows, K workers on ``devices`` devices;
-  ``with_torch``: the PyTorch rows too (``pytorch.start``: a child process, timed
-  unit by unit from here), when torch is installed.
+  ``torch_rows``: the PyTorch rows of these names too (``pytorch.start``: child
+  processes, timed unit by unit from here), when torch is installed.
 
   Every row is bracketed by the reference on the same devices: on one device
   the one-model ``reference``; on ``devices > 1`` the ``reference@N`` that splits
@@ -148,9 +148,9 @@ def measure_rows(
   rows, skipped = _build_rows(workload, devices, with_naive, steps, data, mesh)
   if devices > 1:
     rows.insert(0, warm_up(_shorten(ReferenceRunner(base, model, data), steps)))
-  remote, torch_info, served = [], None, None
-  if with_torch and pytorch.wanted(workload):
-    remote, torch_info, served = pytorch.start(workload, base, model, steps)
+  remote, torch_info, children = [], None, []
+  if any(pytorch.wanted(workload, row) for row in torch_rows):
+    remote, torch_info, children = pytorch.start(workload, base, model, steps, torch_rows)
   try:
     timing = bracketed(
         reference,
@@ -163,7 +163,7 @@ def measure_rows(
         ),
     )
   finally:
-    if served:
+    for served in children:
       served.close()
   peaks = [
       p

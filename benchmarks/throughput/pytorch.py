@@ -1,6 +1,10 @@
-"""The PyTorch rows: ``benchmarks/torch_reference.py`` (the reference's model and
-inner optimizer in eager PyTorch) in a child process of its own, timed unit by
-unit from this process and bracketed by its JAX reference like every row.
+"""The PyTorch rows, each in a child process of its own, timed unit by unit from
+this process and bracketed by its JAX reference like every row:
+
+* ``pytorch`` (and ``pytorch_compile``): ``benchmarks/torch_reference.py``, the
+  reference's model and inner optimizer in eager PyTorch (and under torch.compile);
+* ``pytorch_diloco``: ``benchmarks/torch_diloco.py``, K-worker DiLoCo as a simulator
+  user runs it, one single-threaded process per worker.
 
 torch is optional (not in ``requirements.txt``): without it there is no row and
 the report says so in one line.
@@ -32,13 +36,14 @@ def torch_available() -> bool:
   return importlib.util.find_spec("torch") is not None
 
 
-def wanted(workload: Workload) -> bool:
-  return not workload.rows or "pytorch" in workload.rows
+def wanted(workload: Workload, row: str = "pytorch") -> bool:
+  return not workload.rows or row in workload.rows
 
 
-def spec(workload: Workload, config: Any, model: Model) -> dict:
+def spec(config: Any, num_params: int, threads: int = 0, compile_: bool = False) -> dict:
   """What ``torch_reference`` builds: the model, the inner optimizer's
-  hyperparameters and schedule length, the global batch ``K × B``, the threads."""
+  hyperparameters and schedule length, the global batch ``K × B``, the threads
+  (0: every usable core) and whether to add the torch.compile row."""
   m = config.model
   return dict(
       model=dict(
@@ -52,54 +57,104 @@ def spec(workload: Workload, config: Any, model: Model) -> dict:
       inner=config.inner.to_dict(),
       total_steps=config.total_steps,
       global_batch=config.num_workers * config.data.batch_size,
-      threads=workload.torch_threads or distributed.usable_cores(),
-      compile=workload.torch_compile,
-      expect_params=model.num_params,
+      threads=threads or distributed.usable_cores(),
+      compile=compile_,
+      expect_params=num_params,
       seed=config.seed,
   )
 
 
-def start(
-    workload: Workload, config: Any, model: Model, steps: int
-) -> tuple[list[RemoteRow], dict, Served | None]:
-  """Starts and warms up the PyTorch child (it checks its parameter count
-  against ``model.num_params`` first). Returns its rows, what it reported (or
-  ``{"skipped": why}`` when torch is absent or the config is not the PyTorch
-  model's), and the child to close after timing.
+def diloco_spec(config: Any, num_params: int) -> dict:
+  """What ``torch_diloco`` builds: the one-model spec at the per-worker batch, with
+  K, H and the outer step's ``(α, β)`` (each process one thread)."""
+  return dict(
+      spec(config, num_params, threads=1),
+      batch=config.data.batch_size,
+      num_workers=config.num_workers,
+      h=int(config.interval.h),
+      alpha=config.diloco.alpha,
+      beta=config.diloco.beta,
+  )
+
+
+def _serve(module: str, spec_: dict) -> tuple[Served, dict]:
+  """Starts ``python -m module --spec JSON`` and waits for its announcement.
 
   Raises:
     RuntimeError: when the child fails (a crash is never reported as a skip).
   """
-  if not torch_available():
-    return [], dict(skipped=NOT_INSTALLED), None
-  m = config.model
-  if not m.tie_embeddings or m.dtype != "float32":
-    why = "the PyTorch model is the tied-readout float32 one"
-    return [], dict(skipped=f"{why}; this config is not"), None
-  args = [
-      sys.executable,
-      "-m",
-      "benchmarks.torch_reference",
-      "--spec",
-      json.dumps(spec(workload, config, model)),
-  ]
+  args = [sys.executable, "-m", module, "--spec", json.dumps(spec_)]
   served = Served(args, dict(os.environ), ROOT)
   ready = served.ready()
   if "error" in ready:  # torch is there and the config fits: a crash, not a skip
     served.close()
-    raise RuntimeError(f"the PyTorch child failed: {ready['error'][-2000:]}")
+    raise RuntimeError(f"the PyTorch child {module} failed: {ready['error'][-2000:]}")
+  return served, ready
+
+
+#: Every PyTorch row's child: (row, module).
+CHILDREN = (
+    ("pytorch", "benchmarks.torch_reference"),
+    ("pytorch_diloco", "benchmarks.torch_diloco"),
+)
+
+
+def start(
+    workload: Workload,
+    config: Any,
+    model: Model,
+    steps: int,
+    names: tuple = ("pytorch", "pytorch_diloco"),
+) -> tuple[list[RemoteRow], dict, list[Served]]:
+  """Starts and warms up the PyTorch children named in ``names`` that the
+  workload wants (each checks its parameter count against ``model.num_params``
+  first). Returns their rows,
+  what the one-model child reported (with the DiLoCo child's report under
+  ``"diloco"``), or ``{"skipped": why}`` when torch is absent or the config is
+  not the PyTorch model's, and the children to close after timing.
+
+  Raises:
+    RuntimeError: when a child fails.
+  """
+  if not torch_available():
+    return [], dict(skipped=NOT_INSTALLED), []
+  m = config.model
+  if not m.tie_embeddings or m.dtype != "float32":
+    why = "the PyTorch model is the tied-readout float32 one"
+    return [], dict(skipped=f"{why}; this config is not"), []
   tokens_per_step = config.num_workers * config.data.batch_size * config.data.seq_len
-  warm = ready["warm_up_seconds"]
-  rows = [
-      RemoteRow(
-          name,
-          served,
-          steps,
-          tokens_per_step,
-          model.flops_per_token,
-          # Eager PyTorch compiles nothing; torch.compile's warm-up is its compile.
-          warm[name] if name != "pytorch" else float("nan"),
-      )
-      for name in ready["rows"]
-  ]
-  return rows, ready, served
+  rows, info, children = [], {}, []
+  try:
+    for row, module in CHILDREN:
+      if row not in names or not wanted(workload, row):
+        continue
+      if row == "pytorch_diloco":
+        spec_ = diloco_spec(config, model.num_params)
+      else:
+        spec_ = spec(
+            config, model.num_params, workload.torch_threads, workload.torch_compile
+        )
+      served, ready = _serve(module, spec_)
+      children.append(served)
+      if row == "pytorch_diloco":
+        info["diloco"] = ready
+      else:
+        info.update(ready)
+      warm = ready["warm_up_seconds"]
+      rows += [
+          RemoteRow(
+              name,
+              served,
+              steps,
+              tokens_per_step,
+              model.flops_per_token,
+              # torch.compile's warm-up is its compile; eager compiles nothing.
+              warm[name] if name == "pytorch_compile" else float("nan"),
+          )
+          for name in ready["rows"]
+      ]
+  except BaseException:
+    for served in children:
+      served.close()
+    raise
+  return rows, info, children

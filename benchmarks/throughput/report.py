@@ -13,6 +13,9 @@ from benchmarks.throughput.timing import median
 TARGET_RATIO, TARGET_NAIVE, TARGET_MFU = 0.95, 3.0, 0.5
 TARGET_TORCH = 0.9  # reference and every algorithm against PyTorch eager
 TARGET_SAME_DEVICES = 0.98  # every <algorithm>@N against reference@N
+#: The reference against eager PyTorch, and the project's DiLoCo against the
+#: simulator-style PyTorch DiLoCo (issue 43).
+TARGET_PEER = 1.0
 SAME_DEVICES = "/ reference on the same devices tokens/s"
 
 
@@ -32,6 +35,19 @@ def versus_pytorch(rows: dict) -> dict:
   for name in _algorithms(rows) + (["naive"] if "naive" in rows else []):
     out[name] = [a / b for a, b in zip(rows[name]["ratios"], torch_row["ratios"])]
   return out
+
+
+def versus_peer(rows: dict) -> dict:
+  """``{diloco row: median per-repeat tokens/s(row) / tokens/s(pytorch_diloco)}``
+  within one block (both bracketed by the same reference units)."""
+  peer = rows.get("pytorch_diloco")
+  if not peer:
+    return {}
+  return {
+      name: median(a / b for a, b in zip(rows[name]["ratios"], peer["ratios"]))
+      for name in rows
+      if name.split("@")[0] == "diloco" and "ratios" in rows[name]
+  }
 
 
 def _target(value, goal: float) -> dict:
@@ -68,8 +84,12 @@ def targets(result: dict) -> dict:
       out[f"{name} MFU / measured matmul peak"] = _target(v, TARGET_MFU)
   for name, ratios in versus_pytorch(rows).items():
     if name != "naive":
-      out[f"{name} / pytorch tokens/s"] = _target(median(ratios), TARGET_TORCH)
+      goal = TARGET_PEER if name == "reference" else TARGET_TORCH
+      out[f"{name} / pytorch tokens/s"] = _target(median(ratios), goal)
   sharded = {r["name"]: r for r in (result.get("sharded") or {}).get("rows", [])}
+  for block in (rows, sharded):
+    for name, value in versus_peer(block).items():
+      out[f"{name} / pytorch_diloco tokens/s"] = _target(value, TARGET_PEER)
   for name in _algorithms(sharded):
     value = _equal(sharded[name], sharded)
     out[f"{name} {SAME_DEVICES}"] = _target(value, TARGET_SAME_DEVICES)
@@ -95,11 +115,15 @@ _WHAT = {
     "naive": "Python loop over workers, 1 jitted step each",
     "pytorch": "PyTorch eager: the reference's model and AdamW",
     "pytorch_compile": "the same, train step under torch.compile",
+    "pytorch_diloco": "PyTorch DiLoCo, a process per worker, gloo all-reduce",
 }
 
 
 def _layout(block: dict, name: str) -> str:
   base, devices = name.split("@")[0], row_devices(name)
+  if base == "pytorch_diloco":
+    d = block["pytorch"]["diloco"]
+    return f"K={d['processes']} processes, {d['threads_per_process']} torch thread each"
   if base.startswith("pytorch"):
     return f"1 process, {block['pytorch']['threads']} torch threads"
   if base == "reference":
@@ -110,6 +134,11 @@ def _layout(block: dict, name: str) -> str:
   return (
       f"K={K}, vmap, 1 device" if devices == 1 else f"K={K}, shard_map, {devices} devices"
   )
+
+
+def _torch_process(block: dict, name: str) -> str:
+  info = block["pytorch"]["diloco"] if name == "pytorch_diloco" else block["pytorch"]
+  return f"child (PyTorch {info['torch']})"
 
 
 def _table_rows(block: dict, child: bool, nominal: float) -> list[dict]:
@@ -124,7 +153,7 @@ def _table_rows(block: dict, child: bool, nominal: float) -> list[dict]:
             r,
             what=_WHAT.get(r["name"].split("@")[0], r["name"]),
             layout=_layout(block, r["name"]),
-            process=f"child (PyTorch {block['pytorch']['torch']})" if torch else process,
+            process=_torch_process(block, r["name"]) if torch else process,
             mfu_nominal=r["model_flops_per_sec"] / nominal if nominal else None,
             compiles="/".join(str(c[k]) for k in ("inner", "sync") if k in c) or "-",
         )
