@@ -19,7 +19,11 @@ amortized, timed after a warm-up as the median of ``--repeats``:
 
 ``forward_backward_ops`` splits ``forward_backward``'s executed operations by the
 model's part, direction and kind (:func:`op_breakdown`, a ``jax.profiler``
-trace; no extra package).
+trace; no extra package); ``one_model_ops`` does the same for ``one_model``.
+With torch installed, ``torch_ops`` profiles the eager PyTorch twin of the same
+model at the same global batch (``benchmarks/torch_reference.py``, its own
+process) and ``jax_vs_torch`` sets the two side by side in milliseconds per
+step by kind of operation (:func:`side_by_side`).
 
 Each row's ``share`` is its time over ``project``'s, measured in the same run;
 ``model_flops_per_sec`` divides the model's training FLOPs (``6·N`` per token
@@ -36,8 +40,11 @@ import functools
 import glob
 import gzip
 import json
+import os
 import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Any, Callable
@@ -58,6 +65,7 @@ _CONFIG = config_flags.DEFINE_config_file("config", "configs/diloco.py:cpu", "Ru
 _STEPS = flags.DEFINE_integer("steps", 25, "Inner steps per timed call.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed calls per piece (median).")
 _OUT = flags.DEFINE_string("out", "", "Write the JSON here as well.")
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: The model's parts by the module path in an op's name (first match wins).
 PARTS = (
@@ -203,6 +211,46 @@ def project_inner(config: Any, steps: int) -> tuple[Callable, tuple]:
   return call, (tokens, jnp.int32(steps))
 
 
+#: The JAX op breakdown's rows in the torch profile's kinds (``torch_reference.KINDS``).
+def _torch_kind(op: dict) -> str:
+  if op["part"] == "attention scores, softmax, rotary":
+    return "attention scores and softmax (fused SDPA)"
+  return {
+      "matmul": "matmuls (projections, MLP, logits)",
+      "layout": "layout copies",
+  }.get(op["kind"], "elementwise, norms, loss")
+
+
+def side_by_side(result: dict) -> list[dict]:
+  """One model at the global batch, JAX (``one_model`` and the optimizer piece
+  over K) against eager torch (``torch_ops``): milliseconds per step by kind."""
+  rows = {r["name"]: r["ms_per_step"] for r in result["rows"]}
+  jax_ms = collections.Counter()
+  for op in result["one_model_ops"]:
+    jax_ms[_torch_kind(op)] += op["share"] * rows["one_model"]
+  jax_ms["clipping and AdamW"] = rows["optimizer"] / result["shapes"]["num_workers"]
+  torch_ms = result["torch_ops"]["kinds_ms_per_step"]
+  return [
+      dict(kind=kind, jax_ms=jax_ms.get(kind, 0.0), torch_ms=torch_ms[kind])
+      for kind in torch_ms
+  ]
+
+
+def torch_profile(config: Any, num_params: int, steps: int) -> dict:
+  """``torch_reference``'s profile of ``steps`` steps of the same model at the
+  global batch, in a process of its own; ``{"skipped": why}`` without torch."""
+  from benchmarks.throughput import pytorch
+
+  if not pytorch.torch_available():
+    return dict(skipped=pytorch.NOT_INSTALLED)
+  command = [
+      sys.executable, "-m", "benchmarks.torch_reference", f"--profile={steps}",
+      f"--spec={json.dumps(pytorch.spec(config, num_params))}",
+  ]
+  done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=_ROOT)
+  return json.loads(done.stdout)
+
+
 def profile(config: Any, steps: int, repeats: int) -> dict:
   """Every piece's seconds per inner step, its share of ``project``'s, and the rates."""
   fns, shapes = pieces(config, steps)
@@ -220,6 +268,8 @@ def profile(config: Any, steps: int, repeats: int) -> dict:
       repeats=repeats,
       rows=rows,
       forward_backward_ops=op_breakdown(*fns["forward_backward"]),
+      one_model_ops=op_breakdown(*fns["one_model"]),
+      torch_ops=torch_profile(config, shapes["num_params"], steps),
       tokens_per_sec=tokens / per_step["project"],
       model_flops_per_sec=shapes["flops_per_token"] * tokens / per_step["forward_backward"],
       matmul_peak=matmul_rate(512, dtype=np.float32),
@@ -229,6 +279,8 @@ def profile(config: Any, steps: int, repeats: int) -> dict:
 def main(argv):
   del argv
   result = profile(_CONFIG.value, _STEPS.value, _REPEATS.value)
+  if "skipped" not in result["torch_ops"]:
+    result["jax_vs_torch"] = side_by_side(result)
   result["command"] = "python -m benchmarks.step_profile " + " ".join(
       f"--{k}={v}" for k, v in (("steps", _STEPS.value), ("repeats", _REPEATS.value))
   )
@@ -236,6 +288,8 @@ def main(argv):
     print(f"{row['name']:>18}: {row['ms_per_step']:8.2f} ms/step  {row['share']:.2f} of project")
   for op in result["forward_backward_ops"][:12]:
     print(f"{op['share']:6.3f}  {op['part']}, {op['direction']}, {op['kind']}")
+  for row in result.get("jax_vs_torch", []):
+    print(f"{row['jax_ms']:7.2f} JAX {row['torch_ms']:7.2f} torch ms/step  {row['kind']}")
   print(f"tokens/s {result['tokens_per_sec']:,.0f}; model FLOP/s in forward_backward "
         f"{result['model_flops_per_sec']:.3g}; f32 matmul peak {result['matmul_peak']}")
   if _OUT.value:

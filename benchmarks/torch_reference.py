@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import time
 
 import torch
@@ -210,16 +211,58 @@ class Trainer:
     return loss_sum.item()
 
 
+#: The profile's kinds of operation, by aten name, first match wins.
+KINDS = (
+    ("attention scores and softmax (fused SDPA)", r"scaled_dot_product|flash_attention"),
+    ("matmuls (projections, MLP, logits)", r"^aten::(mm|addmm|bmm)$"),
+    ("clipping and AdamW", r"adamw|_foreach|Optimizer"),
+    ("layout copies", r"^aten::(copy_|clone|contiguous|cat|_to_copy)$"),
+    ("autograd and Python overhead", r"^(?!aten::)"),
+    ("elementwise, norms, loss", r""),
+)
+
+
+def profile(trainer: Trainer, steps: int) -> dict:
+  """``steps`` train steps under ``torch.profiler``: the wall milliseconds per step
+  and each of :data:`KINDS`' milliseconds per step (self CPU time of its ops)."""
+  from torch.profiler import ProfilerActivity
+  from torch.profiler import profile as torch_profile
+
+  trainer.unit(3)
+  start = time.perf_counter()
+  trainer.unit(steps)
+  wall = (time.perf_counter() - start) / steps
+  with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+    trainer.unit(steps)
+  micros = dict.fromkeys((name for name, _ in KINDS), 0.0)
+  for event in prof.key_averages():
+    kind = next(name for name, pattern in KINDS if re.search(pattern, event.key))
+    micros[kind] += event.self_cpu_time_total
+  return dict(
+      ms_per_step=1e3 * wall,
+      profiled_ms_per_step=sum(micros.values()) / 1e3 / steps,
+      kinds_ms_per_step={k: us / 1e3 / steps for k, us in micros.items()},
+      threads=torch.get_num_threads(),
+      torch=torch.__version__,
+  )
+
+
 def main() -> None:
   """Child side of the benchmark: build, check the parameter count, warm up,
-  then serve timed units (``benchmarks/unit_server.py``)."""
+  then serve timed units (``benchmarks/unit_server.py``). With ``--profile N``,
+  print :func:`profile` of N steps as JSON instead."""
   from benchmarks import unit_server
 
   out = unit_server.channel()
   parser = argparse.ArgumentParser()
   parser.add_argument("--spec", required=True, help="JSON: model, inner, sizes")
-  spec = json.loads(parser.parse_args().spec)
+  parser.add_argument("--profile", type=int, default=0, help="Profile N steps.")
+  args = parser.parse_args()
+  spec = json.loads(args.spec)
   torch.set_num_threads(spec["threads"])
+  if args.profile:
+    out.write(json.dumps(profile(Trainer(spec), args.profile)) + "\n")
+    return
   trainer = Trainer(spec)
   count = param_count(trainer.model)
   if count != spec["expect_params"]:

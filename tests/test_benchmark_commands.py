@@ -75,6 +75,14 @@ def _step_profile(result: dict) -> bool:
   placed = {(op["part"], op["direction"]) for op in ops if op["kind"] == "matmul"}
   for part in ("attention projections", "MLP", "embedding and logits"):
     assert {(part, "forward"), (part, "backward")} <= placed, part
+  one = result["one_model_ops"]
+  assert sum(op["share"] for op in one) == pytest.approx(1.0)
+  if "skipped" in result["torch_ops"]:  # torch is optional
+    assert "jax_vs_torch" not in result
+  else:
+    kinds = {r["kind"]: r for r in result["jax_vs_torch"]}
+    assert set(kinds) == set(result["torch_ops"]["kinds_ms_per_step"])
+    assert all(r["torch_ms"] >= 0 and r["jax_ms"] >= 0 for r in kinds.values())
   return result["steps"] == 2 and result["model_flops_per_sec"] > 0
 
 
@@ -99,6 +107,24 @@ COMMANDS = [
         "benchmarks.every_core",
         ["--config", TINY, "--total_steps", "4", "--repeats", "1"],
         _every_core,
+    ),
+    (
+        "benchmarks.every_core",
+        [
+            "--config", TINY, "--total_steps", "4", "--repeats", "1",
+            "--modes", "default,process_per_core,process_per_core_pinned",
+        ],
+        lambda r: {x["mode"] for x in r["runs"]}
+        == {"default", "process_per_core", "process_per_core_pinned"}
+        and min(r["tokens_per_sec_vs_first"].values()) > 0
+        # The same program on a two-process mesh, with the same threads: the
+        # same model at the end (pinning changes XLA's thread count, and so
+        # its reductions' summation order).
+        and len({
+            x["final_eval_bpb"]
+            for x in r["runs"]
+            if x["mode"] in ("default", "process_per_core")
+        }) == 1,
     ),
     (
         "benchmarks.host_wait",
