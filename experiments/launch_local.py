@@ -22,12 +22,31 @@ _NUM = flags.DEFINE_integer("num_processes", 2, "Processes to start.")
 _DEVICES = flags.DEFINE_integer("devices_per_process", 1, "Simulated CPU devices each.")
 _TIMEOUT = flags.DEFINE_integer("timeout", 3600, "Seconds before everything is stopped.")
 _HEARTBEAT = flags.DEFINE_integer("heartbeat_timeout", 60, "Passed to every process.")
+_PIN = flags.DEFINE_bool(
+    "pin_cores",
+    False,
+    "Pin process i to the i-th share of the usable cores (os.sched_setaffinity), "
+    "so each sizes its XLA thread pool to its own cores.",
+)
 
 
 def free_port() -> int:
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     return s.getsockname()[1]
+
+
+def core_shares(num_processes: int) -> list[set[int]]:
+  """The usable cores in ``num_processes`` equal contiguous shares.
+
+  Raises:
+    ValueError: when there are fewer cores than processes.
+  """
+  cores = sorted(os.sched_getaffinity(0))
+  if len(cores) < num_processes:
+    raise ValueError(f"{num_processes} processes to pin, {len(cores)} usable cores")
+  per = len(cores) // num_processes
+  return [set(cores[i * per : (i + 1) * per]) for i in range(num_processes)]
 
 
 def _workdir(args: list[str]) -> str:
@@ -45,15 +64,28 @@ def launch(
     devices_per_process: int = 1,
     timeout: float = 3600,
     heartbeat_timeout: int = 60,
+    pin_cores: bool = False,
 ) -> int:
-  """Starts the processes and waits; returns the first non-zero exit code, or 0."""
+  """Starts the processes and waits; returns the first non-zero exit code, or 0.
+
+  The processes keep the caller's ``XLA_FLAGS`` but the device count, which is
+  ``devices_per_process``. With ``pin_cores`` process i runs on the i-th of
+  ``num_processes`` equal shares of the usable cores (:func:`core_shares`)."""
   workdir = _workdir(run_args)
   os.makedirs(workdir, exist_ok=True)
+  kept = [
+      f
+      for f in os.environ.get("XLA_FLAGS", "").split()
+      if not f.startswith("--xla_force_host_platform_device_count")
+  ]
   env = dict(
       os.environ,
       JAX_PLATFORMS="cpu",
-      XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}",
+      XLA_FLAGS=" ".join(
+          kept + [f"--xla_force_host_platform_device_count={devices_per_process}"]
+      ),
   )
+  shares = core_shares(num_processes) if pin_cores else [None] * num_processes
   address = f"127.0.0.1:{free_port()}"
   procs, logs = [], []
   for i in range(num_processes):
@@ -68,7 +100,12 @@ def launch(
         f"--process_id={i}",
         f"--heartbeat_timeout={heartbeat_timeout}",
     ]
-    procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+    pin = (lambda cores=shares[i]: os.sched_setaffinity(0, cores)) if shares[i] else None
+    procs.append(
+        subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin
+        )
+    )
     logs.append(log)
   deadline = time.time() + timeout
   code = 0
@@ -107,7 +144,16 @@ def launch(
 
 
 def main(argv):
-  sys.exit(launch(argv[1:], _NUM.value, _DEVICES.value, _TIMEOUT.value, _HEARTBEAT.value))
+  sys.exit(
+      launch(
+          argv[1:],
+          _NUM.value,
+          _DEVICES.value,
+          _TIMEOUT.value,
+          _HEARTBEAT.value,
+          _PIN.value,
+      )
+  )
 
 
 if __name__ == "__main__":

@@ -133,3 +133,12 @@ def test_dead_process_stops_the_run_and_it_resumes(tmp_path):
   assert "Resumed from the checkpoint" in log
   records = rounds(workdir)
   assert [r["step"] for r in records] == list(range(5, 121, 5))
+
+
+def test_core_shares_split_the_usable_cores_evenly():
+  cores = sorted(os.sched_getaffinity(0))
+  shares = launch_local.core_shares(len(cores))
+  assert [sorted(s) for s in shares] == [[c] for c in cores]
+  assert launch_local.core_shares(1) == [set(cores)]
+  with pytest.raises(ValueError, match="usable cores"):
+    launch_local.core_shares(len(cores) + 1)
