@@ -125,6 +125,8 @@ FIELDS = {
     "gasloc.gamma": BELOW_ONE,
     # 0 = 1/(degree+1).
     "gasloc.alpha": NONNEGATIVE,
+    # 0 = 1/(degree+1).
+    "gossip_adamw.weight": NONNEGATIVE,
     "interval.h": COUNT,
     "interval.h_min": COUNT,
     # 0 = interval.h; else >= interval.h_min (interval.Interval).

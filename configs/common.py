@@ -30,7 +30,7 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   d, layers, heads, mlp, seq, batch, steps, h, every = SIZES[size]
   c = ml_collections.ConfigDict()
   c.seed = 0
-  # ddp | diloco | autoloco | noloco | gasloc (each has its own group below).
+  # ddp | diloco | autoloco | noloco | gasloc | gossip_adamw (each has its own group below).
   c.algorithm = "diloco"
   # K simulated workers on the replica axis.
   c.num_workers = 4
@@ -48,6 +48,7 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   c.autoloco = _autoloco()
   c.noloco = _noloco()
   c.gasloc = _gasloc()
+  c.gossip_adamw = _gossip_adamw()
   c.gossip = _gossip()
   c.interval = _interval(h)
   c.eval = _eval(size, every)
@@ -197,6 +198,14 @@ def _gasloc() -> ml_collections.ConfigDict:
   c.alpha = 0.0
   # True: gossip the momentum term too (DiLoCo on the complete graph).
   c.mix_momentum = False
+  return c
+
+
+def _gossip_adamw() -> ml_collections.ConfigDict:
+  """Gossip AdamW: theta' = W theta, W = I - weight Lap (gossip/gossip_adamw.py)."""
+  c = ml_collections.ConfigDict()
+  # Weight of each neighbour's difference; 0 = 1/(degree+1).
+  c.weight = 0.0
   return c
 
 

@@ -30,6 +30,7 @@ BYTES_PER_ROUND = {
     "autoloco": lambda p, h: RING(p),
     "noloco": lambda p, h: p * 4,  # its weights to one random peer
     "gasloc": lambda p, h: p * 4,
+    "gossip_adamw": lambda p, h: p * 4,  # GASLoC's message, on the same matching
 }
 
 

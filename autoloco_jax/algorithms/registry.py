@@ -29,6 +29,7 @@ REGISTRY = {
     "autoloco": "autoloco_jax.algorithms.diloco.autoloco:AutoLoCo",
     "noloco": "autoloco_jax.algorithms.gossip.noloco:NoLoCo",
     "gasloc": "autoloco_jax.algorithms.gossip.gasloc:GASLoC",
+    "gossip_adamw": "autoloco_jax.algorithms.gossip.gossip_adamw:GossipAdamW",
 }
 
 #: The config groups the algorithms read through typed groups, which check
@@ -42,6 +43,7 @@ GROUPS = (
     "autoloco",
     "noloco",
     "gasloc",
+    "gossip_adamw",
     "gossip",
 )
 

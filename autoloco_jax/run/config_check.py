@@ -34,6 +34,7 @@ VALUES_BEFORE_THE_FIELD = {
     "network.overlap_backward": 0.0,
     "model.attention": "auto",
     "model.remat": "none",
+    "gossip_adamw.weight": 0.0,
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.

@@ -28,9 +28,16 @@ from typing import Any
 
 import ml_collections
 
-from configs import autoloco, common, ddp, diloco, gasloc, noloco
+from configs import autoloco, common, ddp, diloco, gasloc, gossip_adamw, noloco
 
-ALGORITHMS = dict(autoloco=autoloco, ddp=ddp, diloco=diloco, gasloc=gasloc, noloco=noloco)
+ALGORITHMS = dict(
+    autoloco=autoloco,
+    ddp=ddp,
+    diloco=diloco,
+    gasloc=gasloc,
+    gossip_adamw=gossip_adamw,
+    noloco=noloco,
+)
 
 #: Simulated seconds of one inner step of one worker with 8 sequences of the
 #: ``study`` model (about what a worker takes on these cores); the clock scales
