@@ -28,19 +28,21 @@ import os
 
 import numpy as np
 
-#: The averaged model's entry in ``final_eval.json`` (per-worker models have names).
-MODEL = ""
+from autoloco_jax.run import evaluation
+
 
 
 def document_bpb(workdir: str) -> tuple[np.ndarray, np.ndarray] | None:
-  """``(tokens_D, bpb_D)`` of the averaged model's final eval in ``workdir``, or
-  None where the run has no ``final_eval.json`` (written before it existed)."""
+  """``(tokens_D, bpb_D)`` of the run's headline model's final eval in
+  ``workdir`` (``evaluation.main_loss``'s: the global model, or the decentralized
+  methods' replica mean), or None where the run has no ``final_eval.json``
+  (written before it existed)."""
   path = os.path.join(workdir, "final_eval.json")
   if not os.path.exists(path):
     return None
   with open(path) as f:
     record = json.load(f)
-  doc = record["documents"][MODEL]
+  doc = evaluation.main_loss(record["documents"])
   tokens_D = np.asarray(doc["tokens"], np.float64)
   loss_D = np.asarray(doc["loss_sum"], np.float64)
   bytes_per_token = float(record["final_eval_bytes"]) / float(record["final_eval_tokens"])

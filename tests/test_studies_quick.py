@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 
 from autoloco_jax.run import trainer
-from configs.studies import ablations, base, compression, decentralized, heterogeneity
+from configs.studies import ablations, attention, base, compression, decentralized
+from configs.studies import gossip_g1, heterogeneity
 from configs.studies import evidence
 from experiments import sweep
 from tests import test_documented_commands as documented
 from tests.helpers import ROOT
 
-STUDIES = (ablations, decentralized, heterogeneity)
+STUDIES = (ablations, decentralized, heterogeneity, attention)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -33,6 +34,7 @@ def studies(tmp_path_factory):
   reports = str(tmp_path_factory.mktemp("reports"))
   patch = pytest.MonkeyPatch()
   patch.setattr(evidence, "QUICK_DIR", str(tmp_path_factory.mktemp("evidence")))
+  patch.setattr(gossip_g1, "QUICK_DIR", str(tmp_path_factory.mktemp("gossip_g1")))
   # The patch lasts the whole module: tests read the phases' reports through the
   # study's own paths, which must be this module's folder, never a checkout's
   # earlier runs.
@@ -48,6 +50,13 @@ def studies(tmp_path_factory):
     for phase in compression.PHASES:
       study = compression.get_config(f"{phase},quick")
       phases[f"compression_{phase}"] = (
+          study,
+          sweep.run_study(study, root, study.report_dir, progress=False),
+      )
+    # GASLoC's claim G1: coarse grid, tune, report, each from the phase before.
+    for phase in gossip_g1.PHASES:
+      study = gossip_g1.get_config(f"{phase},quick")
+      phases[f"gossip_g1_{phase}"] = (
           study,
           sweep.run_study(study, root, study.report_dir, progress=False),
       )
@@ -281,6 +290,39 @@ def test_compression_rows_start_from_the_tuned_pair_and_report_bytes_and_peaks(p
     assert f"| `{label}` |" in text
 
 
+@pytest.mark.slow
+def test_gossip_g1_tunes_on_tuning_seeds_and_reports_gasloc_against_each_baseline(
+    phases,
+):
+  coarse_study, coarse = phases["gossip_g1_coarse"]
+  tune_study, tune = phases["gossip_g1_tune"]
+  report_study, report = phases["gossip_g1_report"]
+  assert not (set(coarse_study.seeds) | set(tune_study.seeds)) & set(report_study.seeds)
+  assert len(report_study.seeds) == report_study.power["seeds"] >= 2
+  for topo in gossip_g1.QUICK_TOPOLOGIES:
+    for method in gossip_g1.METHODS:
+      # The tune phase keeps the coarse pass's best points; the report its best.
+      grid = gossip_g1.points(method, quick=True)
+      labels = [gossip_g1.label(method, topo, p) for p in grid]
+      best = min(labels, key=lambda l: coarse["stats"][l]["final_eval_bpb"][0])
+      assert best in tune_study.labels
+      tuned = min(
+          (l for l in labels if l in tune["stats"]),
+          key=lambda l: tune["stats"][l]["final_eval_bpb"][0],
+      )
+      assert tuned in report_study.labels
+      assert (tuned, "ddp") in report_study.comparisons
+  # GASLoC against each baseline on each graph, paired by seed, with a verdict.
+  pairs = {(c["candidate"], c["reference"]) for c in report["comparisons"]}
+  gasloc = [c for c, r in pairs if c.startswith("gasloc_ring") and r != "ddp"]
+  assert len(gasloc) == len(gossip_g1.METHODS) - 1
+  for c in report["comparisons"]:
+    assert c["verdict"] and c["seeds"] == list(report_study.seeds)
+  # The runs are the regime's: K = 8, one step per round, GASLoC with gamma 0.
+  config = report_study.runs[next(l for l in report_study.labels if "_g0_" in l)]
+  assert (config.num_workers, config.interval.h, config.gasloc.gamma) == (8, 1, 0.0)
+
+
 # --- the ablations, decentralized and heterogeneity studies -------------------------
 
 
@@ -361,9 +403,10 @@ def test_studies_share_identical_runs(studies):
   assert dirs & phase_dirs
   # DiLoCo at H_ref is in all three studies (decentralized's diloco_k4 too): 20
   # labelled runs, 18 trainings. (The ablations' loss_ratio run is no longer the
-  # default AutoLoCo, which now starts from 1.5 H_ref with the tuned pair.)
+  # default AutoLoCo, which now starts from 1.5 H_ref with the tuned pair.) The
+  # attention study's two runs name the attention path, so neither is shared.
   labelled = sum(len(m.get_config("quick").labels) for m in STUDIES)
-  assert (labelled, len(dirs)) == (20, 18)
+  assert (labelled, len(dirs)) == (22, 20)
 
 
 @pytest.mark.slow
