@@ -115,6 +115,10 @@ FIELDS = {
     # (outer.checks.POSITIVE and BELOW_ONE).
     "diloco.alpha": POSITIVE,
     "diloco.beta": BELOW_ONE,
+    # None = a constant beta.
+    "diloco.beta_end": Range(float, 0.0, 1.0, high_in=False, none_ok=True),
+    # 0 = the run's rounds at the first interval.
+    "diloco.beta_rounds": NATURAL,
     # 0 = interval.h.
     "autoloco.h_ref": NATURAL,
     "noloco.alpha": POSITIVE,

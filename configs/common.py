@@ -148,8 +148,16 @@ def _diloco() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   # Outer learning rate.
   c.alpha = 0.7
-  # Outer momentum.
+  # Outer momentum (beta_0 of a schedule).
   c.beta = 0.9
+  # A momentum schedule beta(t) from beta to beta_end (outer.momentum_schedule);
+  # None = constant beta. A placeholder keeps the field's type (float).
+  c.beta_end = ml_collections.config_dict.placeholder(float)
+  # linear | cosine
+  c.beta_shape = "linear"
+  # Outer steps the schedule takes (then beta_end holds); 0 = the whole run's
+  # rounds at the first interval (total_steps // h).
+  c.beta_rounds = 0
   return c
 
 

@@ -247,7 +247,6 @@ def test_ignores_unrelated_extra_args_and_chains(name):
         (dict(learning_rate=None), 'learning_rate'),
         (dict(learning_rate='0.7'), 'learning_rate'),
         (dict(momentum='0.9'), 'momentum'),
-        (dict(momentum=lambda count: 0.9), 'momentum'),
         (dict(learning_rate=float('nan')), 'learning_rate'),
         (dict(momentum=1.0), 'momentum'),
         (dict(momentum=-0.1), 'momentum'),

@@ -40,6 +40,10 @@ The package needs only JAX and optax, so other projects can take it as it is:
   computing ``S_ref,t``.
 * :func:`buffer_scale` — what ``on_change`` does to the momentum buffer when the
   round's length changes (restart or rescale).
+* :func:`momentum_schedule` — an outer-momentum schedule ``β(t)`` (linear or
+  cosine, over the run or a warmup), for the ``momentum`` argument of
+  :func:`diloco` and :func:`autoloco`, which take a schedule as they take one
+  for ``learning_rate``.
 * :func:`replayed_ratios` — an :func:`autoloco` transform fed a recorded sequence
   of ratios ``r_t`` instead of the trainer's sums (a control).
 
@@ -69,7 +73,13 @@ from autoloco_jax.outer.correction import (
     lr_sum_correction,
     lr_sum_ratio,
 )
-from autoloco_jax.outer.momentum import ON_CHANGE, buffer_scale, nesterov_momentum
+from autoloco_jax.outer.momentum import (
+    MOMENTUM_SHAPES,
+    ON_CHANGE,
+    buffer_scale,
+    momentum_schedule,
+    nesterov_momentum,
+)
 from autoloco_jax.outer.reference import (
     REFERENCES,
     peak_reference_lr_sum,

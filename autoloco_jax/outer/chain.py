@@ -116,7 +116,7 @@ def _corrected_nesterov(
 
 def autoloco(
     learning_rate: Union[float, jax.Array, optax.Schedule],
-    momentum: Union[float, jax.Array],
+    momentum: Union[float, jax.Array, optax.Schedule],
     correction: str = 'both',
     *,
     snap_tol: Union[float, jax.Array] = DEFAULT_SNAP_TOL,
@@ -182,8 +182,10 @@ def autoloco(
   Args:
     learning_rate: outer learning rate ``α`` (> 0), or an optax schedule of the
       outer step count.
-    momentum: outer momentum ``β`` in ``[0, 1)``. With ``β = 0`` the corrected
-      ``α_t`` is ``α`` for every ``r_t > 0`` (the limit of the formula).
+    momentum: outer momentum ``β`` in ``[0, 1)``, or an optax schedule of the
+      outer step count (:func:`momentum_schedule`), whose ``β(t)`` the
+      correction then takes as its ``β``. With ``β = 0`` the corrected ``α_t``
+      is ``α`` for every ``r_t > 0`` (the limit of the formula).
     correction: ``'none' | 'momentum' | 'lr' | 'both' | 'table'``; the default
       is the formulas above (the trainer passes ``config.autoloco.correction``).
     snap_tol: ratios with ``|r_t − 1| ≤ snap_tol`` are applied as exactly 1.
@@ -309,7 +311,7 @@ def replayed_ratios(tx: AutoLoCoTransformation, ratios: Any) -> AutoLoCoTransfor
 
 def diloco(
     learning_rate: Union[float, jax.Array, optax.Schedule],
-    momentum: Union[float, jax.Array],
+    momentum: Union[float, jax.Array, optax.Schedule],
 ) -> AutoLoCoTransformation:
   r"""DiLoCo's outer optimizer: SGD with Nesterov momentum on the pseudo-gradient.
 
@@ -325,7 +327,9 @@ def diloco(
 
   Args:
     learning_rate: outer learning rate ``α`` (paper: 0.7), or a schedule.
-    momentum: outer Nesterov momentum ``β`` in ``[0, 1)`` (paper: 0.9).
+    momentum: outer Nesterov momentum ``β`` in ``[0, 1)`` (paper: 0.9), or a
+      schedule ``β(t)`` of the outer step count (:func:`momentum_schedule`); a
+      constant is the step above bit for bit.
 
   Returns:
     An :class:`AutoLoCoTransformation`.

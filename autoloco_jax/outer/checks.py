@@ -65,7 +65,8 @@ def check_scalar(name: str, value: Any, valid: Range) -> None:
 
 
 def check_hyperparams(learning_rate: Any, momentum: Any, snap_tol: Any) -> None:
-  """``α`` a number > 0, an array or a schedule; ``β`` and ``snap_tol`` in [0, 1)."""
+  """``α`` a number > 0, an array or a schedule; ``β`` a number in [0, 1), an
+  array or a schedule; ``snap_tol`` in [0, 1)."""
   if isinstance(learning_rate, bool) or not (
       callable(learning_rate)
       or is_concrete_number(learning_rate)
@@ -76,11 +77,13 @@ def check_hyperparams(learning_rate: Any, momentum: Any, snap_tol: Any) -> None:
         f'got {learning_rate!r}.'
     )
   if isinstance(momentum, bool) or not (
-      is_concrete_number(momentum) or isinstance(momentum, jax.Array)
+      callable(momentum)
+      or is_concrete_number(momentum)
+      or isinstance(momentum, jax.Array)
   ):
     raise ValueError(
-        f'momentum must be a number in [0, 1), got {momentum!r} (use 0.0 for '
-        'no momentum; schedules go through optax.inject_hyperparams).'
+        f'momentum must be a number in [0, 1), an array or a schedule, got '
+        f'{momentum!r} (use 0.0 for no momentum).'
     )
   check_scalar('learning_rate', learning_rate, POSITIVE)
   check_scalar('momentum', momentum, BELOW_ONE)
@@ -107,6 +110,11 @@ def check_table(table: Any, correction: str, momentum: Any) -> tuple:
       raise ValueError(
           f'table row {(r, scale, beta)}: alpha scale must be > 0 and beta in [0, 1).'
       )
+  if callable(momentum):
+    raise ValueError(
+        "correction='table' interpolates fixed (alpha, beta) pairs; it takes a "
+        f'constant momentum, not a schedule ({momentum!r}).'
+    )
   ones = [row for row in table if row[0] == 1.0]
   ref = ones[0] if ones else (None, None, None)
   if ref[1] != 1.0 or (is_concrete_number(momentum) and ref[2] != float(momentum)):

@@ -158,7 +158,7 @@ def _correction_rule(correction: str, table: tuple) -> _Rule:
 
 def lr_sum_correction(
     learning_rate: Union[float, jax.Array, optax.Schedule],
-    momentum: Union[float, jax.Array],
+    momentum: Union[float, jax.Array, optax.Schedule],
     correction: str = 'both',
     *,
     snap_tol: Union[float, jax.Array] = DEFAULT_SNAP_TOL,
@@ -169,7 +169,7 @@ def lr_sum_correction(
   .. math::
 
     r_t = S_t / S_{\mathrm{ref},t}, \qquad
-    (α_t, β_t) = \mathrm{correction}(α(t), β, r_t)
+    (α_t, β_t) = \mathrm{correction}(α(t), β(t), r_t)
 
   (:func:`lr_sum_ratio`, :func:`corrected_hyperparams`). The updates pass
   through unchanged; the state (:class:`CorrectionState`) records
@@ -194,6 +194,7 @@ def lr_sum_correction(
   checks.check_hyperparams(learning_rate, momentum, snap_tol)
   rule = _correction_rule(correction, checks.check_table(table, correction, momentum))
   schedule = learning_rate if callable(learning_rate) else lambda count: learning_rate
+  beta_at = momentum if callable(momentum) else lambda count: momentum
 
   def init_fn(params):
     del params
@@ -201,7 +202,7 @@ def lr_sum_correction(
     return CorrectionState(
         count=count,
         alpha=jnp.asarray(schedule(count), jnp.float32),
-        beta=jnp.asarray(momentum, jnp.float32),
+        beta=jnp.asarray(beta_at(count), jnp.float32),
         ratio=jnp.ones((), jnp.float32),
     )
 
@@ -212,7 +213,8 @@ def lr_sum_correction(
     checks.check_sums(inner_lr_sum, reference_lr_sum)
     ratio = lr_sum_ratio(inner_lr_sum, reference_lr_sum, snap_tol)
     alpha = jnp.asarray(schedule(state.count), jnp.float32)
-    alpha_t, beta_t = rule(alpha, jnp.asarray(momentum, jnp.float32), ratio)
+    beta = jnp.asarray(beta_at(state.count), jnp.float32)
+    alpha_t, beta_t = rule(alpha, beta, ratio)
     count = optax.safe_increment(state.count)
     return updates, CorrectionState(count, alpha_t, beta_t, ratio)
 

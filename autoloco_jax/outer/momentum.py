@@ -22,6 +22,59 @@ from autoloco_jax.outer.correction import DEFAULT_SNAP_TOL
 #: round's (see :func:`autoloco`).
 ON_CHANGE = ('keep', 'restart', 'rescale')
 
+#: The shapes of :func:`momentum_schedule`.
+MOMENTUM_SHAPES = ('linear', 'cosine')
+
+
+def momentum_schedule(
+    beta_0: Any, beta_1: Any, rounds: int, shape: str = 'linear'
+) -> optax.Schedule:
+  r"""An outer-momentum schedule ``β(t)`` of the outer step count ``t``.
+
+  .. math::
+
+    u = \min(t, R) / R, \qquad
+    β(t) = \begin{cases}
+      β_0 + (β_1 − β_0)\, u & \text{linear} \\
+      β_1 + (β_0 − β_1)\, \tfrac{1}{2}(1 + \cos π u) & \text{cosine}
+    \end{cases}
+
+  ``β_0`` at the first outer step, ``β_1`` from step ``R`` on: over the whole
+  run (``R`` its number of rounds), or a warmup over the first ``R`` rounds. An
+  optax schedule (``optax.linear_schedule``; ``optax.cosine_decay_schedule`` of
+  ``β_0 − β_1``, shifted by ``β_1``), for the ``momentum`` argument of
+  :func:`~autoloco_jax.outer.diloco` and :func:`~autoloco_jax.outer.autoloco`
+  (which read it at their state's ``count``). ``β_0`` and ``β_1`` may be traced.
+
+  Args:
+    beta_0: ``β`` at ``t = 0``, in [0, 1).
+    beta_1: ``β`` from ``t = R`` on, in [0, 1).
+    rounds: ``R >= 1``, the outer steps the change takes.
+    shape: ``'linear' | 'cosine'``.
+
+  Returns:
+    An ``optax.Schedule``.
+
+  Raises:
+    ValueError: for a shape not in :data:`MOMENTUM_SHAPES`, ``rounds < 1``, or a
+      concrete ``β`` outside [0, 1).
+
+  Examples:
+    >>> from autoloco_jax import outer
+    >>> beta = outer.momentum_schedule(0.5, 0.9, rounds=4)
+    >>> print([f'{float(beta(t)):.2f}' for t in range(6)])
+    ['0.50', '0.60', '0.70', '0.80', '0.90', '0.90']
+  """
+  checks.check_choice('shape', shape, MOMENTUM_SHAPES)
+  checks.check_scalar('beta_0', beta_0, checks.BELOW_ONE)
+  checks.check_scalar('beta_1', beta_1, checks.BELOW_ONE)
+  if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+    raise ValueError(f'rounds must be an int >= 1, got {rounds!r}.')
+  if shape == 'linear':
+    return optax.linear_schedule(beta_0, beta_1, transition_steps=rounds)
+  decay = optax.cosine_decay_schedule(beta_0 - beta_1, decay_steps=rounds)
+  return lambda count: beta_1 + decay(count)
+
 
 def buffer_scale(
     prev_ratio: Any,

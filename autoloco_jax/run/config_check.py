@@ -35,6 +35,8 @@ VALUES_BEFORE_THE_FIELD = {
     "model.attention": "auto",
     "model.remat": "none",
     "gossip_adamw.weight": 0.0,
+    "diloco.beta_shape": "linear",
+    "diloco.beta_rounds": 0,
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.

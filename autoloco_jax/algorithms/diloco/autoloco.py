@@ -68,7 +68,7 @@ class AutoLoCo(DiLoCo):
       raise ValueError(f"autoloco.h_ref must be >= 1, got {self.h_ref}")
     tx = outer.autoloco(  # validates correction, table and on_change
         self.alpha,
-        self.beta,
+        self.momentum({}),
         self.correction,
         table=self.table,
         on_change=self.on_change,
@@ -105,7 +105,7 @@ class AutoLoCo(DiLoCo):
   def outer_tx(self, setup: Setup, hyper: dict) -> optax.GradientTransformationExtraArgs:
     tx = outer.autoloco(
         hyper.get("alpha", self.alpha),
-        hyper.get("beta", self.beta),
+        self.momentum(hyper),
         correction=self.correction,
         table=self.table,
         on_change=self.on_change,

@@ -58,7 +58,14 @@ class DiLoCo:
 
   Attributes:
     alpha: outer learning rate ``α`` (paper: 0.7).
-    beta: outer Nesterov momentum ``β`` (paper: 0.9).
+    beta: outer Nesterov momentum ``β`` (paper: 0.9); with ``beta_end``, ``β_0``
+      of the momentum schedule.
+    beta_end: ``β_1`` of the outer-momentum schedule (``outer.momentum_schedule``:
+      ``β(t)`` from ``β`` to ``β_1`` over ``beta_rounds`` outer steps), or None
+      for a constant ``β`` (DiLoCo bit for bit).
+    beta_shape: ``linear | cosine``, the schedule's shape.
+    beta_rounds: its length in outer steps (from ``config.diloco.beta_rounds``;
+      0 there is the run's rounds at the first interval).
     interval: ``config.interval``, typed.
     controller: chooses each round's ``H`` (``intervals.fixed(H)`` for DiLoCo),
       built from ``interval``.
@@ -71,6 +78,9 @@ class DiLoCo:
 
   alpha: float
   beta: float
+  beta_end: float | None
+  beta_shape: str
+  beta_rounds: int
   interval: Interval
   controller: intervals.IntervalController
   h0: int
@@ -88,13 +98,23 @@ class DiLoCo:
   seeded_build = False
 
   def __post_init__(self):
-    for name in ("alpha", "beta"):
+    for name in ("alpha", "beta", "beta_end", "beta_rounds"):
       ranges.check(f"diloco.{name}", getattr(self, name))
+    for name in ("alpha", "beta"):
       object.__setattr__(self, name, float(getattr(self, name)))
+    if self.beta_shape not in outer.MOMENTUM_SHAPES:
+      raise ValueError(
+          f"config.diloco.beta_shape must be one of {outer.MOMENTUM_SHAPES}, "
+          f"got {self.beta_shape!r}"
+      )
+    if self.beta_end is not None:
+      object.__setattr__(self, "beta_end", float(self.beta_end))
+      outer.momentum_schedule(self.beta, self.beta_end, self.beta_rounds, self.beta_shape)
 
   @classmethod
   def from_config(cls, config: Any) -> "DiLoCo":
-    """From ``config.diloco`` (``alpha``, ``beta``), ``config.interval``
+    """From ``config.diloco`` (``alpha``, ``beta`` and the momentum schedule's
+    ``beta_end``, ``beta_shape``, ``beta_rounds``), ``config.interval``
     (``h`` is the first ``H`` of an adaptive controller; an open-loop one
     starts at its own ``open_loop(0)``), ``config.stream`` and
     ``config.compress``."""
@@ -102,9 +122,13 @@ class DiLoCo:
     controller = intervals.from_interval(interval, config.inner.lr, config.total_steps)
     # An open-loop controller (fixed, schedule, budget) starts at its own sequence.
     first = controller.open_loop(0) if controller.open_loop else interval.h
+    d = config.diloco
     return cls(
-        alpha=config.diloco.alpha,
-        beta=config.diloco.beta,
+        alpha=d.alpha,
+        beta=d.beta,
+        beta_end=d.beta_end,
+        beta_shape=d.beta_shape,
+        beta_rounds=int(d.beta_rounds or max(1, config.total_steps // int(first))),
         interval=interval,
         controller=controller,
         h0=int(first),
@@ -113,14 +137,27 @@ class DiLoCo:
     )
 
   def outer_hyper(self) -> dict:
-    """The outer step's ``(α, β)``, which the compiled sync takes as arguments
-    (``jitting.jit_sync_of``): a tuning grid's runs share one program."""
-    return {"alpha": self.alpha, "beta": self.beta}
+    """The outer step's ``(α, β)`` (and ``β_1`` of a momentum schedule), which
+    the compiled sync takes as arguments (``jitting.jit_sync_of``): a tuning
+    grid's runs share one program."""
+    hyper = {"alpha": self.alpha, "beta": self.beta}
+    if self.beta_end is not None:
+      hyper["beta_end"] = self.beta_end
+    return hyper
+
+  def momentum(self, hyper: dict) -> Any:
+    """``β``, or the schedule ``β(t)`` from ``β`` to ``β_1``, from ``hyper``'s
+    values (traced) or the concrete ones where ``hyper`` has none."""
+    beta = hyper.get("beta", self.beta)
+    if self.beta_end is None:
+      return beta
+    beta_end = hyper.get("beta_end", self.beta_end)
+    return outer.momentum_schedule(beta, beta_end, self.beta_rounds, self.beta_shape)
 
   def outer_tx(self, setup: Setup, hyper: dict) -> optax.GradientTransformationExtraArgs:
-    """The outer transform with ``hyper``'s ``(α, β)`` (traced), or the
+    """The outer transform with ``hyper``'s ``α`` and momentum (traced), or the
     concrete ones where ``hyper`` has none."""
-    return outer.diloco(hyper.get("alpha", self.alpha), hyper.get("beta", self.beta))
+    return outer.diloco(hyper.get("alpha", self.alpha), self.momentum(hyper))
 
   def reference_lr_sum(self, setup: Setup, start_step: jax.Array) -> jax.Array:
     """``S_ref,t``: DiLoCo applies no correction; the value is only logged."""
