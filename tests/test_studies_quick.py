@@ -262,6 +262,16 @@ def test_tables_summarise_every_phase(phases):
   for c in phases["report"][1]["comparisons"]:
     assert f"| `{c['candidate']}` |" in section
   assert "Frontier slope (tuned)" in section
+  # AutoLoCo against DiLoCo at H_ref, paired by seed, read from the report.
+  plain = text.split("## AutoLoCo against DiLoCo at `H_ref`")[1].split("## ")[0]
+  report = phases["report"][1]
+  (c,) = [
+      c for c in report["comparisons"]
+      if (c["candidate"], c["reference"]) == ("autoloco", f"diloco_h{evidence.h_ref(True)}")
+  ]
+  lower = sum(d < 0 for d in c["loss"]["per_seed"])
+  assert f"| base/shakespeare | {c['syncs']:.1f} / " in plain
+  assert f"| {lower}/{len(c['loss']['per_seed'])} |" in plain
 
 
 @pytest.mark.slow
