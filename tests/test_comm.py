@@ -3,6 +3,7 @@ values: bytes and times of ring all-reduces and pairwise exchanges, barriers
 that only all-reduces impose, and the named network settings.
 """
 
+import jax
 import ml_collections
 import numpy as np
 import pytest
@@ -238,3 +239,35 @@ def test_clock_state_round_trips_for_checkpoints():
   assert fresh.step_time == 0.05
   pattern = allreduce_round(5)
   assert fresh.advance(pattern) == clock.advance(pattern)
+
+
+@pytest.mark.parametrize("codec", ["identity", "int8"])
+def test_a_diloco_round_built_by_the_registry_is_priced_by_hand(codec):
+  """The algorithm's own round (``comm_pattern`` of ``registry.make``) on the
+  clock, against the ring written out by hand: float32 sums on the way, a ring
+  all-reduce of ``2(K−1)`` stages, each moving ``P·4/K`` bytes per link (in all
+  ``2(K−1)/K · P·4`` bytes per worker); int8 with a float32 scale per block of
+  128 cannot be summed, a ring all-gather of ``K−1`` stages, each moving one
+  whole payload ``n + 4⌈n/128⌉`` per leaf. Every stage also pays the latency."""
+  from autoloco_jax.runtime import replicas
+  from tests.helpers import config, toy_loss, toy_params
+
+  K, h, step, gbps, ms = 4, 3, 0.1, 1.0, 2.0
+  c = config("diloco", K=K, h=h)
+  c.compress.codec, c.compress.block_size = codec, 128
+  algo = registry.make(c, toy_loss, replicas.make_mesh(K, 1))
+  params = toy_params()
+  algo.init_state(params)  # records the shapes the payload is priced from
+  sizes = [x.size for x in jax.tree.leaves(params)]
+  P = sum(sizes)
+  link = gbps * 1e9 / 8  # bytes/s
+  clock = clock_lib.SimClock(network.make_network(K, gbps, ms), P, 4, step_time=step)
+  m = clock.advance(algo.comm_pattern(0, h))
+  if codec == "identity":
+    stages, per_link = 2 * (K - 1), P * 4 / K
+    sent = 2 * (K - 1) / K * P * 4
+  else:
+    payload = sum(n + 4 * -(-n // 128) for n in sizes)
+    stages, per_link, sent = K - 1, payload, (K - 1) * payload
+  assert m["sim_round_time"] == pytest.approx(h * step + stages * (ms / 1e3 + per_link / link))
+  assert m["round_bytes_per_worker"] == pytest.approx(sent)
