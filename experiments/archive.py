@@ -13,11 +13,17 @@ so the archive stops at the first such phase.
   EVIDENCE_FROM=report experiments/evidence.sh many python
 
 The archive is ``docs/studies/evidence_v2/<regime>_<corpus>/finished_runs.tar.xz``
-(``--file`` for another, ``--root`` for another runs folder).
+(``--file`` for another, ``--root`` for another runs folder). Any other study
+file's runs the same way, every phase of its ``PHASES`` that can be built::
+
+  python -m experiments.archive --study configs/studies/gossip_g1.py \
+      --file docs/studies/gossip_g1/finished_runs.tar.xz
+  python -m experiments.archive --restore --file docs/studies/gossip_g1/finished_runs.tar.xz
 """
 
 import os
 import tarfile
+from typing import Any
 
 from absl import app, flags
 
@@ -47,11 +53,40 @@ def cell_workdirs(regime: str, corpus: str, root: str, quick: bool = False) -> l
   return list(out)
 
 
+def study_workdirs(study: Any, root: str, quick: bool = False) -> list[str]:
+  """The workdirs of every run of a study (its module, or its file's path): of
+  each phase of its ``PHASES`` (``get_config("<phase>[,quick]")``) up to the
+  first whose earlier phase has no report yet, or of ``get_config()`` for a
+  study without phases."""
+  module = study
+  if isinstance(study, str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_archived_study", study)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+  suffix = ",quick" if quick else ""
+  args = [p + suffix for p in getattr(module, "PHASES", ())] or ["quick" if quick else "full"]
+  out = {}
+  for arg in args:
+    try:
+      study = module.get_config(arg)
+    except ValueError:  # an earlier phase has no report yet
+      break
+    out.update(dict.fromkeys(workdir for *_, workdir in sweep.jobs(study, root)))
+  return list(out)
+
+
 def write(regime: str, corpus: str, root: str, out: str | None = None, quick: bool = False) -> int:
   """Archive the cell's finished runs under ``root`` into ``out`` (default
   ``path(...)``); returns how many runs it holds."""
   out = out or path(regime, corpus, quick)
-  finished = [w for w in cell_workdirs(regime, corpus, root, quick) if sweep.is_finished(w)]
+  return write_runs(cell_workdirs(regime, corpus, root, quick), out)
+
+
+def write_runs(workdirs: list[str], out: str) -> int:
+  """Archive the finished ones of ``workdirs`` into ``out``; returns how many."""
+  finished = [w for w in workdirs if sweep.is_finished(w)]
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
   tmp = out + ".tmp"
   with tarfile.open(tmp, "w:xz") as tar:
@@ -79,8 +114,20 @@ def restore(source: str, root: str) -> int:
 
 
 def main(argv):
+  if FLAGS.study or (FLAGS.restore and FLAGS.file and len(argv) == 1):
+    if not FLAGS.file:
+      raise app.UsageError("--study needs --file, the archive to write")
+    if FLAGS.restore:
+      print(f"{restore(FLAGS.file, FLAGS.root)} runs restored from {FLAGS.file}")
+    else:
+      count = write_runs(study_workdirs(FLAGS.study, FLAGS.root), FLAGS.file)
+      print(f"{count} finished runs archived in {FLAGS.file}")
+    return
   if len(argv) != 3:
-    raise app.UsageError("usage: python -m experiments.archive <regime> <corpus> [--restore]")
+    raise app.UsageError(
+        "usage: python -m experiments.archive <regime> <corpus> [--restore], or "
+        "--study FILE --file ARCHIVE, or --restore --file ARCHIVE"
+    )
   regime, corpus = argv[1], argv[2]
   if regime not in evidence.REGIMES or corpus not in evidence.CORPORA:
     raise app.UsageError(
@@ -98,6 +145,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("root", "runs/studies", "Where the runs' workdirs are.")
 flags.DEFINE_bool("restore", False, "Unpack the cell's archive into --root instead.")
 flags.DEFINE_string("file", None, "The archive (default: the cell's, beside its reports).")
+flags.DEFINE_string("study", None, "A study file whose phases' runs to archive.")
 
 if __name__ == "__main__":
   app.run(main)

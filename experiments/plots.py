@@ -150,8 +150,11 @@ def write_plots(result: dict, report_dir: str) -> list[str]:
   runs, title = result["runs"], result["title"]
   names = []
 
+  # A quick study checks the pipeline: its pictures are drawn small.
+  dpi = 40 if result.get("quick") else 110
+
   def save(fig, name):
-    fig.savefig(os.path.join(report_dir, name), dpi=110)
+    fig.savefig(os.path.join(report_dir, name), dpi=dpi)
     plt.close(fig)
     names.append(name)
 

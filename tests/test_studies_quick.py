@@ -328,9 +328,10 @@ def test_gossip_g1_tunes_on_tuning_seeds_and_reports_gasloc_against_each_baselin
   assert len(gasloc) == len(gossip_g1.METHODS) - 1
   for c in report["comparisons"]:
     assert c["verdict"] and c["seeds"] == list(report_study.seeds)
-  # The runs are the regime's: K = 8, one step per round, GASLoC with gamma 0.
+  # The runs are the regime's: one step per round, GASLoC with gamma 0 (quick: K = 4).
   config = report_study.runs[next(l for l in report_study.labels if "_g0_" in l)]
-  assert (config.num_workers, config.interval.h, config.gasloc.gamma) == (8, 1, 0.0)
+  assert (config.num_workers, config.interval.h, config.gasloc.gamma) == (4, 1, 0.0)
+  assert gossip_g1.run_config("gasloc", quick=False).num_workers == gossip_g1.K == 8
 
 
 # --- the ablations, decentralized and heterogeneity studies -------------------------
@@ -453,6 +454,26 @@ def test_archive_keeps_a_cells_finished_runs_for_a_fresh_checkout(studies, tmp_p
   assert archive.path("many", "python").endswith(
       os.path.join("evidence_v2", "many_python", "finished_runs.tar.xz")
   )
+
+
+@pytest.mark.slow
+def test_archive_keeps_any_phased_studys_runs(studies, tmp_path):
+  """``--study``: every run of the G1 study's three phases, archived and restored."""
+  from experiments import archive
+
+  root = studies["root"]
+  wanted = {
+      workdir
+      for phase in gossip_g1.PHASES
+      for *_, workdir in sweep.jobs(studies["phases"][f"gossip_g1_{phase}"][0], root)
+  }
+  got = archive.study_workdirs(gossip_g1, root, quick=True)
+  assert set(got) == wanted
+  out = str(tmp_path / "g1.tar.xz")
+  assert archive.write_runs(got, out) == len(wanted)
+  fresh = str(tmp_path / "fresh")
+  assert archive.restore(out, fresh) == len(wanted)
+  assert all(sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in wanted)
 
 
 def _finish(workdir: str) -> None:

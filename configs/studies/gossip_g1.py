@@ -74,6 +74,7 @@ TOLERANCE = 0.01
 MIN_REPORT_SEEDS = 6
 MAX_REPORT_SEEDS = 12
 K, H = 8, 1
+QUICK_K = 4
 QUICK_DIR = "runs/studies/gossip-g1-quick"
 DOCS_DIR = "docs/studies/gossip_g1"
 
@@ -146,16 +147,19 @@ def overrides(method: str, topology: str, point: dict, degree: int) -> dict:
 
 def run_config(method: str, quick: bool, **extra: Any):
   """A run of the regime: K workers, one step per round, the global batch of
-  the study size split over them, a checkpoint every 100 rounds."""
+  the study size split over them, a checkpoint every 100 rounds. Quick mode
+  (a pipeline check): 4 workers and 20 steps."""
   algorithm = dict(gasloc_g0="gasloc", gossip="gossip_adamw").get(method, method)
-  batch = (4 if quick else 8) * 4 // K
+  k = QUICK_K if quick else K
+  size = dict(total_steps=20, eval__every_steps=10) if quick else {}
   return base.run_config(
       algorithm,
       quick,
-      num_workers=K,
-      data__batch_size=max(batch, 1),
+      num_workers=k,
+      data__batch_size=(4 if quick else 8) * 4 // k,
       interval__h=H,
       checkpoint__every_rounds=100,
+      **size,
       **extra,
   )
 
