@@ -53,6 +53,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "autoloco": {"algorithm": "autoloco"},
     "noloco": {"algorithm": "noloco"},
     "gasloc": {"algorithm": "gasloc"},
+    "gossip_adamw": {"algorithm": "gossip_adamw"},
 }
 
 #: Compute utilizations whose bandwidth the planner reports.
