@@ -271,3 +271,32 @@ def test_a_diloco_round_built_by_the_registry_is_priced_by_hand(codec):
     stages, per_link, sent = K - 1, payload, (K - 1) * payload
   assert m["sim_round_time"] == pytest.approx(h * step + stages * (ms / 1e3 + per_link / link))
   assert m["round_bytes_per_worker"] == pytest.approx(sent)
+  # Not overlapped: the exchange must fit in one step's time.
+  assert m["peak_bandwidth"] == pytest.approx(sent / step)
+
+
+def test_streaming_peak_bandwidth_by_hand():
+  """Streaming DiLoCo with P = 2 fragments (one leaf each of the toy model) and
+  τ = 1: each ``send`` all-reduces one fragment, ``2(K−1)/K`` of its ``4n``
+  bytes per worker, within τ steps; the peak is half of DiLoCo's whole-model
+  round's, and the clock charges the send's bytes, not the arrive's."""
+  from autoloco_jax.runtime import replicas
+  from tests.helpers import config, toy_loss, toy_params
+
+  K, step = 4, 0.1
+  c = config("diloco", K=K, h=4)
+  c.stream.fragments, c.stream.tau = 2, 1
+  algo = registry.make(c, toy_loss, replicas.make_mesh(K, 1))
+  params = toy_params()
+  algo.init_state(params)
+  P = sum(x.size for x in jax.tree.leaves(params))
+  fragment = jax.tree.leaves(params)[0].size * 4  # bytes of one leaf
+  clock = clock_lib.SimClock(network.make_network(K, 1.0, 1.0), P, 4, step_time=step)
+  send = clock.advance(algo.comm_pattern(0, 2))
+  sent = 2 * (K - 1) / K * fragment
+  assert send["round_bytes_per_worker"] == pytest.approx(sent)
+  assert send["peak_bandwidth"] == pytest.approx(sent / (1 * step))
+  arrive = clock.advance(algo.comm_pattern(1, 2))
+  assert arrive["round_bytes_per_worker"] == 0 and arrive["peak_bandwidth"] == 0
+  whole = 2 * (K - 1) / K * P * 4 / step  # DiLoCo's round, one step's window
+  assert send["peak_bandwidth"] == pytest.approx(whole / 2)
