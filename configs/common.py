@@ -164,7 +164,7 @@ def _diloco() -> ml_collections.ConfigDict:
 def _autoloco() -> ml_collections.ConfigDict:
   """AutoLoCo's correction of DiLoCo's outer step (configs/autoloco.py sets its own)."""
   c = ml_collections.ConfigDict()
-  # none | momentum | lr | both | table.
+  # none | momentum | lr | both | table | per_progress | momentum_per_progress.
   c.correction = "none"
   # S_ref: schedule (H_ref steps of the schedule from the round's start) | peak
   # (H_ref * peak lr).

@@ -540,6 +540,30 @@ def test_single_corrections_do_not_keep_the_gain(mode):
   assert not np.allclose(short, long, rtol=0.1)
 
 
+@pytest.mark.parametrize('mode', ['per_progress', 'momentum_per_progress'])
+def test_per_progress_corrections_by_hand(mode):
+  """``α_t = α / r_t`` (and ``β_t = β^{r_t}`` with the momentum correction):
+  the first update of a round with ratio r is ``−(α/r)(1 + β_t) Δ``; r = 1 is
+  DiLoCo's step bit for bit."""
+  for r in (0.5, 1.0, 2.0, 4.0):
+    tx = outer.autoloco(ALPHA, BETA, mode)
+    state = tx.init(jnp.zeros(2))
+    delta = jnp.array([1.0, -0.5])
+    u, state = tx.update(delta, state, inner_lr_sum=r, reference_lr_sum=1.0)
+    beta_t = BETA**r if mode == 'momentum_per_progress' else BETA
+    np.testing.assert_allclose(float(state.alpha), ALPHA / r, rtol=1e-6)
+    np.testing.assert_allclose(float(state.beta), beta_t, rtol=1e-6)
+    np.testing.assert_allclose(u, -(ALPHA / r) * (1 + beta_t) * delta, rtol=1e-5)
+  plain = outer.diloco(ALPHA, BETA)
+  ones = jnp.array([1.0, -0.5])
+  want, _ = plain.update(ones, plain.init(jnp.zeros(2)))
+  got, _ = outer.autoloco(ALPHA, BETA, mode).update(
+      ones, outer.autoloco(ALPHA, BETA, mode).init(jnp.zeros(2)),
+      inner_lr_sum=3.0, reference_lr_sum=3.0,
+  )
+  chex.assert_trees_all_equal(got, want)
+
+
 # --- reference sums -----------------------------------------------------------
 
 SCHEDULE = optax.warmup_cosine_decay_schedule(

@@ -156,6 +156,11 @@ def autoloco(
   replaces the formulas by measured pairs: ``(α a(r_t), b(r_t))``, piecewise
   linear through ``table``'s ``(r_i, a_i, b_i)`` (:func:`corrected_hyperparams`),
   e.g. DiLoCo's outer pairs tuned at several fixed intervals.
+  ``'per_progress'`` ``(α / r_t, β)`` and ``'momentum_per_progress'``
+  ``(α / r_t, β^{r_t})`` read the paper's learning-rate correction the other
+  way round: the pseudo-gradient is normalized by its round's inner progress,
+  so the outer step per unit of accumulated inner lr stays constant (where
+  ``'lr'`` raises ``α_t`` for long rounds).
 
   ``on_change`` treats the buffer ``m_{t−1}`` when the round's length changed,
   ``r_t ≠ r_{t−1}`` (``r_0 = 1``), before the update: ``'keep'`` leaves it (the
@@ -186,7 +191,8 @@ def autoloco(
       outer step count (:func:`momentum_schedule`), whose ``β(t)`` the
       correction then takes as its ``β``. With ``β = 0`` the corrected ``α_t``
       is ``α`` for every ``r_t > 0`` (the limit of the formula).
-    correction: ``'none' | 'momentum' | 'lr' | 'both' | 'table'``; the default
+    correction: ``'none' | 'momentum' | 'lr' | 'both' | 'table' |
+      'per_progress' | 'momentum_per_progress'``; the default
       is the formulas above (the trainer passes ``config.autoloco.correction``).
     snap_tol: ratios with ``|r_t − 1| ≤ snap_tol`` are applied as exactly 1.
     table: for ``correction='table'`` only: ``((r_i, a_i, b_i), ...)`` with

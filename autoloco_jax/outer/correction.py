@@ -21,7 +21,7 @@ import optax
 
 from autoloco_jax.outer import checks
 
-CORRECTIONS = ('none', 'momentum', 'lr', 'both', 'table')
+CORRECTIONS = ('none', 'momentum', 'lr', 'both', 'table', 'per_progress', 'momentum_per_progress')
 
 
 # Ratios this close to 1 are applied as exactly 1. ``S_t`` (summed step by step in
@@ -141,11 +141,23 @@ def _interpolated(alpha, beta, r, *, table):
   return alpha_t, jnp.where(exact, beta, jnp.interp(r, rs, betas))
 
 
+def _per_progress(alpha, beta, r):
+  """``(α / r, β)``: the outer step per unit of inner progress kept constant,
+  the pseudo-gradient normalized by its round's accumulated inner lr (the
+  opposite reading of the paper's lr correction to ``'lr'``'s)."""
+  return jnp.where(r == 1.0, alpha, alpha / r), beta
+
+
 _RULES = {
     'none': lambda alpha, beta, r: (alpha, beta),
     'momentum': lambda alpha, beta, r: (alpha, _power(alpha, beta, r)[1]),
     'lr': lambda alpha, beta, r: (_power(alpha, beta, r)[0], beta),
     'both': _power,
+    'per_progress': _per_progress,
+    'momentum_per_progress': lambda alpha, beta, r: (
+        _per_progress(alpha, beta, r)[0],
+        _power(alpha, beta, r)[1],
+    ),
 }
 
 

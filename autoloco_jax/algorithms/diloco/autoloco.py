@@ -32,7 +32,8 @@ class AutoLoCo(DiLoCo):
   outer-step correction by the accumulated inner learning rate.
 
   Attributes:
-    correction: ``none | momentum | lr | both | table`` (``outer.autoloco``).
+    correction: ``none | momentum | lr | both | table | per_progress |
+      momentum_per_progress`` (``outer.autoloco``).
     reference: ``schedule`` (``S_ref,t`` = the schedule summed over ``H_ref``
       steps from the round's start) or ``peak`` (``H_ref · η_peak``).
     h_ref: ``H_ref``, the interval ``(α, β)`` were tuned for.
