@@ -92,11 +92,21 @@ def _serve(module: str, spec_: dict) -> tuple[Served, dict]:
   return served, ready
 
 
-#: Every PyTorch row's child: (row, module).
-CHILDREN = (
-    ("pytorch", "benchmarks.torch_reference"),
-    ("pytorch_diloco", "benchmarks.torch_diloco"),
-)
+#: Every PyTorch child by its row: its module, its spec ``(workload, config,
+#: num_params) -> dict``, and where its report goes in the block's ``pytorch``
+#: entry (None: merged in; else under that key).
+CHILDREN = {
+    "pytorch": (
+        "benchmarks.torch_reference",
+        lambda w, c, n: spec(c, n, w.torch_threads, w.torch_compile),
+        None,
+    ),
+    "pytorch_diloco": (
+        "benchmarks.torch_diloco",
+        lambda w, c, n: diloco_spec(c, n),
+        "diloco",
+    ),
+}
 
 
 def start(
@@ -104,14 +114,14 @@ def start(
     config: Any,
     model: Model,
     steps: int,
-    names: tuple = ("pytorch", "pytorch_diloco"),
+    names: tuple = tuple(CHILDREN),
 ) -> tuple[list[RemoteRow], dict, list[Served]]:
   """Starts and warms up the PyTorch children named in ``names`` that the
   workload wants (each checks its parameter count against ``model.num_params``
-  first). Returns their rows,
-  what the one-model child reported (with the DiLoCo child's report under
-  ``"diloco"``), or ``{"skipped": why}`` when torch is absent or the config is
-  not the PyTorch model's, and the children to close after timing.
+  first). Returns their rows; what the one-model child reported (with the
+  DiLoCo child's report under ``"diloco"``), or ``{"skipped": why}`` when torch
+  is absent or the config is not the PyTorch model's; and the children to close
+  after timing.
 
   Raises:
     RuntimeError: when a child fails.
@@ -125,19 +135,13 @@ def start(
   tokens_per_step = config.num_workers * config.data.batch_size * config.data.seq_len
   rows, info, children = [], {}, []
   try:
-    for row, module in CHILDREN:
+    for row, (module, make_spec, key) in CHILDREN.items():
       if row not in names or not wanted(workload, row):
         continue
-      if row == "pytorch_diloco":
-        spec_ = diloco_spec(config, model.num_params)
-      else:
-        spec_ = spec(
-            config, model.num_params, workload.torch_threads, workload.torch_compile
-        )
-      served, ready = _serve(module, spec_)
+      served, ready = _serve(module, make_spec(workload, config, model.num_params))
       children.append(served)
-      if row == "pytorch_diloco":
-        info["diloco"] = ready
+      if key:
+        info[key] = ready
       else:
         info.update(ready)
       warm = ready["warm_up_seconds"]
