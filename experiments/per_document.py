@@ -31,7 +31,6 @@ import numpy as np
 from autoloco_jax.run import evaluation
 
 
-
 def document_bpb(workdir: str) -> tuple[np.ndarray, np.ndarray] | None:
   """``(tokens_D, bpb_D)`` of the run's headline model's final eval in
   ``workdir`` (``evaluation.main_loss``'s: the global model, or the decentralized
