@@ -47,17 +47,15 @@ _MODES = flags.DEFINE_list(
 )
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEVICE_FLAG = "--xla_force_host_platform_device_count"
 MODES = ("default", "one_device", "process_per_core", "process_per_core_pinned")
 
 
 def run_once(mode: str, config: str, total_steps: int) -> dict:
   """One ``experiments.run`` process in ``mode``; its summary's speed numbers."""
   env = dict(os.environ)
-  kept = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(DEVICE_FLAG)]
-  if mode == "one_device":
-    kept.append(f"{DEVICE_FLAG}=1")
-  env["XLA_FLAGS"] = " ".join(kept)
+  env["XLA_FLAGS"] = distributed.with_host_devices(
+      env.get("XLA_FLAGS", ""), 1 if mode == "one_device" else None
+  )
   with tempfile.TemporaryDirectory(prefix="every_core_") as workdir:
     cmd = [sys.executable, "-m", "experiments.run"]
     if mode.startswith("process_per_core"):

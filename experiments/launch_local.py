@@ -18,6 +18,8 @@ import time
 
 from absl import app, flags
 
+from autoloco_jax.run import distributed
+
 _NUM = flags.DEFINE_integer("num_processes", 2, "Processes to start.")
 _DEVICES = flags.DEFINE_integer("devices_per_process", 1, "Simulated CPU devices each.")
 _TIMEOUT = flags.DEFINE_integer("timeout", 3600, "Seconds before everything is stopped.")
@@ -73,16 +75,11 @@ def launch(
   ``num_processes`` equal shares of the usable cores (:func:`core_shares`)."""
   workdir = _workdir(run_args)
   os.makedirs(workdir, exist_ok=True)
-  kept = [
-      f
-      for f in os.environ.get("XLA_FLAGS", "").split()
-      if not f.startswith("--xla_force_host_platform_device_count")
-  ]
   env = dict(
       os.environ,
       JAX_PLATFORMS="cpu",
-      XLA_FLAGS=" ".join(
-          kept + [f"--xla_force_host_platform_device_count={devices_per_process}"]
+      XLA_FLAGS=distributed.with_host_devices(
+          os.environ.get("XLA_FLAGS", ""), devices_per_process
       ),
   )
   shares = core_shares(num_processes) if pin_cores else [None] * num_processes

@@ -120,6 +120,13 @@ def set_host_devices(count: int) -> int | None:
   return count
 
 
+def with_host_devices(xla_flags: str, count: int | None) -> str:
+  """``xla_flags`` (an ``XLA_FLAGS`` value) with its CPU device count set to
+  ``count`` (None: removed), for a child process's environment."""
+  kept = [f for f in xla_flags.split() if not f.startswith(_HOST_DEVICES_FLAG)]
+  return " ".join(kept + ([] if count is None else [f"{_HOST_DEVICES_FLAG}={count}"]))
+
+
 def _backend_started() -> bool:
   from jax._src import xla_bridge
 

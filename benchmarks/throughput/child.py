@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
+from autoloco_jax.run import distributed
 from benchmarks.unit_server import Served
 
 DEVICE_COUNT = "--xla_force_host_platform_device_count"
@@ -24,8 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def child_env(devices: int) -> dict:
   """This process's environment with ``devices`` simulated CPU devices."""
   env = dict(os.environ)
-  kept = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(DEVICE_COUNT)]
-  env["XLA_FLAGS"] = " ".join(kept + [f"{DEVICE_COUNT}={devices}"])
+  env["XLA_FLAGS"] = distributed.with_host_devices(env.get("XLA_FLAGS", ""), devices)
   env["JAX_PLATFORMS"] = "cpu"
   return env
 
