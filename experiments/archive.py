@@ -27,7 +27,7 @@ from typing import Any
 
 from absl import app, flags
 
-from configs.studies import evidence
+from configs.studies import base, evidence
 from experiments import sweep
 
 #: The files of a finished run that the sweep and the reports read.
@@ -58,13 +58,7 @@ def study_workdirs(study: Any, root: str, quick: bool = False) -> list[str]:
   each phase of its ``PHASES`` (``get_config("<phase>[,quick]")``) up to the
   first whose earlier phase has no report yet, or of ``get_config()`` for a
   study without phases."""
-  module = study
-  if isinstance(study, str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_archived_study", study)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+  module = base.load_module(study) if isinstance(study, str) else study
   suffix = ",quick" if quick else ""
   args = [p + suffix for p in getattr(module, "PHASES", ())] or ["quick" if quick else "full"]
   out = {}

@@ -31,6 +31,7 @@ from ml_collections import config_flags
 
 from autoloco_jax.run import config_check, trainer
 from configs import common
+from configs.studies import base as study_base
 from experiments import cli, report
 
 
@@ -300,12 +301,7 @@ def run_study(
 def _load_quick(path: str) -> Any:
   """``get_config("quick")`` of the study file at ``path``, with the
   ``--study.*`` overrides of the command line applied."""
-  import importlib.util
-
-  spec = importlib.util.spec_from_file_location("_study", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  study = module.get_config("quick")
+  study = study_base.load_module(path).get_config("quick")
   for dotted, value in config_flags.get_override_values(flags.FLAGS["study"]).items():
     common.set_field(study, dotted, value)
   return study

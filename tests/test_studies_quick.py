@@ -668,13 +668,9 @@ def _quick_study(command: str):
   """The study a documented sweep command loads, at its smallest size, loaded
   as the command line loads it: the file's ``get_config(<args>,quick)`` for a
   study with arguments, else its ``get_config("quick")`` (``--quick``)."""
-  import importlib.util
-
   study = next(a for a in shlex.split(command) if a.startswith("configs/studies/"))
   path, _, arg = study.partition(":")
-  spec = importlib.util.spec_from_file_location("_study", os.path.join(ROOT, path))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  module = base.load_module(os.path.join(ROOT, path))
   return module.get_config(f"{arg},quick" if arg else "quick")
 
 

@@ -99,3 +99,22 @@ def add_run(
 def h_ref(quick: bool) -> int:
   """DiLoCo's interval at the study size: 20 (``tiny``: 10)."""
   return 10 if quick else 20
+
+
+def load_module(path: str) -> Any:
+  """The study module a file path names. A file of ``configs/studies`` is the
+  package's own module (``configs.studies.<name>``), so every caller in one
+  process shares its settings (a test's patched ``QUICK_DIR`` included); any
+  other file is loaded alone."""
+  import importlib
+  import importlib.util
+  import os
+
+  here = os.path.dirname(os.path.abspath(__file__))
+  full = os.path.abspath(path)
+  if os.path.dirname(full) == here and full.endswith(".py"):
+    return importlib.import_module(f"configs.studies.{os.path.basename(full)[:-3]}")
+  spec = importlib.util.spec_from_file_location("_study_file", full)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
