@@ -334,6 +334,20 @@ def test_gossip_g1_tunes_on_tuning_seeds_and_reports_gasloc_against_each_baselin
   assert gossip_g1.run_config("gasloc", quick=False).num_workers == gossip_g1.K == 8
 
 
+def test_gossip_g1_grid_is_the_union_of_its_products_each_point_once():
+  """A widened grid adds its points after the first product's, never twice
+  (gasloc's widening repeats ``eta = 1.5``): the labels of finished runs stay."""
+  grid = gossip_g1.points("gasloc", quick=False)
+  first = [dict(eta=e, gamma=g, alpha=a) for e in (0.7, 1.0, 1.5) for g in (0.5, 0.9)
+           for a in (1.0, 0.5)]
+  assert grid[: len(first)] == first
+  assert len(grid) == len({tuple(sorted(p.items())) for p in grid}) == 17
+  assert dict(eta=2.0, gamma=0.2, alpha=0.5) in grid
+  assert gossip_g1.points("gossip", quick=False) == [
+      dict(weight=1.0), dict(weight=0.5), dict(weight=0.25)
+  ]
+
+
 # --- the ablations, decentralized and heterogeneity studies -------------------------
 
 
