@@ -4,7 +4,7 @@ A phase's report (``<phase>/summary.json``) is written only when all its runs ar
 done, and ``runs/`` is not committed, so a session that stops mid-phase would lose
 its finished runs on a fresh checkout. The archive holds the small files of every
 finished run of the cell's phases (``config.json``, ``metrics.jsonl``,
-``final_eval.json``; no checkpoints), which is all ``sweep.is_finished`` and the
+``final_eval.json``, and ``diverged.json`` for a run that diverged; no checkpoints), which is all ``sweep.is_finished`` and the
 reports read. A phase whose earlier phase has no report yet has no runs to keep,
 so the archive stops at the first such phase.
 
@@ -31,7 +31,7 @@ from configs.studies import base, evidence
 from experiments import sweep
 
 #: The files of a finished run that the sweep and the reports read.
-RUN_FILES = ("config.json", "metrics.jsonl", "final_eval.json")
+RUN_FILES = ("config.json", "metrics.jsonl", "final_eval.json", sweep.DIVERGED)
 
 
 def path(regime: str, corpus: str, quick: bool = False) -> str:
@@ -80,7 +80,7 @@ def write(regime: str, corpus: str, root: str, out: str | None = None, quick: bo
 
 def write_runs(workdirs: list[str], out: str) -> int:
   """Archive the finished ones of ``workdirs`` into ``out``; returns how many."""
-  finished = [w for w in workdirs if sweep.is_finished(w)]
+  finished = [w for w in workdirs if sweep.is_finished(w) or sweep.diverged(w) is not None]
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
   tmp = out + ".tmp"
   with tarfile.open(tmp, "w:xz") as tar:

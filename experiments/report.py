@@ -118,6 +118,7 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
       per_document=[d for d in documents if d is not None],
       power=dict(study.get("power") or {}),
       interim=str(study.get("interim", "")),
+      diverged=list(study.get("diverged", ())),
       quick=bool(study.quick),
       seeds=list(study.seeds),
       labels=list(study.labels),

@@ -64,6 +64,8 @@ def markdown(study: Any, result: dict) -> str:
   ]
   if result.get("interim"):
     lines += [f"**Interim report**: {result['interim']}, each with every label.", ""]
+  if result.get("diverged"):
+    lines += ["**Diverged, left out of the table**: " + "; ".join(result["diverged"]), ""]
   lines += [
       "| " + " | ".join(head) + " |",
       "| --- | --- | " + " | ".join(["---:"] * (len(head) - 2)) + " |",

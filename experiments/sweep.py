@@ -9,7 +9,12 @@ Every run is an ordinary training job (``trainer.train_and_evaluate``) in
 trajectory fields (seed included): a run that two studies share (DiLoCo at
 H_ref is in three) is trained once. Finished runs are skipped; an interrupted
 run resumes from its checkpoint; Ctrl-C or SIGTERM saves a checkpoint and stops
-the study, and the same command goes on from there. When every run is done,
+the study, and the same command goes on from there. A run that diverges (a
+non-finite loss or norm: ``FloatingPointError``) is a result, not a crash: its
+workdir keeps ``diverged.json`` (the error), the study goes on, and the report
+leaves that label out and names it (a grid point that diverges is not chosen);
+a label the report needs (a reference, the frontier, a comparison) that
+diverged is an error. When every run is done,
 ``experiments/report.py`` writes ``results.md`` (tables, claims), PNG plots and
 ``summary.json`` (each run's final numbers and curves) to ``--report_dir``.
 """
@@ -121,6 +126,47 @@ def run_lock(workdir: str, wait: bool) -> Iterator[bool]:
     lock.release()
 
 
+DIVERGED = "diverged.json"
+
+
+def diverged(workdir: str) -> str | None:
+  """The error that stopped a diverged run in ``workdir``, else None."""
+  path = os.path.join(workdir, DIVERGED)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)["error"]
+
+
+def _without_diverged(study: Any, todo: list) -> tuple[Any, dict]:
+  """The study without its labels that diverged on some seed, and ``{label:
+  "seed N: error"}``; raises ``ValueError`` if the report needs such a label."""
+  out = {}
+  for label, seed, _, workdir in todo:
+    error = diverged(workdir)
+    if error is not None and label not in out:
+      out[label] = f"seed {seed}: {error}"
+  if not out:
+    return study, out
+  needed = set(study.reference.values()) | set(study.reference) | set(study.frontier)
+  needed |= {x for pair in study.get("comparisons", ()) for x in pair}
+  needed |= set(study.get("syncs_saved", ()))
+  for c in study.claims.values():
+    needed |= {c.reference, c.candidate}
+  lost = sorted(needed & set(out))
+  if lost:
+    raise ValueError(
+        f"study {study.name!r}: runs the report needs diverged: "
+        + "; ".join(f"{label} ({out[label]})" for label in lost)
+    )
+  kept = study.copy_and_resolve_references()
+  kept.labels = tuple(label for label in study.labels if label not in out)
+  for label in out:
+    del kept.runs[label]
+  kept.diverged = tuple(f"{label}, {why}" for label, why in out.items())
+  return kept, out
+
+
 def is_finished(workdir: str) -> bool:
   """True if ``workdir/metrics.jsonl`` ends with a run's summary line, written
   by a trainer that logs its final evaluation's size (``final_eval_tokens``).
@@ -226,7 +272,9 @@ def run_study(
   check_study(study)
   todo = jobs(study, root)
   missing = [
-      f"{label} seed {seed} ({w})" for label, seed, _, w in todo if not is_finished(w)
+      f"{label} seed {seed} ({w})"
+      for label, seed, _, w in todo
+      if not is_finished(w) and diverged(w) is None
   ]
   if report_only and missing:
     raise ValueError(
@@ -254,7 +302,15 @@ def run_study(
             f"({', '.join(changed)}); delete it or use another --root"
         )
       return
-    summary = trainer.train_and_evaluate(config, workdir)
+    if diverged(workdir) is not None:
+      return
+    try:
+      summary = trainer.train_and_evaluate(config, workdir)
+    except FloatingPointError as e:
+      with open(os.path.join(workdir, DIVERGED), "w") as f:
+        json.dump(dict(error=str(e)), f)
+      bar.write(f"{study.name}: {label} seed {seed}: diverged: {e}")
+      return
     if summary.get("preempted"):
       raise Interrupted(f"{label} seed {seed} stopped at step {summary['step']}")
     trained += 1
@@ -291,6 +347,7 @@ def run_study(
       f"{time.time() - t0:.0f} s",
       flush=True,
   )
+  study, _ = _without_diverged(study, todo)
   runs = {
       label: [report.load_run(w, seed) for l, seed, _, w in todo if l == label]
       for label in study.labels

@@ -227,3 +227,24 @@ def test_complete_seeds_keeps_the_seeds_with_every_label(monkeypatch):
   monkeypatch.setattr(sweep, "is_finished", lambda workdir: workdir == missing)
   with pytest.raises(ValueError, match="at least 2"):
     sweep.with_complete_seeds(study, "r")
+
+
+@pytest.mark.slow
+def test_a_diverged_run_is_recorded_and_left_out_of_the_report(tmp_path):
+  """A run whose loss turns non-finite stops alone: the study goes on, the run's
+  workdir keeps ``diverged.json`` (so it is not trained again), and the report
+  names it and leaves it out; a label the report needs may not diverge."""
+  study = base.new_study("diverging", "diverging", quick=True)
+  small = dict(total_steps=10, interval__h=5, eval__every_steps=5)
+  base.add_run(study, "ok", base.run_config("diloco", True, **small))
+  base.add_run(study, "bad", base.run_config("diloco", True, inner__lr=1e9, **small))
+  result = sweep.run_study(study, str(tmp_path), str(tmp_path / "r"), progress=False)
+  assert result["labels"] == ["ok"]
+  assert len(result["diverged"]) == 1 and result["diverged"][0].startswith("bad, seed 0")
+  bad = sweep.jobs(study, str(tmp_path))[1][3]
+  assert "not finite" in sweep.diverged(bad) or " is nan" in sweep.diverged(bad)
+  assert "Diverged" in open(tmp_path / "r" / "results.md").read()
+  # Nothing trains again; a comparison that needs the diverged label is an error.
+  study.comparisons = (("bad", "ok"),)
+  with pytest.raises(ValueError, match="runs the report needs diverged: bad"):
+    sweep.run_study(study, str(tmp_path), str(tmp_path / "r2"), progress=False)
