@@ -15,7 +15,8 @@ import pytest
 
 from autoloco_jax.run import trainer
 from configs.studies import ablations, attention, base, compression, decentralized
-from configs.studies import gossip_g1, heterogeneity
+from configs.studies import gossip_g1, gossip_g2, gossip_phases, heterogeneity
+from configs.studies import noloco_n1
 from configs.studies import evidence
 from experiments import sweep
 from tests import test_documented_commands as documented
@@ -35,6 +36,8 @@ def studies(tmp_path_factory):
   patch = pytest.MonkeyPatch()
   patch.setattr(evidence, "QUICK_DIR", str(tmp_path_factory.mktemp("evidence")))
   patch.setattr(gossip_g1, "QUICK_DIR", str(tmp_path_factory.mktemp("gossip_g1")))
+  patch.setattr(gossip_g2, "QUICK_DIR", str(tmp_path_factory.mktemp("gossip_g2")))
+  patch.setattr(noloco_n1, "QUICK_DIR", str(tmp_path_factory.mktemp("noloco_n1")))
   # The patch lasts the whole module: tests read the phases' reports through the
   # study's own paths, which must be this module's folder, never a checkout's
   # earlier runs.
@@ -60,6 +63,15 @@ def studies(tmp_path_factory):
           study,
           sweep.run_study(study, root, study.report_dir, progress=False),
       )
+    # G2: the evidence quick cell's tuned frontier and seeds, the methods tuned;
+    # N1: NoLoCo against DiLoCo, each tuned.
+    for cell in (gossip_g2, noloco_n1):
+      for phase in cell.PHASES:
+        study = cell.get_config(f"{phase},quick")
+        phases[f"{cell.NAME}_{phase}"] = (
+            study,
+            sweep.run_study(study, root, study.report_dir, progress=False),
+        )
     results = {}
     for module in STUDIES:
       study = module.get_config("quick")
@@ -312,8 +324,8 @@ def test_gossip_g1_tunes_on_tuning_seeds_and_reports_gasloc_against_each_baselin
   for topo in gossip_g1.QUICK_TOPOLOGIES:
     for method in gossip_g1.METHODS:
       # The tune phase keeps the coarse pass's best points; the report its best.
-      grid = gossip_g1.points(method, quick=True)
-      labels = [gossip_g1.label(method, topo, p) for p in grid]
+      grid = gossip_phases.points(gossip_g1, method, quick=True)
+      labels = [gossip_phases.label(method, topo, p) for p in grid]
       best = min(labels, key=lambda l: coarse["stats"][l]["final_eval_bpb"][0])
       assert best in tune_study.labels
       tuned = min(
@@ -331,19 +343,73 @@ def test_gossip_g1_tunes_on_tuning_seeds_and_reports_gasloc_against_each_baselin
   # The runs are the regime's: one step per round, GASLoC with gamma 0 (quick: K = 4).
   config = report_study.runs[next(l for l in report_study.labels if "_g0_" in l)]
   assert (config.num_workers, config.interval.h, config.gasloc.gamma) == (4, 1, 0.0)
-  assert gossip_g1.run_config("gasloc", quick=False).num_workers == gossip_g1.K == 8
+  assert gossip_g1.run_config("gasloc", dict(quick=False)).num_workers == gossip_g1.K == 8
+
+
+@pytest.mark.slow
+def test_gossip_g2_reads_methods_against_the_evidence_frontier_on_its_seeds(phases):
+  """G2's report pairs with the evidence report: its seeds, its tolerance, its
+  frontier's runs (same workdirs: nothing trained again), each method's syncs
+  saved and its Δ against the frontier and DiLoCo at H_ref."""
+  _, evidence_report = phases["report"]
+  g2_study, g2 = phases["gossip_g2_report"]
+  assert g2["seeds"] == evidence_report["seeds"]
+  assert g2_study.tolerance == evidence_report["power"]["tolerance"]
+  assert g2["frontier"] == evidence_report["frontier"]
+  for label in g2["frontier"]:
+    assert [r["workdir"] for r in g2["runs"][label]] == [
+        r["workdir"] for r in evidence_report["runs"][label]
+    ]
+  methods = [l for l in g2["labels"] if l not in g2["frontier"]]
+  assert len(methods) == len(gossip_phases.METHODS)
+  assert set(g2["syncs_saved"]) == set(methods)
+  pairs = {(c["candidate"], c["reference"]) for c in g2["comparisons"]}
+  for m in methods:
+    assert (m, "frontier") in pairs and (m, f"diloco_h{base.h_ref(True)}") in pairs
+  # Every method at H_ref on the random matching, in the evidence cell's regime.
+  for m in methods:
+    config = g2_study.runs[m]
+    assert config.interval.h == base.h_ref(True)
+    assert config.gossip.topology == "matching"
+  full = gossip_g2.get_config("coarse,python")
+  config = full.runs[next(l for l in full.labels if l.startswith("noloco"))]
+  assert (config.num_workers, config.data.partition, config.total_steps) == (
+      8, "non_iid", 1200
+  )
+
+
+@pytest.mark.slow
+def test_noloco_n1_reports_noloco_against_diloco_each_tuned(phases):
+  """N1: each method's tuned pair, chosen on the tuning seeds, on fresh seeds;
+  NoLoCo minus DiLoCo paired by seed; the global batch split over K."""
+  tune_study, tune = phases["noloco_n1_tune"]
+  report_study, report = phases["noloco_n1_report"]
+  assert not set(tune_study.seeds) & set(report_study.seeds)
+  assert len(report_study.labels) == 2
+  noloco, diloco = report_study.labels
+  assert noloco.startswith("noloco_matching_") and diloco.startswith("diloco_alpha")
+  assert [(c["candidate"], c["reference"]) for c in report["comparisons"]] == [
+      (noloco, diloco)
+  ]
+  assert report["comparisons"][0]["verdict"]
+  for k in noloco_n1.WORKERS:
+    study = noloco_n1.get_config(f"coarse,k{k}")
+    for config in study.runs.values():
+      assert config.num_workers * config.data.batch_size == noloco_n1.GLOBAL_BATCH
+      assert config.interval.h == base.h_ref(False)
+    assert study.report_dir.endswith(f"noloco_n1/k{k}/coarse")
 
 
 def test_gossip_g1_grid_is_the_union_of_its_products_each_point_once():
   """A widened grid adds its points after the first product's, never twice
   (gasloc's widening repeats ``eta = 1.5``): the labels of finished runs stay."""
-  grid = gossip_g1.points("gasloc", quick=False)
+  grid = gossip_phases.points(gossip_g1, "gasloc", quick=False)
   first = [dict(eta=e, gamma=g, alpha=a) for e in (0.7, 1.0, 1.5) for g in (0.5, 0.9)
            for a in (1.0, 0.5)]
   assert grid[: len(first)] == first
   assert len(grid) == len({tuple(sorted(p.items())) for p in grid}) == 17
   assert dict(eta=2.0, gamma=0.2, alpha=0.5) in grid
-  assert gossip_g1.points("gossip", quick=False) == [
+  assert gossip_phases.points(gossip_g1, "gossip", quick=False) == [
       dict(weight=1.0), dict(weight=0.5), dict(weight=0.25)
   ]
 

@@ -451,7 +451,7 @@ def _tune_runs(s, opts: dict) -> None:
       base.add_run(s, diloco_label(h, a, b), diloco_config(opts, h, a, b))
 
 
-def _add_frontier(s, opts: dict, pairs: dict) -> None:
+def add_frontier(s, opts: dict, pairs: dict) -> None:
   """DiLoCo with its tuned pair at every frontier H, and the frontier's labels."""
   hs = frontier_hs(opts["quick"])
   for h in hs:
@@ -466,7 +466,7 @@ def _design_runs(s, opts: dict) -> None:
   pairs = tuned_pairs(opts)
   ref_pair = pairs[h_ref(quick)]
   s.seeds = _tuning_seeds(quick)
-  _add_frontier(s, opts, pairs)
+  add_frontier(s, opts, pairs)
   chosen = designs(quick, opts["regime"])
   for label, overrides in chosen.items():
     base.add_run(s, label, autoloco_config(opts, ref_pair, **overrides))
@@ -482,7 +482,7 @@ def _report_runs(s, opts: dict) -> None:
   design, why = chosen_design(opts)
   power = report_seed_count(opts, design)
   s.seeds = tuple(100 + i for i in range(power["seeds"]))
-  _add_frontier(s, opts, pairs)
+  add_frontier(s, opts, pairs)
   controls = _controls(s, opts, pairs[href], DESIGNS.get(design, {}), why)
   s.design = design
   s.design_saved = why["saved"]

@@ -22,7 +22,8 @@ ring, exponential, random-matching and complete graphs (``TOPOLOGIES``):
   ``1/(d+1)``);
 * ``noloco``: NoLoCo on the same graph, its outer ``(α, β)`` tuned.
 
-Phases (every choice on the tuning seeds 0-2; the report on fresh seeds from 100):
+Phases (``gossip_phases.py``; every choice on the tuning seeds 0-2, the report
+on fresh seeds from 100):
 
 * ``coarse``: each method's grid (``GRIDS``) on every topology, tuning seed 0;
 * ``tune``: the ``TOP`` best of each (method, topology) on the three tuning seeds;
@@ -40,18 +41,18 @@ The reports: ``docs/studies/gossip_g1/<phase>``; the verdict: docs/results.md §
 
 from __future__ import annotations
 
-import json
-import os
+import sys
 from typing import Any
 
-import numpy as np
+from configs.studies import base, gossip_phases
+from configs.studies.gossip_phases import METHODS, PHASES  # noqa: F401 (the phases, for archive)
 
-from configs.studies import base, seed_count
-
-PHASES = ("coarse", "tune", "report")
+NAME = "gossip_g1"
+TITLE = "GASLoC claim G1 ({phase}): one step per communication, K = 8, by topology"
 TOPOLOGIES = ("ring", "exponential", "matching", "complete")
 QUICK_TOPOLOGIES = ("ring",)
-METHODS = ("gasloc", "gasloc_g0", "gossip", "noloco")
+TOKENS: dict = {}
+DEFAULTS: dict = {}
 
 #: Each method's grid: config field (``__`` for ``.``) -> values, or a tuple of
 #: such products whose union is the grid. ``alpha`` and ``weight`` are multiples
@@ -80,14 +81,6 @@ GRIDS = {
         dict(alpha=(1.5,), beta=(0.3,)),
     ),
 }
-QUICK_GRIDS = {
-    "gasloc": dict(eta=(0.7,), gamma=(0.5,), alpha=(1.0,)),
-    "gasloc_g0": dict(eta=(0.7,), alpha=(1.0,)),
-    "gossip": dict(weight=(1.0,)),
-    "noloco": dict(alpha=(0.7,), beta=(0.5,)),
-}
-TUNING_SEEDS = (0, 1, 2)
-TOP = 2
 #: "Equal" in bits/byte, stated before the report (the evidence study's 0.01).
 TOLERANCE = 0.01
 MIN_REPORT_SEEDS = 6
@@ -98,85 +91,15 @@ QUICK_DIR = "runs/studies/gossip-g1-quick"
 DOCS_DIR = "docs/studies/gossip_g1"
 
 
-def parse(arg: str) -> dict:
-  """``"phase[,quick]"`` (default ``report``)."""
-  out = dict(phase="report", quick=False)
-  for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
-    if token in ("quick", "full"):
-      out["quick"] = token == "quick"
-    elif token in PHASES:
-      out["phase"] = token
-    else:
-      raise ValueError(
-          f"gossip_g1 study: unknown token {token!r} in {arg!r}; expected a phase "
-          f"{PHASES} or 'quick'"
-      )
-  return out
-
-
-def report_dir(phase: str, quick: bool) -> str:
-  return os.path.join(QUICK_DIR if quick else DOCS_DIR, phase)
-
-
-def read_summary(phase: str, quick: bool) -> dict:
-  """An earlier phase's ``summary.json``, or a clear error naming its command."""
-  path = os.path.join(report_dir(phase, quick), "summary.json")
-  if not os.path.exists(path):
-    arg = phase + (",quick" if quick else "")
-    raise ValueError(
-        f"the gossip_g1 study's {phase!r} phase has no report at {path}; run it "
-        f"first: python -m experiments.sweep --study configs/studies/gossip_g1.py:{arg}"
-    )
-  with open(path) as f:
-    return json.load(f)
-
-
-def points(method: str, quick: bool) -> list[dict]:
-  """The method's grid points, each ``{field: value}``: the union of its
-  products, in order, each point once."""
-  grid = (QUICK_GRIDS if quick else GRIDS)[method]
-  out = []
-  for product in grid if isinstance(grid, tuple) else (grid,):
-    block = [{}]
-    for name, values in product.items():
-      block = [dict(p, **{name: v}) for p in block for v in values]
-    out += [p for p in block if p not in out]
-  return out
-
-
-def label(method: str, topology: str, point: dict) -> str:
-  """``gasloc_ring_eta0p7_gamma0p5_alpha1p0``: method, graph, grid point (a
-  ``p`` for the decimal point: labels are config field names)."""
-  values = [f"{k}{v}".replace(".", "p") for k, v in point.items()]
-  return "_".join([method, topology] + values)
-
-
-def overrides(method: str, topology: str, point: dict, degree: int) -> dict:
-  """The run's config overrides for a grid point on a graph of ``degree``."""
-  uniform = 1.0 / (degree + 1)
-  out = dict(gossip__topology=topology)
-  if method.startswith("gasloc"):
-    out.update(
-        gasloc__eta=point["eta"],
-        gasloc__gamma=point.get("gamma", 0.0),
-        gasloc__alpha=point["alpha"] * uniform,
-    )
-  elif method == "gossip":
-    out.update(gossip_adamw__weight=point["weight"] * uniform)
-  else:
-    out.update(noloco__alpha=point["alpha"], noloco__beta=point["beta"])
-  return out
-
-
-def run_config(method: str, quick: bool, **extra: Any):
+def run_config(method: str, opts: dict, **extra: Any):
   """A run of the regime: K workers, one step per round, the global batch of
   the study size split over them, a checkpoint every 100 rounds. Quick mode
   (a pipeline check): 4 workers and 20 steps."""
-  algorithm = dict(gasloc_g0="gasloc", gossip="gossip_adamw").get(method, method)
+  quick = opts["quick"]
   k = QUICK_K if quick else K
   size = dict(total_steps=20, eval__every_steps=10) if quick else {}
   return base.run_config(
-      algorithm,
+      gossip_phases.ALGORITHMS.get(method, method),
       quick,
       num_workers=k,
       data__batch_size=(4 if quick else 8) * 4 // k,
@@ -187,121 +110,32 @@ def run_config(method: str, quick: bool, **extra: Any):
   )
 
 
-def degree(topology: str, quick: bool) -> int:
-  """The graph's degree at K workers (``topology.from_config``)."""
-  from autoloco_jax.algorithms.gossip import topology as topology_lib
-
-  c = run_config("gasloc", quick, gossip__topology=topology)
-  return topology_lib.from_config(c).degree
+def add_references(s, opts: dict) -> None:
+  """DDP at the same global batch, the line every method is read against."""
+  base.add_run(s, "ddp", run_config("ddp", opts))
 
 
-def _add(s, method: str, topo: str, point: dict, quick: bool) -> str:
-  name = label(method, topo, point)
-  extra = overrides(method, topo, point, degree(topo, quick))
-  base.add_run(s, name, run_config(method, quick, **extra), reference="ddp")
-  return name
-
-
-def _topologies(quick: bool) -> tuple[str, ...]:
-  return QUICK_TOPOLOGIES if quick else TOPOLOGIES
-
-
-def _coarse_runs(s, opts: dict) -> None:
-  for topo in _topologies(opts["quick"]):
-    for method in METHODS:
-      for point in points(method, opts["quick"]):
-        _add(s, method, topo, point, opts["quick"])
-
-
-def _best(summary: dict, method: str, topo: str, quick: bool, top: int) -> list[dict]:
-  """The ``top`` grid points of (method, topology) with the lowest mean final
-  bits/byte in an earlier phase's summary."""
-  scored = sorted(
-      (summary["stats"][label(method, topo, p)]["final_eval_bpb"][0], i)
-      for i, p in enumerate(points(method, quick))
-      if label(method, topo, p) in summary["stats"]
-  )
-  grid = points(method, quick)
-  return [grid[i] for _, i in scored[:top]]
-
-
-def _tune_runs(s, opts: dict) -> None:
-  coarse = read_summary("coarse", opts["quick"])
-  for topo in _topologies(opts["quick"]):
-    for method in METHODS:
-      for point in _best(coarse, method, topo, opts["quick"], TOP):
-        _add(s, method, topo, point, opts["quick"])
-
-
-def tuned(opts: dict) -> dict[tuple[str, str], dict]:
-  """(method, topology) -> its tuned grid point (the tune phase's lowest mean)."""
-  summary = read_summary("tune", opts["quick"])
-  return {
-      (method, topo): _best(summary, method, topo, opts["quick"], 1)[0]
-      for topo in _topologies(opts["quick"])
-      for method in METHODS
-  }
-
-
-def report_seed_count(opts: dict, points_: dict) -> dict:
-  """Fresh seeds for the report: the tuning seeds' largest spread of a paired
-  difference (GASLoC against each baseline, per topology), and the count whose
-  95% t-interval resolves ``TOLERANCE`` at that spread."""
-  summary = read_summary("tune", opts["quick"])
-  sds = {}
-  for topo in _topologies(opts["quick"]):
-    g = summary["stats"][label("gasloc", topo, points_[("gasloc", topo)])]
-    for method in METHODS[1:]:
-      b = summary["stats"][label(method, topo, points_[(method, topo)])]
-      diffs = np.subtract(g["loss_by_seed"], b["loss_by_seed"])
-      sds[f"{topo}: gasloc - {method}"] = (
-          float(np.std(diffs, ddof=1)) if len(diffs) > 1 else 0.0
-      )
-  sd = max(sds.values())
-  sds = tuple(sds.items())  # pairs: a study field cannot hold a nested dict
-  if opts["quick"]:
-    return dict(seeds=2, sd=sd, sds=sds, tolerance=TOLERANCE, needed=2, half_width=None)
-  needed = seed_count.seeds_needed(sd, TOLERANCE, minimum=MIN_REPORT_SEEDS)
-  seeds = min(needed, MAX_REPORT_SEEDS)
-  return dict(
-      seeds=seeds,
-      sd=sd,
-      sds=sds,
-      tolerance=TOLERANCE,
-      needed=needed,
-      half_width=seed_count.resolvable(sd, seeds),
-  )
-
-
-def _report_runs(s, opts: dict) -> None:
-  points_ = tuned(opts)
-  s.power = report_seed_count(opts, points_)
+def report_runs(s, opts: dict) -> None:
+  """Every tuned point and DDP on power-sized fresh seeds; per topology, GASLoC
+  against each baseline and every method against DDP, paired by seed."""
+  cell = _cell()
+  points_ = gossip_phases.tuned(cell, opts)
+  s.power = gossip_phases.report_seed_count(cell, opts, points_)
   s.seeds = tuple(100 + i for i in range(s.power["seeds"]))
   comparisons = []
-  for topo in _topologies(opts["quick"]):
-    names = {m: _add(s, m, topo, points_[(m, topo)], opts["quick"]) for m in METHODS}
+  for topo in gossip_phases.topologies(cell, opts["quick"]):
+    names = {
+        m: gossip_phases.add(cell, s, opts, m, topo, points_[(m, topo)]) for m in METHODS
+    }
     comparisons += [(names["gasloc"], names[m]) for m in METHODS[1:]]
     comparisons += [(names[m], "ddp") for m in METHODS]
   s.comparisons = tuple(comparisons)
 
 
-_PHASE_RUNS = dict(coarse=_coarse_runs, tune=_tune_runs, report=_report_runs)
+def _cell():
+  return sys.modules[__name__]
 
 
 def get_config(arg: str = "report"):
   """The study of one phase (``"phase[,quick]"``)."""
-  opts = parse(arg)
-  phase, quick = opts["phase"], opts["quick"]
-  s = base.new_study(
-      f"gossip_g1_{phase}",
-      f"GASLoC claim G1 ({phase}): one step per communication, K = {K}, by topology",
-      quick,
-  )
-  if phase != "report":
-    s.seeds = (0,) if quick or phase == "coarse" else TUNING_SEEDS
-  s.report_dir = report_dir(phase, quick)
-  s.tolerance = TOLERANCE
-  s.networks = ("homogeneous",)
-  base.add_run(s, "ddp", run_config("ddp", quick))
-  _PHASE_RUNS[phase](s, opts)
-  return s
+  return gossip_phases.get_config(_cell(), arg)

@@ -1,0 +1,267 @@
+"""How a decentralized claim's study is put together: each method's grid on each
+graph, tuned on the tuning seeds, reported on fresh ones (issue 40).
+
+A *cell* is a study module (``gossip_g1.py``, ``gossip_g2.py``) that holds its
+settings as module constants and two functions; this file holds the phases they
+share. Reading the settings from the module when a phase is built (not copying
+them) keeps one place for each, and lets a test move ``QUICK_DIR``.
+
+The cell's constants: ``NAME`` (the report's folder stem), ``TITLE`` (with a
+``{phase}`` field), ``METHODS`` (its candidate first), ``TOPOLOGIES`` and
+``QUICK_TOPOLOGIES``, ``GRIDS`` (method -> a product ``{field: values}`` or a
+tuple of products whose union is the grid; ``alpha`` and ``weight`` in
+multiples of ``1/(d+1)``; quick mode uses this file's ``QUICK_GRIDS``),
+``TOLERANCE``, ``DOCS_DIR``, ``QUICK_DIR`` and ``TOKENS`` (the argument's words
+besides the phase, each a ``{word: (option, value)}``, with ``DEFAULTS``). Its
+functions:
+
+* ``run_config(method, opts, **extra)``: a run of the regime (``extra``: the
+  grid point's config overrides, ``a__b`` for ``a.b``);
+* ``add_references(s, opts)``: the runs every phase shows beside the methods
+  (``ddp``; a DiLoCo run), added before them;
+* ``report_runs(s, opts)``: the report phase (:func:`tuned`,
+  :func:`tuning_spread` and :func:`add` do the shared part).
+
+Phases (every choice on the tuning seeds; the report on fresh seeds):
+
+* ``coarse``: each method's grid on every topology, the first tuning seed;
+* ``tune``: the ``TOP`` best of each (method, topology) on every tuning seed;
+  a method's tuned point has the lowest mean final bits/byte;
+* ``report``: the cell's own (``report_runs``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from configs.studies import base, seed_count
+
+PHASES = ("coarse", "tune", "report")
+METHODS = ("gasloc", "gasloc_g0", "gossip", "noloco")
+#: The algorithm each method runs (GASLoC with ``gamma = 0`` is GASLoC).
+ALGORITHMS = dict(gasloc_g0="gasloc", gossip="gossip_adamw")
+#: Every cell's quick grids (a pipeline check: one point per method).
+QUICK_GRIDS = {
+    "gasloc": dict(eta=(0.7,), gamma=(0.5,), alpha=(1.0,)),
+    "gasloc_g0": dict(eta=(0.7,), alpha=(1.0,)),
+    "gossip": dict(weight=(1.0,)),
+    "noloco": dict(alpha=(0.7,), beta=(0.5,)),
+    "diloco": dict(alpha=(0.7,), beta=(0.9,)),
+}
+#: Every cell's tuning seeds and how many points of each coarse pass go on to them.
+TUNING_SEEDS = (0, 1, 2)
+TOP = 2
+
+
+def methods(cell: Any) -> tuple[str, ...]:
+  """The cell's methods, its candidate first (default :data:`METHODS`)."""
+  return tuple(getattr(cell, "METHODS", METHODS))
+
+
+def parse(cell: Any, arg: str) -> dict:
+  """``"phase[,word...][,quick]"``: the phase (default ``report``), ``quick``,
+  and the cell's ``TOKENS``."""
+  out = dict(phase="report", quick=False, **cell.DEFAULTS)
+  for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
+    if token in ("quick", "full"):
+      out["quick"] = token == "quick"
+    elif token in PHASES:
+      out["phase"] = token
+    elif token in cell.TOKENS:
+      option, value = cell.TOKENS[token]
+      out[option] = value
+    else:
+      raise ValueError(
+          f"{cell.NAME} study: unknown token {token!r} in {arg!r}; expected a phase "
+          f"{PHASES}, one of {tuple(cell.TOKENS)} or 'quick'"
+      )
+  return out
+
+
+def words(cell: Any, opts: dict) -> list[str]:
+  """The cell's words ``opts`` holds (its corpus, its worker count)."""
+  return [w for w, (o, v) in cell.TOKENS.items() if opts.get(o) == v]
+
+
+def report_dir(cell: Any, opts: dict, phase: str) -> str:
+  """``<DOCS_DIR or QUICK_DIR>[/<word>]/<phase>``: a cell with words (a corpus)
+  keeps each one's phases apart."""
+  root = cell.QUICK_DIR if opts["quick"] else cell.DOCS_DIR
+  return os.path.join(root, *words(cell, opts), phase)
+
+
+def read_summary(cell: Any, opts: dict, phase: str) -> dict:
+  """An earlier phase's ``summary.json``, or a clear error naming its command."""
+  path = os.path.join(report_dir(cell, opts, phase), "summary.json")
+  if not os.path.exists(path):
+    arg = ",".join([phase] + words(cell, opts) + (["quick"] if opts["quick"] else []))
+    raise ValueError(
+        f"the {cell.NAME} study's {phase!r} phase has no report at {path}; run it "
+        f"first: python -m experiments.sweep --study configs/studies/{cell.NAME}.py:{arg}"
+    )
+  with open(path) as f:
+    return json.load(f)
+
+
+def points(cell: Any, method: str, quick: bool) -> list[dict]:
+  """The method's grid points, each ``{field: value}``: the union of its
+  products, in order, each point once."""
+  grid = (QUICK_GRIDS if quick else cell.GRIDS)[method]
+  out = []
+  for product in grid if isinstance(grid, tuple) else (grid,):
+    block = [{}]
+    for name, values in product.items():
+      block = [dict(p, **{name: v}) for p in block for v in values]
+    out += [p for p in block if p not in out]
+  return out
+
+
+def label(method: str, topology: str, point: dict) -> str:
+  """``gasloc_ring_eta0p7_gamma0p5_alpha1p0``: method, graph, grid point (a
+  ``p`` for the decimal point: labels are config field names); DiLoCo, which
+  all-reduces, has no graph in its label."""
+  values = [f"{k}{v}".replace(".", "p") for k, v in point.items()]
+  graph = [] if method == "diloco" else [topology]
+  return "_".join([method] + graph + values)
+
+
+def overrides(method: str, topology: str, point: dict, degree: int) -> dict:
+  """The run's config overrides for a grid point on a graph of ``degree``."""
+  uniform = 1.0 / (degree + 1)
+  out = dict(gossip__topology=topology)
+  if method.startswith("gasloc"):
+    out.update(
+        gasloc__eta=point["eta"],
+        gasloc__gamma=point.get("gamma", 0.0),
+        gasloc__alpha=point["alpha"] * uniform,
+    )
+  elif method == "gossip":
+    out.update(gossip_adamw__weight=point["weight"] * uniform)
+  elif method == "diloco":  # the all-reduce: no graph
+    out = dict(diloco__alpha=point["alpha"], diloco__beta=point["beta"])
+  else:
+    out.update(noloco__alpha=point["alpha"], noloco__beta=point["beta"])
+  return out
+
+
+def degree(cell: Any, opts: dict, topology: str) -> int:
+  """The graph's degree at the cell's worker count (``topology.from_config``)."""
+  from autoloco_jax.algorithms.gossip import topology as topology_lib
+
+  c = cell.run_config("gasloc", opts, gossip__topology=topology)
+  return topology_lib.from_config(c).degree
+
+
+def add(cell: Any, s, opts: dict, method: str, topo: str, point: dict) -> str:
+  """Adds the run of a grid point to ``s``; returns its label."""
+  name = label(method, topo, point)
+  extra = overrides(method, topo, point, degree(cell, opts, topo))
+  base.add_run(s, name, cell.run_config(method, opts, **extra))
+  return name
+
+
+def topologies(cell: Any, quick: bool) -> tuple[str, ...]:
+  return cell.QUICK_TOPOLOGIES if quick else cell.TOPOLOGIES
+
+
+def best(cell: Any, summary: dict, method: str, topo: str, quick: bool, top: int):
+  """The ``top`` grid points of (method, topology) with the lowest mean final
+  bits/byte in an earlier phase's summary."""
+  grid = points(cell, method, quick)
+  scored = sorted(
+      (summary["stats"][label(method, topo, p)]["final_eval_bpb"][0], i)
+      for i, p in enumerate(grid)
+      if label(method, topo, p) in summary["stats"]
+  )
+  return [grid[i] for _, i in scored[:top]]
+
+
+def coarse_runs(cell: Any, s, opts: dict) -> None:
+  s.seeds = TUNING_SEEDS[:1]
+  for topo in topologies(cell, opts["quick"]):
+    for method in methods(cell):
+      for point in points(cell, method, opts["quick"]):
+        add(cell, s, opts, method, topo, point)
+
+
+def tune_runs(cell: Any, s, opts: dict) -> None:
+  s.seeds = TUNING_SEEDS[:1] if opts["quick"] else TUNING_SEEDS
+  coarse = read_summary(cell, opts, "coarse")
+  for topo in topologies(cell, opts["quick"]):
+    for method in methods(cell):
+      for point in best(cell, coarse, method, topo, opts["quick"], TOP):
+        add(cell, s, opts, method, topo, point)
+
+
+def tuned(cell: Any, opts: dict) -> dict[tuple[str, str], dict]:
+  """(method, topology) -> its tuned grid point (the tune phase's lowest mean)."""
+  summary = read_summary(cell, opts, "tune")
+  return {
+      (method, topo): best(cell, summary, method, topo, opts["quick"], 1)[0]
+      for topo in topologies(cell, opts["quick"])
+      for method in methods(cell)
+  }
+
+
+def tuning_spread(cell: Any, opts: dict, points_: dict) -> dict[str, float]:
+  """The tuning seeds' sd of each paired difference the report decides: the
+  candidate (the first method) against each baseline, per topology (0 with one
+  seed)."""
+  summary = read_summary(cell, opts, "tune")
+  first, *others = methods(cell)
+  sds = {}
+  for topo in topologies(cell, opts["quick"]):
+    g = summary["stats"][label(first, topo, points_[(first, topo)])]
+    for method in others:
+      b = summary["stats"][label(method, topo, points_[(method, topo)])]
+      diffs = np.subtract(g["loss_by_seed"], b["loss_by_seed"])
+      sds[f"{topo}: {first} - {method}"] = (
+          float(np.std(diffs, ddof=1)) if len(diffs) > 1 else 0.0
+      )
+  return sds
+
+
+def report_seed_count(cell: Any, opts: dict, points_: dict) -> dict:
+  """Fresh seeds for the report: the tuning seeds' largest spread of a paired
+  difference (:func:`tuning_spread`), and the count whose 95% t-interval
+  resolves the cell's ``TOLERANCE`` at that spread, within
+  ``[MIN_REPORT_SEEDS, MAX_REPORT_SEEDS]`` (quick: 2)."""
+  sds = tuning_spread(cell, opts, points_)
+  sd = max(sds.values())
+  sds = tuple(sds.items())  # pairs: a study field cannot hold a nested dict
+  tolerance = cell.TOLERANCE
+  if opts["quick"]:
+    return dict(seeds=2, sd=sd, sds=sds, tolerance=tolerance, needed=2, half_width=None)
+  needed = seed_count.seeds_needed(sd, tolerance, minimum=cell.MIN_REPORT_SEEDS)
+  seeds = min(needed, cell.MAX_REPORT_SEEDS)
+  return dict(
+      seeds=seeds,
+      sd=sd,
+      sds=sds,
+      tolerance=tolerance,
+      needed=needed,
+      half_width=seed_count.resolvable(sd, seeds),
+  )
+
+
+_PHASE_RUNS = dict(coarse=coarse_runs, tune=tune_runs)
+
+
+def get_config(cell: Any, arg: str = "report"):
+  """The cell's study of one phase (``"phase[,word...][,quick]"``)."""
+  opts = parse(cell, arg)
+  phase, quick = opts["phase"], opts["quick"]
+  s = base.new_study(f"{cell.NAME}_{phase}", cell.TITLE.format(phase=phase), quick)
+  s.report_dir = report_dir(cell, opts, phase)
+  s.tolerance = cell.TOLERANCE
+  s.networks = ("homogeneous",)
+  cell.add_references(s, opts)
+  if phase == "report":
+    cell.report_runs(s, opts)
+  else:
+    _PHASE_RUNS[phase](cell, s, opts)
+  return s
