@@ -14,7 +14,7 @@ non-finite loss or norm: ``FloatingPointError``) is a result, not a crash: its
 workdir keeps ``diverged.json`` (the error), the study goes on, and the report
 leaves that label out and names it (a grid point that diverges is not chosen);
 a label the report needs (a reference, the frontier, a comparison) that
-diverged is an error. When every run is done,
+diverged is an error. Delete ``diverged.json`` to train that run again. When every run is done,
 ``experiments/report.py`` writes ``results.md`` (tables, claims), PNG plots and
 ``summary.json`` (each run's final numbers and curves) to ``--report_dir``.
 """

@@ -400,6 +400,21 @@ def test_noloco_n1_reports_noloco_against_diloco_each_tuned(phases):
     assert study.report_dir.endswith(f"noloco_n1/k{k}/coarse")
 
 
+def test_a_cells_words_name_its_reports_and_a_wrong_word_says_what_it_takes():
+  """A cell's argument: the phase, its words (a corpus, a worker count) and
+  ``quick``; each word keeps its own report folders, an unknown one is refused
+  with the words the cell takes."""
+  assert gossip_g2.get_config("coarse,python").report_dir == (
+      "docs/studies/gossip_g2/python/coarse"
+  )
+  assert noloco_n1.get_config("coarse,k16").report_dir == "docs/studies/noloco_n1/k16/coarse"
+  assert gossip_g1.get_config("coarse").report_dir == "docs/studies/gossip_g1/coarse"
+  with pytest.raises(ValueError, match="unknown token 'k5'.*'k4', 'k8', 'k16'"):
+    noloco_n1.get_config("coarse,k5")
+  with pytest.raises(ValueError, match=r"noloco_n1.py:tune,k8"):
+    noloco_n1.get_config("report,k8")  # no tune report yet: names its command
+
+
 def test_gossip_g1_grid_is_the_union_of_its_products_each_point_once():
   """A widened grid adds its points after the first product's, never twice
   (gasloc's widening repeats ``eta = 1.5``): the labels of finished runs stay."""
