@@ -75,6 +75,61 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients()
     )
 
 
+def test_sparseloco_two_rounds_by_hand():
+  """SparseLoCo's update (arXiv 2508.15706, as configs/sparseloco.py reads it),
+  two rounds of two workers worked by hand on one chunk of 8 values, density
+  1/4 (k = 2), 2-bit values, ``β_e = 0.5``; the outer step ``θ ← θ − mean_k Q(a_k)``
+  (DiLoCo's with ``α = 1, β = 0``).
+
+  Worker 0, round 1: ``a = Δ``; its two largest magnitudes are 3.0 (index 6) and
+  −2.0 (index 1), sent as their signs times their mean magnitude, 2.5; the rest
+  stays: ``e = a − Q(a)``. Round 2: ``a = 0.5 e + Δ₂``, whose largest are −1.15
+  (index 2) and 0.9 (index 3), scale 1.025. Worker 1 likewise (4.0 and −0.7,
+  scale 2.35)."""
+  from autoloco_jax import outer
+  from autoloco_jax.compression import exchange
+
+  compression = exchange.Compression(codecs.topk(8, 0.25, 2), ef_beta=0.5)
+  delta1_K = np.array(
+      [[0.5, -2.0, 0.1, 1.0, -0.3, 0.0, 3.0, -0.2],
+       [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, -0.7, 4.0]], np.float32)
+  delta2_K = np.array(
+      [[0.2, 0.0, -1.2, 0.4, 0.0, 0.1, 0.0, 0.6],
+       [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]], np.float32)
+  residual_K = compression.init_residual(delta1_K)
+  sent1_K, residual_K = exchange.encode_workers(compression, delta1_K, residual_K)
+  np.testing.assert_allclose(
+      sent1_K,
+      [[0, -2.5, 0, 0, 0, 0, 2.5, 0], [0, 0, 0, 0, 0, 0, -2.35, 2.35]], atol=1e-6)
+  np.testing.assert_allclose(
+      residual_K,
+      [[0.5, 0.5, 0.1, 1.0, -0.3, 0.0, 0.5, -0.2],
+       [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 1.65, 1.65]], atol=1e-6)
+  sent2_K, residual_K = exchange.encode_workers(compression, delta2_K, residual_K)
+  # Worker 0: a = [0.45, 0.25, -1.15, 0.9, -0.15, 0.1, 0.25, 0.5];
+  # worker 1: a = 0.5 e = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.825, 0.825], whose
+  # top two tie at 0.825 (indices 6 and 7), scale 0.825.
+  np.testing.assert_allclose(
+      sent2_K,
+      [[0, 0, -1.025, 1.025, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0.825, 0.825]], atol=1e-6)
+  np.testing.assert_allclose(
+      residual_K,
+      [[0.45, 0.25, -0.125, -0.125, -0.15, 0.1, 0.25, 0.5],
+       [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.0, 0.0]], atol=1e-6)
+  # The outer step, plain SGD with lr 1 on the mean of what was sent.
+  tx = outer.diloco(1.0, 0.0)
+  theta = np.zeros(8, np.float32)
+  state = tx.init(theta)
+  for sent_K in (sent1_K, sent2_K):
+    updates, state = tx.update(np.mean(sent_K, axis=0), state)
+    theta = theta + np.asarray(updates)
+  np.testing.assert_allclose(
+      theta,
+      -np.array([0, -1.25, -0.5125, 0.5125, 0, 0, 0.4875, 1.5875]), atol=1e-6)
+  # Bytes: 2 kept values of (3 index bits + 2 value bits) and one float32 scale.
+  assert codecs.tree_encoded_bytes(compression.codec, delta1_K[0]) == 2 * 5 / 8 + 4
+
+
 def test_without_error_feedback_the_average_is_the_mean_of_decoded_payloads():
   cfg = _cfg("int4", block_size=8)
   mesh = replicas.make_mesh(K, 1)
