@@ -2,7 +2,7 @@
 
 Each field is checked once, where it is read: the algorithms' typed config
 groups (``algorithms/registry.py:GROUPS``: ``interval.Interval``,
-``streaming.Stream``, ``exchange.Compression``, ``DiLoCo``, ``AutoLoCo``,
+``stream.Stream``, ``exchange.Compression``, ``DiLoCo``, ``AutoLoCo``,
 ``NoLoCo``, ``GASLoC``, ``topology.from_config``) check their own fields through
 :func:`check`, and the check at start (``config_check.validate``) walks
 :data:`FIELDS` for the others; both name the field the same way. The interval

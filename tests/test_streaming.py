@@ -1,4 +1,4 @@
-"""Streaming, overlapped and eager syncs of the DiLoCo family (streaming.py,
+"""Streaming, overlapped and eager syncs of the DiLoCo family (stream.py, streaming.py,
 fragments.py, diloco.py): equivalences, schedules, state, resume, end to end."""
 
 import os
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from autoloco_jax.algorithms import registry
-from autoloco_jax.algorithms.diloco import fragments, streaming
+from autoloco_jax.algorithms.diloco import fragments, stream, streaming
 from autoloco_jax.model import transformer as model_lib
 from autoloco_jax.run import checkpoint
 from autoloco_jax.runtime import contract, replicas, rounds as rounds_lib
@@ -80,22 +80,22 @@ def test_a_tree_without_blocks_has_one_unit_per_leaf():
 
 
 def test_schedule_and_validation():
-  stream = lambda **kw: streaming.Stream(
+  make = lambda **kw: stream.Stream(
       **dict(dict(fragments=1, mode="strided", tau=0, mix=0.5, eager=False), **kw)
   )
-  s = stream(fragments=4, tau=2)
+  s = make(fragments=4, tau=2)
   assert s.slot_length(20) == 5 and s.slot_length(3) == 1 and s.slot_length(22) == 5
   assert [s.event(r).fragment for r in range(10)] == [0, 0, 1, 1, 2, 2, 3, 3, 0, 0]
   assert [s.event(r).kind for r in range(3)] == ["send", "arrive", "send"]
   assert [s.sends_through(r) for r in range(5)] == [1, 1, 2, 2, 3]
-  assert [stream(fragments=3).event(r).fragment for r in range(4)] == [0, 1, 2, 0]
+  assert [make(fragments=3).event(r).fragment for r in range(4)] == [0, 1, 2, 0]
   s.check_intervals(12)  # h_f = 3 > 2
   with pytest.raises(ValueError, match=r"stream.tau \(2\) must be < H/P = 2"):
     s.check_intervals(8)
   with pytest.raises(ValueError, match="eager needs"):
-    stream(eager=True)
+    make(eager=True)
   with pytest.raises(ValueError, match="stream.mix"):
-    stream(mix=1.5)
+    make(mix=1.5)
   with pytest.raises(ValueError, match="stream.tau"):
     registry.make(
         stream_config(h=4, fragments=2, tau=2), toy_loss, replicas.make_mesh(K, 1)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from jax.sharding import Mesh
 
-from autoloco_jax.algorithms.diloco import streaming
+from autoloco_jax.algorithms.diloco import stream
 from autoloco_jax.compression import exchange
 from autoloco_jax.runtime.contract import Algorithm, Setup
 
@@ -71,7 +71,7 @@ def refuse_unsupported(hparams: Any, config: Any) -> None:
     ValueError: naming the setting.
   """
   name = hparams.name
-  if not hparams.streams and not streaming.Stream.from_config(config).plain:
+  if not hparams.streams and not stream.Stream.from_config(config).plain:
     raise ValueError(
         f"{name} does not stream: stream.fragments must be 1 and stream.tau 0 "
         f"(streaming and overlapped syncs are implemented for {_those('streams')})"

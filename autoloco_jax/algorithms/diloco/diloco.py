@@ -40,7 +40,7 @@ import jax
 import optax
 
 from autoloco_jax import outer, ranges
-from autoloco_jax.algorithms.diloco import intervals, streaming, sync
+from autoloco_jax.algorithms.diloco import intervals, stream as stream_lib, streaming, sync
 from autoloco_jax.algorithms.diloco.sync import DiLoCoState
 from autoloco_jax.algorithms.interval import Interval
 from autoloco_jax.algorithms.round_sync import RoundSync
@@ -70,7 +70,7 @@ class DiLoCo:
     controller: chooses each round's ``H`` (``intervals.fixed(H)`` for DiLoCo),
       built from ``interval``.
     h0: the first round's ``H``.
-    stream: fragments, overlap and eager updates (``streaming.Stream``; one
+    stream: fragments, overlap and eager updates (``stream.Stream``; one
       fragment without overlap is DiLoCo's sync of the whole model).
     compression: the codec of every message and error feedback
       (``exchange.Compression``; the identity codec sends float32 as it is).
@@ -84,7 +84,7 @@ class DiLoCo:
   interval: Interval
   controller: intervals.IntervalController
   h0: int
-  stream: streaming.Stream
+  stream: stream_lib.Stream
   compression: exchange.Compression
 
   name = "diloco"
@@ -132,7 +132,7 @@ class DiLoCo:
         interval=interval,
         controller=controller,
         h0=int(first),
-        stream=streaming.Stream.from_config(config),
+        stream=stream_lib.Stream.from_config(config),
         compression=exchange.Compression.from_config(config),
     )
 

@@ -25,7 +25,7 @@ its arrival, and it has two named steps:
   ``τ`` steps of progress. Nothing is sent.
 
 Which fragment sends or arrives at which driver round is the schedule of
-``streaming.py``; every function here runs per device inside
+``stream.py``; every function here runs per device inside
 ``replicas.map_workers``, with the fragment's index static.
 
 References:
@@ -38,20 +38,15 @@ References:
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from autoloco_jax.algorithms.diloco import sync
+from autoloco_jax.algorithms.diloco.stream import ARRIVE, SEND, Stream
 from autoloco_jax.compression import exchange
 from autoloco_jax.runtime import inner, replicas, state as state_lib
-
-if TYPE_CHECKING:
-  from autoloco_jax.algorithms.diloco.streaming import Stream
-
-#: A fragment's two steps, by their methods' names: the events of a schedule.
-SEND, ARRIVE = "send", "arrive"
 
 
 class FragmentState(NamedTuple):
@@ -99,7 +94,7 @@ class Fragment:
 
   index: int
   leaves: tuple[bool, ...]
-  stream: "Stream"
+  stream: Stream
   compression: exchange.Compression
   rule: sync.OuterRule
 
