@@ -80,7 +80,7 @@ def write(regime: str, corpus: str, root: str, out: str | None = None, quick: bo
 
 def write_runs(workdirs: list[str], out: str) -> int:
   """Archive the finished ones of ``workdirs`` into ``out``; returns how many."""
-  finished = [w for w in workdirs if sweep.is_finished(w) or sweep.diverged(w) is not None]
+  finished = [w for w in workdirs if sweep.is_settled(w)]
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
   tmp = out + ".tmp"
   with tarfile.open(tmp, "w:xz") as tar:

@@ -138,17 +138,18 @@ def diverged(workdir: str) -> str | None:
     return json.load(f)["error"]
 
 
-def _without_diverged(study: Any, todo: list) -> tuple[Any, dict]:
-  """The study without its labels that diverged on some seed, and ``{label:
-  "seed N: error"}``; raises ``ValueError`` if the report needs such a label."""
+def _without_diverged(study: Any, todo: list) -> Any:
+  """The study without its labels that diverged on some seed, each named in its
+  ``diverged`` field; raises ``ValueError`` if the report needs such a label
+  (a reference of another label, the frontier, a comparison, a claim)."""
   out = {}
   for label, seed, _, workdir in todo:
     error = diverged(workdir)
     if error is not None and label not in out:
       out[label] = f"seed {seed}: {error}"
   if not out:
-    return study, out
-  needed = set(study.reference.values()) | set(study.reference) | set(study.frontier)
+    return study
+  needed = set(study.reference.values()) | set(study.frontier)
   needed |= {x for pair in study.get("comparisons", ()) for x in pair}
   needed |= set(study.get("syncs_saved", ()))
   for c in study.claims.values():
@@ -163,8 +164,16 @@ def _without_diverged(study: Any, todo: list) -> tuple[Any, dict]:
   kept.labels = tuple(label for label in study.labels if label not in out)
   for label in out:
     del kept.runs[label]
+    if label in kept.reference:
+      del kept.reference[label]
   kept.diverged = tuple(f"{label}, {why}" for label, why in out.items())
-  return kept, out
+  return kept
+
+
+def is_settled(workdir: str) -> bool:
+  """True if the run in ``workdir`` needs no more training: finished, or
+  diverged."""
+  return is_finished(workdir) or diverged(workdir) is not None
 
 
 def is_finished(workdir: str) -> bool:
@@ -252,6 +261,37 @@ def with_complete_seeds(study: Any, root: str) -> Any:
   return out
 
 
+def _train_one(name: str, label: str, seed: int, config: Any, workdir: str, write) -> bool:
+  """Trains one run of study ``name`` unless it is settled; True if it trained.
+  ``write`` prints a line (the progress bar's). A divergence is recorded in
+  ``diverged.json``; a finished run of another config and a stopped run raise."""
+  if is_finished(workdir):
+    changed = config_check.changed_fields(config, workdir)
+    if changed:
+      raise ValueError(
+          f"{workdir} holds a finished run of another config "
+          f"({', '.join(changed)}); delete it or use another --root"
+      )
+    return False
+  if diverged(workdir) is not None:
+    return False
+  try:
+    summary = trainer.train_and_evaluate(config, workdir)
+  except FloatingPointError as e:
+    with open(os.path.join(workdir, DIVERGED), "w") as f:
+      json.dump(dict(error=str(e)), f)
+    write(f"{name}: {label} seed {seed}: diverged: {e}")
+    return False
+  if summary.get("preempted"):
+    raise Interrupted(f"{label} seed {seed} stopped at step {summary['step']}")
+  write(
+      f"{name}: {label} seed {seed}: final eval "
+      f"{summary['final_eval_bpb']:.4f} bits/byte, {summary['syncs']} syncs, "
+      f"wall {summary['wall_time']:.0f} s"
+  )
+  return True
+
+
 def run_study(
     study: Any,
     root: str,
@@ -274,7 +314,7 @@ def run_study(
   missing = [
       f"{label} seed {seed} ({w})"
       for label, seed, _, w in todo
-      if not is_finished(w) and diverged(w) is None
+      if not is_settled(w)
   ]
   if report_only and missing:
     raise ValueError(
@@ -292,34 +332,6 @@ def run_study(
   t0 = time.time()
   trained = 0
 
-  def train_one(label, seed, config, workdir) -> None:
-    nonlocal trained
-    if is_finished(workdir):
-      changed = config_check.changed_fields(config, workdir)
-      if changed:
-        raise ValueError(
-            f"{workdir} holds a finished run of another config "
-            f"({', '.join(changed)}); delete it or use another --root"
-        )
-      return
-    if diverged(workdir) is not None:
-      return
-    try:
-      summary = trainer.train_and_evaluate(config, workdir)
-    except FloatingPointError as e:
-      with open(os.path.join(workdir, DIVERGED), "w") as f:
-        json.dump(dict(error=str(e)), f)
-      bar.write(f"{study.name}: {label} seed {seed}: diverged: {e}")
-      return
-    if summary.get("preempted"):
-      raise Interrupted(f"{label} seed {seed} stopped at step {summary['step']}")
-    trained += 1
-    bar.write(
-        f"{study.name}: {label} seed {seed}: final eval "
-        f"{summary['final_eval_bpb']:.4f} bits/byte, {summary['syncs']} syncs, "
-        f"wall {summary['wall_time']:.0f} s"
-    )
-
   # Several sweeps may share a root (the same study started twice on a machine with
   # cores to spare, or two studies that share runs): each run is trained under an
   # exclusive lock on ``<workdir>.lock``. A run another process holds is skipped on
@@ -333,12 +345,12 @@ def run_study(
         if not held:
           busy.append(job)
           continue
-        train_one(*job)
+        trained += _train_one(study.name, *job, bar.write)
       bar.update(1)
     for job in busy:
       bar.set_postfix_str(f"waiting for {job[0]} seed {job[1]}")
       with run_lock(job[3], wait=True):
-        train_one(*job)
+        trained += _train_one(study.name, *job, bar.write)
       bar.update(1)
   finally:
     bar.close()
@@ -347,7 +359,7 @@ def run_study(
       f"{time.time() - t0:.0f} s",
       flush=True,
   )
-  study, _ = _without_diverged(study, todo)
+  study = _without_diverged(study, todo)
   runs = {
       label: [report.load_run(w, seed) for l, seed, _, w in todo if l == label]
       for label in study.labels

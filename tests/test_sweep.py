@@ -233,13 +233,17 @@ def test_complete_seeds_keeps_the_seeds_with_every_label(monkeypatch):
 def test_a_diverged_run_is_recorded_and_left_out_of_the_report(tmp_path):
   """A run whose loss turns non-finite stops alone: the study goes on, the run's
   workdir keeps ``diverged.json`` (so it is not trained again), and the report
-  names it and leaves it out; a label the report needs may not diverge."""
+  names it and leaves it out, with its reference row; a label the report needs
+  may not diverge."""
   study = base.new_study("diverging", "diverging", quick=True)
   small = dict(total_steps=10, interval__h=5, eval__every_steps=5)
   base.add_run(study, "ok", base.run_config("diloco", True, **small))
-  base.add_run(study, "bad", base.run_config("diloco", True, inner__lr=1e9, **small))
+  # Its own reference row goes with it (a grid point read against a baseline).
+  base.add_run(
+      study, "bad", base.run_config("diloco", True, inner__lr=1e9, **small), "ok"
+  )
   result = sweep.run_study(study, str(tmp_path), str(tmp_path / "r"), progress=False)
-  assert result["labels"] == ["ok"]
+  assert result["labels"] == ["ok"] and result["reference"] == {}
   assert len(result["diverged"]) == 1 and result["diverged"][0].startswith("bad, seed 0")
   bad = sweep.jobs(study, str(tmp_path))[1][3]
   assert "not finite" in sweep.diverged(bad) or " is nan" in sweep.diverged(bad)
