@@ -110,9 +110,10 @@ def run_config(method: str, opts: dict, **extra: Any):
   )
 
 
-def add_references(s, opts: dict) -> None:
+def add_references(s, opts: dict) -> str:
   """DDP at the same global batch, the line every method is read against."""
   base.add_run(s, "ddp", run_config("ddp", opts))
+  return "ddp"
 
 
 def report_runs(s, opts: dict) -> None:

@@ -94,16 +94,18 @@ def run_config(method: str, opts: dict, **extra: Any):
   )
 
 
-def add_references(s, opts: dict) -> None:
-  """DiLoCo at ``H_ref`` with its tuned pair (the evidence study's runs); the
-  report has the whole tuned frontier."""
+def add_references(s, opts: dict) -> str:
+  """DiLoCo at ``H_ref`` with its tuned pair (the evidence study's runs), the
+  line each method's row is read against; the report has the whole tuned
+  frontier."""
   e = evidence_cell(opts)
   pairs = evidence.tuned_pairs(e)
+  href = base.h_ref(e["quick"])
   if opts["phase"] == "report":
     evidence.add_frontier(s, e, pairs)
-    return
-  href = base.h_ref(e["quick"])
-  base.add_run(s, f"diloco_h{href}", evidence.diloco_config(e, href, *pairs[href]))
+  else:
+    base.add_run(s, f"diloco_h{href}", evidence.diloco_config(e, href, *pairs[href]))
+  return f"diloco_h{href}"
 
 
 def _evidence_report(opts: dict) -> dict:

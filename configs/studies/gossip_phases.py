@@ -18,7 +18,8 @@ functions:
 * ``run_config(method, opts, **extra)``: a run of the regime (``extra``: the
   grid point's config overrides, ``a__b`` for ``a.b``);
 * ``add_references(s, opts)``: the runs every phase shows beside the methods
-  (``ddp``; a DiLoCo run), added before them;
+  (``ddp``; a DiLoCo run), added before them; returns the label every method's
+  row is read against in the tables (``""``: none);
 * ``report_runs(s, opts)``: the report phase (:func:`tuned`,
   :func:`tuning_spread` and :func:`add` do the shared part).
 
@@ -157,10 +158,11 @@ def degree(cell: Any, opts: dict, topology: str) -> int:
 
 
 def add(cell: Any, s, opts: dict, method: str, topo: str, point: dict) -> str:
-  """Adds the run of a grid point to ``s``; returns its label."""
+  """Adds the run of a grid point to ``s``, read against the cell's reference
+  (``opts["reference"]``); returns its label."""
   name = label(method, topo, point)
   extra = overrides(method, topo, point, degree(cell, opts, topo))
-  base.add_run(s, name, cell.run_config(method, opts, **extra))
+  base.add_run(s, name, cell.run_config(method, opts, **extra), opts["reference"])
   return name
 
 
@@ -259,7 +261,7 @@ def get_config(cell: Any, arg: str = "report"):
   s.report_dir = report_dir(cell, opts, phase)
   s.tolerance = cell.TOLERANCE
   s.networks = ("homogeneous",)
-  cell.add_references(s, opts)
+  opts["reference"] = cell.add_references(s, opts)
   if phase == "report":
     cell.report_runs(s, opts)
   else:
