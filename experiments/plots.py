@@ -19,8 +19,13 @@ X_LABELS = {
 }
 
 
-def _mean_curve(runs: Sequence[dict], x_key: str, y_key: str = "eval_bpb", num: int = 60):
-  """Seeds interpolated onto a common x grid: (x, mean, min, max), or None."""
+def _mean_curve(
+    runs: Sequence[dict], x_key: str, y_key: str = "eval_bpb", num: int = 60,
+    band: str = "range",
+):
+  """Seeds interpolated onto a common x grid: (x, mean, low, high), or None.
+  ``band``: ``range`` (the lowest and highest seed) or ``t95`` (the Student-t
+  95% interval of the mean, ``seed_stats.paired_interval``'s rule)."""
   pairs = []
   for r in runs:
     x = np.asarray([v for v in r["eval"].get(x_key, []) if v is not None], np.float64)
@@ -32,20 +37,32 @@ def _mean_curve(runs: Sequence[dict], x_key: str, y_key: str = "eval_bpb", num: 
   lo, hi = max(p[0][0] for p in pairs), min(p[0][-1] for p in pairs)
   grid = np.linspace(lo, hi, num) if hi > lo else np.asarray([lo])
   ys = np.stack([np.interp(grid, x, y) for x, y in pairs])
-  return grid, ys.mean(0), ys.min(0), ys.max(0)
+  mean = ys.mean(0)
+  if band == "range":
+    return grid, mean, ys.min(0), ys.max(0)
+  if band != "t95":
+    raise ValueError(f"unknown band {band!r}; choose range or t95")
+  if len(ys) < 2:
+    return grid, mean, mean, mean
+  from scipy import stats as sstats
+
+  half = sstats.t.ppf(0.975, len(ys) - 1) * ys.std(0, ddof=1) / np.sqrt(len(ys))
+  return grid, mean, mean - half, mean + half
 
 
 def plot_curves(
-    runs: dict[str, list[dict]], x_key: str, ax=None, log_x: bool = False, title: str = ""
+    runs: dict[str, list[dict]], x_key: str, ax=None, log_x: bool = False, title: str = "",
+    band: str = "range",
 ):
   """Eval loss against ``x_key`` (an eval column), one line per label: the mean
-  over seeds, shaded between the lowest and highest seed."""
+  over seeds, shaded between the lowest and highest seed (``band="t95"``: the
+  95% interval of the mean)."""
   import matplotlib.pyplot as plt
 
   if ax is None:
     _, ax = plt.subplots(figsize=(7, 4.5))
   for label, label_runs in runs.items():
-    curve = _mean_curve(label_runs, x_key)
+    curve = _mean_curve(label_runs, x_key, band=band)
     if curve is None:
       continue
     x, mean, lo, hi = curve

@@ -26,6 +26,7 @@ from tests.helpers import ROOT
 #: Modules whose commands another test file runs at their smallest size.
 ELSEWHERE = {
     "experiments.sweep": "tests/test_studies_quick.py",
+    "experiments.time_to_target": "tests/test_studies_quick.py",
     "projects.plora.sweep": "projects/plora/tests/test_plora_commands.py",
     # The planner's docstring and docs/planning.md examples.
     "experiments.plan": "tests/test_plan.py",

@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import json
 import math
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import jax
 import numpy as np
@@ -146,6 +146,37 @@ def h_sequence(metrics_path: str, scale: float = 1.0) -> list[int]:
   return hs
 
 
+def replay(
+    algo: contract.Algorithm,
+    clock: clock_lib.SimClock,
+    total_steps: int,
+    first_round_steps: int,
+    hs: Sequence[int] | None = None,
+    stop: int = 0,
+) -> Iterator[int]:
+  """Advances ``clock`` through the run's rounds as the trainer does
+  (``run/stepper.Stepper.dispatch``), yielding the inner steps done after each
+  round (read ``clock.metrics()`` there): round ``r`` takes ``min(n_r, T − s)``
+  steps, ``n_0 = first_round_steps`` and ``n_{r+1} = algo.next_round_steps(r)``,
+  or ``hs[r]`` (the last repeating) when given (a measured run, adaptive
+  controllers). It ends after the first round that reaches ``stop`` steps
+  (default: ``total_steps``)."""
+  if hs is None and algo.next_round_steps is None:
+    raise ValueError(
+        f"{algo.name}: the controller is adaptive; give the H of a measured run "
+        "(plan.h_from) or an open-loop controller (fixed, schedule)"
+    )
+  step, r, h = 0, 0, (hs[0] if hs else first_round_steps)
+  stop = min(total_steps, stop) if stop else total_steps
+  while step < stop:
+    h = min(h, total_steps - step)
+    clock.advance_round(algo, r, h)
+    step += h
+    yield step
+    h = hs[min(r + 1, len(hs) - 1)] if hs else int(algo.next_round_steps(r))
+    r += 1
+
+
 def simulate(
     algo: contract.Algorithm,
     clock: clock_lib.SimClock,
@@ -154,30 +185,16 @@ def simulate(
     hs: Sequence[int] | None = None,
     horizon: int = 0,
 ) -> dict:
-  """Advances ``clock`` through the run's rounds as the trainer does
-  (``run/stepper.Stepper.dispatch``): round ``r`` takes ``min(n_r, T − s)`` steps,
-  ``n_0 = first_round_steps`` and ``n_{r+1} = algo.next_round_steps(r)``, or
-  ``hs[r]`` (the
-  last repeating) when given (a measured run, adaptive controllers).
+  """The run's clock at its end (:func:`replay`'s rounds).
 
   With ``horizon > 0`` it stops after the first round that reaches
   ``horizon`` steps and scales times and bytes by ``T / steps`` (rounds of a
   long run repeat; exact when ``horizon >= T``). Returns ``clock.metrics()``
   with ``steps_simulated`` and ``utilization`` (mean compute / wall clock).
   """
-  if hs is None and algo.next_round_steps is None:
-    raise ValueError(
-        f"{algo.name}: the controller is adaptive; give the H of a measured run "
-        "(plan.h_from) or an open-loop controller (fixed, schedule)"
-    )
-  step, r, h = 0, 0, (hs[0] if hs else first_round_steps)
-  stop = min(total_steps, horizon) if horizon else total_steps
-  while step < stop:
-    h = min(h, total_steps - step)
-    clock.advance_round(algo, r, h)
-    step += h
-    h = hs[min(r + 1, len(hs) - 1)] if hs else int(algo.next_round_steps(r))
-    r += 1
+  step = 0
+  for step in replay(algo, clock, total_steps, first_round_steps, hs, horizon):
+    pass
   out = clock.metrics()
   scale = total_steps / step if step else 1.0
   for key in ("sim_time", "sim_compute_time", "sim_comm_time", "sim_wait_time"):

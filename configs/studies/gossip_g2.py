@@ -7,7 +7,11 @@ locked, so two single-core runs share the work):
   python -m experiments.sweep --study configs/studies/gossip_g2.py:coarse,shakespeare
   python -m experiments.sweep --study configs/studies/gossip_g2.py:tune,shakespeare
   python -m experiments.sweep --study configs/studies/gossip_g2.py:report,shakespeare
-and the same with ``python``. Restore the evidence cell's runs first
+and the same with ``python``. Then each method's simulated time to DiLoCo's
+loss on two-site networks of 0.1-10 Gbit/s and 10-200 ms (claims G3 and N2;
+bytes, peak bandwidth and idle time, N3), from the same runs:
+  python -m experiments.time_to_target --study configs/studies/gossip_g2.py:report,shakespeare --out docs/studies/gossip_g2/shakespeare/time
+Restore the evidence cell's runs first
 (``experiments.archive`` with ``long shakespeare --restore``), or the report
 trains the frontier again. Quick pipeline check: ``:coarse,quick``,
 ``:tune,quick``, ``:report,quick`` (on the evidence study's quick
@@ -66,6 +70,12 @@ GRIDS = {
 }
 #: The coarse and tune phases' tables only; the report reads the cell's own.
 TOLERANCE = 0.01
+#: The methods' training-time evals (the spread sample): every 2 rounds, 30 in
+#: the run, so that their time to DiLoCo's loss (claims G3 and N2,
+#: ``experiments/time_to_target.py``) is read between evals 40 steps apart. The
+#: evidence frontier's runs, reused, evaluate every 200; the target, DiLoCo's
+#: last eval, is at the end of its run either way.
+EVAL_EVERY = 40
 QUICK_DIR = "runs/studies/gossip-g2-quick"
 DOCS_DIR = "docs/studies/gossip_g2"
 
@@ -83,13 +93,17 @@ def evidence_cell(opts: dict) -> dict:
 
 
 def run_config(method: str, opts: dict, **extra: Any):
-  """A run of the cell's regime at ``H_ref``."""
+  """A run of the cell's regime at ``H_ref``, evaluated every
+  :data:`EVAL_EVERY` steps."""
   e = evidence_cell(opts)
+  regime = evidence.regime_overrides(e["regime"], e["corpus"], e["quick"])
+  if not e["quick"]:
+    regime["eval__every_steps"] = EVAL_EVERY
   return base.run_config(
       gossip_phases.ALGORITHMS.get(method, method),
       e["quick"],
       interval__h=base.h_ref(e["quick"]),
-      **evidence.regime_overrides(e["regime"], e["corpus"], e["quick"]),
+      **regime,
       **extra,
   )
 

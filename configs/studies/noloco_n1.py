@@ -6,7 +6,10 @@ twice, the runs are locked, so two single-core runs share the work):
   python -m experiments.sweep --study configs/studies/noloco_n1.py:coarse,k4
   python -m experiments.sweep --study configs/studies/noloco_n1.py:tune,k4
   python -m experiments.sweep --study configs/studies/noloco_n1.py:report,k4
-and the same with ``k8`` and ``k16``. Quick pipeline check (a minute each):
+and the same with ``k8`` and ``k16``. Then NoLoCo's simulated time to DiLoCo's
+loss on two-site networks (claim N2; bytes and idle time, N3), from the same
+runs, for each ``K``:
+  python -m experiments.time_to_target --study configs/studies/noloco_n1.py:report,k4 --out docs/studies/noloco_n1/k4/time Quick pipeline check (a minute each):
 ``:coarse,quick``, ``:tune,quick``, ``:report,quick``.
 
 Regime: the ``study`` model on Shakespeare, 600 inner steps, the global batch of
@@ -91,6 +94,7 @@ def report_runs(s, opts: dict) -> None:
   s.seeds = tuple(100 + i for i in range(s.power["seeds"]))
   topo = TOPOLOGIES[0]
   names = [gossip_phases.add(cell, s, opts, m, topo, points_[(m, topo)]) for m in METHODS]
+  s.reference[names[0]] = names[1]  # NoLoCo read against DiLoCo
   s.comparisons = ((names[0], names[1]),)
 
 
