@@ -16,9 +16,9 @@ import pytest
 from autoloco_jax.run import trainer
 from configs.studies import ablations, attention, base, compression, decentralized
 from configs.studies import gossip_g1, gossip_g2, gossip_phases, heterogeneity
-from configs.studies import noloco_n1
+from configs.studies import noloco_n1, schedule
 from configs.studies import evidence
-from experiments import sweep
+from experiments import sweep, time_to_target
 from tests import test_documented_commands as documented
 from tests.helpers import ROOT
 
@@ -38,6 +38,7 @@ def studies(tmp_path_factory):
   patch.setattr(gossip_g1, "QUICK_DIR", str(tmp_path_factory.mktemp("gossip_g1")))
   patch.setattr(gossip_g2, "QUICK_DIR", str(tmp_path_factory.mktemp("gossip_g2")))
   patch.setattr(noloco_n1, "QUICK_DIR", str(tmp_path_factory.mktemp("noloco_n1")))
+  patch.setattr(schedule, "QUICK_DIR", str(tmp_path_factory.mktemp("schedule")))
   # The patch lasts the whole module: tests read the phases' reports through the
   # study's own paths, which must be this module's folder, never a checkout's
   # earlier runs.
@@ -46,6 +47,13 @@ def studies(tmp_path_factory):
     for phase in evidence.PHASES:
       study = evidence.study(f"{phase},base,shakespeare,quick")
       phases[phase] = (
+          study,
+          sweep.run_study(study, root, study.report_dir, progress=False),
+      )
+    # Issue 41: momentum schedules tuned around the evidence cell's tuned pairs.
+    for phase in schedule.PHASES:
+      study = schedule.get_config(f"{phase},quick")
+      phases[f"schedule_{phase}"] = (
           study,
           sweep.run_study(study, root, study.report_dir, progress=False),
       )
@@ -137,6 +145,54 @@ def test_tune_keeps_the_best_coarse_pairs_and_report_uses_the_tuned_ones(phases)
   ref = report_study.runs[f"diloco_h{href}"]
   assert (auto.diloco.alpha, auto.diloco.beta) == (ref.diloco.alpha, ref.diloco.beta)
   assert auto.autoloco.h_ref == href
+
+
+def _workdirs(study, root: str, label: str) -> list[str]:
+  return [w for l, _, _, w in sweep.jobs(study, root) if l == label]
+
+
+@pytest.mark.slow
+def test_schedule_study_reuses_the_evidence_runs_and_reads_each_phase(phases, studies):
+  """Issue 41's study on the evidence quick cell: ``β*`` at ``H`` is the
+  evidence study's own coarse run; the tune phase keeps ``β*``, the coarse
+  pass's ``TOP`` best candidates and its best finer constant; the report's
+  schedule-tuned point is the tune phase's best; AutoLoCo is the evidence
+  report's committed run, and adaptive ``H`` on the schedule has no ratio
+  correction; ``report`` reads against the schedule-tuned frontier, ``constant``
+  against the constant one, from the same runs."""
+  root = studies["root"]
+  cell = dict(phase="report", regime="base", corpus="shakespeare", quick=True)
+  pairs = evidence.tuned_pairs(cell)
+  (h,) = schedule.schedule_hs(True)
+  star = schedule.constant_label(h, pairs[h][1])
+  coarse_study, coarse = phases["schedule_coarse"]
+  assert _workdirs(coarse_study, root, star) == _workdirs(
+      phases["coarse"][0], root, evidence.diloco_label(h, *pairs[h])
+  )
+  assert len(coarse_study.labels) == 1 + len(schedule.candidates(cell, h, pairs[h][1]))
+  ranked = [l for _, l in sorted((v["final_eval_bpb"][0], l) for l, v in coarse["stats"].items())]
+  tune_study, tune = phases["schedule_tune"]
+  expected = {star, *[l for l in ranked if l != star][: schedule.TOP]}
+  expected |= set([l for l in ranked if "_const_" in l and l != star][:1])
+  assert set(tune_study.labels) == expected
+  best = min(tune["stats"], key=lambda l: tune["stats"][l]["final_eval_bpb"][0])
+  for phase in ("report", "constant"):
+    study, summary = phases[f"schedule_{phase}"]
+    assert study.seeds == phases["report"][0].seeds
+    assert study.runs[f"sched_h{h}"].diloco.to_dict() == tune_study.runs[best].diloco.to_dict()
+    assert _workdirs(study, root, "autoloco") == _workdirs(phases["report"][0], root, "autoloco")
+    on = study.runs["adaptive_on_schedule"]
+    assert on.autoloco.correction == "none"
+    assert (on.diloco.beta, on.diloco.beta_end) == (
+        study.runs[f"sched_h{h}"].diloco.beta, study.runs[f"sched_h{h}"].diloco.beta_end
+    )
+    assert on.interval.controller == study.runs["autoloco"].interval.controller
+    for label, correction in schedule.CORRECTIONS.items():
+      assert study.runs[label].autoloco.correction == correction
+    assert set(summary["syncs_saved"]) == set(study.syncs_saved)
+  assert f"sched_h{h}" in phases["schedule_report"][0].frontier
+  constant = phases["schedule_constant"][0]
+  assert constant.frontier == tuple(f"diloco_h{x}" for x in evidence.frontier_hs(True))
 
 
 def _report_choosing(design: str, monkeypatch) -> object:
@@ -722,6 +778,31 @@ def test_command_line_quick_mode_reports_finished_runs(quick, tmp_path):
 
 
 @pytest.mark.slow
+def test_time_to_target_command_line(quick, tmp_path):
+  """``experiments.time_to_target`` from the command line on finished runs
+  (the study's own reference, a grid of its flags): the tables and plots; no
+  ``--out`` is bad input (exit 2, one line)."""
+  import subprocess
+  import sys
+
+  root, _, _ = quick
+  base_cmd = [sys.executable, "-m", "experiments.time_to_target", "--study",
+              "configs/studies/heterogeneity.py:quick", "--root", root]
+  run = lambda args: subprocess.run(  # noqa: E731
+      base_cmd + args, cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
+  out = tmp_path / "time"
+  proc = run(["--out", str(out), "--bandwidths", "0.3,3", "--latencies", "20"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "## Inter-site latency 20 ms" in proc.stdout and "| run | 0.3 | 3 |" in proc.stdout
+  result = json.load(open(out / "time_to_target.json"))
+  assert set(result["speedups"]) == {"0.3gbps_20ms", "3gbps_20ms"}
+  assert (out / "speedup_vs_bandwidth.png").read_bytes().startswith(PNG_MAGIC)
+  bad = run([])
+  assert bad.returncode == 2 and bad.stderr.strip().startswith("error: give --out"), bad.stderr
+
+
+@pytest.mark.slow
 def test_stale_finished_run_is_refused(quick, tmp_path):
   """A finished run whose stored config differs from the study's is an error,
   not silently reused."""
@@ -757,6 +838,43 @@ def test_also_network_times_match_a_run_on_that_network(quick, tmp_path):
   assert alone["final_eval_bpb"] == logged["final_eval_bpb"]
   np.testing.assert_allclose(alone["sim_time"], logged["sim_time_hetero"], rtol=1e-12)
   assert logged["sim_time_hetero"] > logged["sim_time"]
+
+
+@pytest.mark.slow
+def test_documented_time_to_target_commands_replay_each_runs_clock(studies, tmp_path):
+  """Every ``experiments.time_to_target`` command the config docstrings show,
+  at its smallest size (the quick study, on the runs this file trained): each
+  run's replayed time at each eval on the two-site 1 Gbit/s, 50 ms network is
+  the time it logged on ``hetero``, the same network, exactly (DiLoCo, GASLoC,
+  GASLoC γ = 0, gossip AdamW, NoLoCo); slower or later links never make a run
+  sooner; the reference's speed-up over itself is 1 on every seed; the tables
+  and plots are written."""
+  commands = sorted(
+      {c for _, c in documented.documented_commands() if "time_to_target" in c}
+  )
+  assert len(commands) >= 2, commands
+  algorithms = set()
+  for i, command in enumerate(commands):
+    study = _quick_study(command)
+    result = time_to_target.collect(study, studies["root"], "", (0.1, 1.0), (50.0, 200.0))
+    for label, runs in result["runs"].items():
+      for run in runs:
+        algorithms.add(run["summary"]["algorithm"])
+        ev = run["eval"]
+        assert ev["sim_time_1gbps_50ms"] == ev["sim_time_hetero"], (command, label)
+        # A slower link never makes a run sooner.
+        assert all(a >= b for a, b in zip(ev["sim_time_0.1gbps_50ms"], ev["sim_time_1gbps_50ms"]))
+        assert all(a >= b for a, b in zip(ev["sim_time_1gbps_200ms"], ev["sim_time_1gbps_50ms"]))
+    ref = result["reference"]
+    for net, rows in result["speedups"].items():
+      row = rows[ref]
+      assert row["reached"] == row["seeds"] == len(study.seeds)
+      assert row["speedup"] == pytest.approx(1.0)
+    out = tmp_path / f"time{i}"
+    names = time_to_target.write(result, str(out), dpi=20)
+    assert all(os.path.getsize(out / n) > 0 for n in names)
+    assert f"`{ref}`" in (out / "time_to_target.md").read_text()
+  assert {"diloco", "gasloc", "gossip_adamw", "noloco"} <= algorithms, algorithms
 
 
 def _quick_study(command: str):

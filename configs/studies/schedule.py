@@ -1,0 +1,314 @@
+"""AutoLoCo against a DiLoCo whose outer momentum follows a tuned schedule
+(issue 41): does adapting ``H`` save syncs over a baseline tuned as finely as
+AutoLoCo's design was?
+
+Run the phases in order, in each of the two cells where AutoLoCo saved syncs
+against the constant-``β`` frontier (2 CPU cores; start each command twice, the
+runs are locked, so two single-core runs share the work):
+  python -m experiments.sweep --study configs/studies/schedule.py:coarse,many,python
+  python -m experiments.sweep --study configs/studies/schedule.py:tune,many,python
+  python -m experiments.sweep --study configs/studies/schedule.py:report,many,python
+  python -m experiments.sweep --study configs/studies/schedule.py:constant,many,python
+and the same with ``base,shakespeare``. Restore the evidence cell's runs first
+(``experiments.archive`` with ``many python --restore``): the study reuses
+them (same configs, same hashes) and reads its tuned pairs, chosen design, seeds
+and tolerance from its committed reports. Quick pipeline check: ``:coarse,quick``,
+``:tune,quick``, ``:report,quick``, ``:constant,quick`` (on the evidence study's
+quick base/Shakespeare cell, which must have run first).
+
+The candidates, at each ``H`` of ``SCHEDULE_HS`` (the frontier's points around
+AutoLoCo's syncs: its 152 syncs in many/Python sit at ``H = 20``, its 26 in
+base/Shakespeare between 20 and 30), with ``α`` held at the evidence study's
+tuned value at that ``H`` and ``β*`` its tuned constant (a grid of step 0.2):
+
+* finer constants ``β* + d`` for ``d`` in ``FINE`` (step 0.05-0.1), so that
+  "a schedule" and "a finer constant" are told apart;
+* momentum schedules ``β(t)`` (``outer.momentum_schedule``, config
+  ``diloco.beta_end``, ``beta_shape``, ``beta_rounds``), from ``SCHEDULES``:
+  warmups from below ``β*`` over the whole run (linear and cosine) or its first
+  quarter, one that ends above ``β*``, and a decay as the control of direction.
+  AutoLoCo's own momentum correction ``β^{r_t}`` is a warmup of this kind (its
+  rounds are long early, ``r_t > 1``); Pier (arXiv 2511.17849) reports gains from
+  an outer-momentum warmup alone.
+
+Phases (every choice on the tuning seeds 0-2, as in the evidence study):
+
+* ``coarse``: every candidate on tuning seed 0, beside ``β*`` (the evidence
+  study's own run).
+* ``tune``: at each ``H``, ``β*``, the ``TOP`` best candidates of the coarse
+  pass and the best finer constant, on the tuning seeds. The schedule-tuned
+  point at ``H`` has the lowest mean final eval bits/byte (``β*`` itself may
+  win: the search contains the constant frontier's).
+* ``report``: on the evidence report's fresh seeds (so every pair is by seed with
+  its committed runs), the schedule-tuned frontier (the tuned point at each ``H``
+  of ``SCHEDULE_HS``, the constant-tuned run at the frontier's other ``H``) and
+  against it, each with its syncs saved at equal loss and its Δ at equal syncs:
+  - ``autoloco``: the evidence study's chosen design, as committed;
+  - ``adaptive_on_schedule``: that design's adaptive ``H`` on top of the
+    schedule tuned at ``H_ref``, no ratio correction: does adapting ``H`` add
+    anything to a good schedule? (also paired with ``sched_h<H_ref>``);
+  - ``autoloco_both``: the paper's full correction (``α`` and ``β``) on the design;
+  - ``autoloco_per_progress``, ``autoloco_momentum_per_progress``: the second
+    reading of the learning-rate correction, ``α_t = α / r_t`` (the outer step per
+    unit of inner progress held constant), without and with the momentum one.
+* ``constant``: the same runs read against the constant-``β`` tuned frontier
+  (trains nothing new).
+
+The reports: ``docs/studies/schedule/<regime>_<corpus>/<phase>``; the verdict:
+docs/results.md §1.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from configs.studies import base, evidence
+
+NAME = "schedule"
+PHASES = ("coarse", "tune", "report", "constant")
+CELLS = (("many", "python"), ("base", "shakespeare"))
+#: The frontier's points whose momentum is tuned beyond the constant grid.
+SCHEDULE_HS = (14, 20, 30)
+#: Finer constants: ``β* + d``.
+FINE = (-0.1, -0.05, 0.05, 0.1)
+#: Schedules relative to ``β*``: name -> (``β_0 − β*``, ``β_1 − β*``, shape,
+#: share of the run's rounds the change takes).
+SCHEDULES = {
+    "lin": (-0.2, 0.0, "linear", 1.0),
+    "cos": (-0.2, 0.0, "cosine", 1.0),
+    "deep": (-0.4, 0.0, "linear", 1.0),
+    "over": (-0.2, 0.1, "linear", 1.0),
+    "warm": (-0.2, 0.0, "linear", 0.25),
+    "decay": (0.1, -0.1, "linear", 1.0),
+}
+QUICK_FINE = (0.05,)
+QUICK_SCHEDULES = ("lin", "warm")
+TOP = 2
+BETA_MAX = 0.95
+QUICK_DIR = "runs/studies/schedule-quick"
+DOCS_DIR = "docs/studies/schedule"
+
+
+def parse(arg: str) -> dict:
+  """``"phase[,regime,corpus][,quick]"``; quick runs on the evidence quick
+  cell (base/Shakespeare)."""
+  opts = dict(phase="report", regime="many", corpus="python", quick=False)
+  for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
+    if token == "quick":
+      opts["quick"] = True
+    elif token in PHASES:
+      opts["phase"] = token
+    elif token in evidence.REGIMES:
+      opts["regime"] = token
+    elif token in evidence.CORPORA:
+      opts["corpus"] = token
+    else:
+      raise ValueError(f"schedule study: unknown token {token!r} in {arg!r}")
+  if opts["quick"]:
+    opts.update(regime="base", corpus="shakespeare")
+  elif (opts["regime"], opts["corpus"]) not in CELLS:
+    raise ValueError(f"schedule study: cell {opts['regime']}/{opts['corpus']} not in {CELLS}")
+  return opts
+
+
+def report_dir(opts: dict, phase: str) -> str:
+  root = QUICK_DIR if opts["quick"] else DOCS_DIR
+  return os.path.join(root, f"{opts['regime']}_{opts['corpus']}", phase)
+
+
+def schedule_hs(quick: bool) -> tuple[int, ...]:
+  return (base.h_ref(True),) if quick else SCHEDULE_HS
+
+
+def _b(x: float) -> float:
+  return round(min(max(x, 0.0), BETA_MAX), 2)
+
+
+def _num(x: float) -> str:
+  return f"{x:g}".replace(".", "p")
+
+
+def candidates(opts: dict, h: int, beta: float) -> dict[str, dict]:
+  """``label -> overrides`` of the candidates at ``H`` around ``β*`` = ``beta``
+  (finer constants, then schedules; a candidate equal to another is dropped)."""
+  quick = opts["quick"]
+  out: dict[str, dict] = {}
+  for d in QUICK_FINE if quick else FINE:
+    b = _b(beta + d)
+    if b != beta:
+      out[f"h{h}_const_b{_num(b)}"] = dict(diloco__beta=b)
+  rounds = _config(opts, h, (0.7, 0.5), {}).total_steps // h
+  for name in QUICK_SCHEDULES if quick else SCHEDULES:
+    d0, d1, shape, share = SCHEDULES[name]
+    b0, b1 = _b(beta + d0), _b(beta + d1)
+    if b0 == b1:
+      continue
+    out[f"h{h}_{name}_b{_num(b0)}_{_num(b1)}"] = dict(
+        diloco__beta=b0,
+        diloco__beta_end=b1,
+        diloco__beta_shape=shape,
+        diloco__beta_rounds=0 if share == 1.0 else max(1, int(round(share * rounds))),
+    )
+  return out
+
+
+def constant_label(h: int, beta: float) -> str:
+  return f"h{h}_const_b{_num(beta)}"
+
+
+def _cell(opts: dict) -> dict:
+  """The evidence cell (``evidence.parse``'s options) this study reads."""
+  return dict(phase="report", regime=opts["regime"], corpus=opts["corpus"], quick=opts["quick"])
+
+
+def _config(opts: dict, h: int, pair, overrides: dict):
+  c = evidence.diloco_config(_cell(opts), h, *pair)
+  for name, value in overrides.items():
+    base.common.set_field(c, name.replace("__", "."), value)
+  return c
+
+
+def grid_runs(s, opts: dict, pairs: dict, keep=None) -> None:
+  """``β*`` (the evidence run) and the candidates at every ``H`` (those
+  ``keep(h, label)`` accepts)."""
+  for h in schedule_hs(opts["quick"]):
+    alpha, beta = pairs[h]
+    runs = {constant_label(h, beta): {}, **candidates(opts, h, beta)}
+    for label, overrides in runs.items():
+      if keep is None or keep(h, label):
+        base.add_run(s, label, _config(opts, h, pairs[h], overrides))
+
+
+def _read(opts: dict, phase: str) -> dict:
+  path = os.path.join(report_dir(opts, phase), "summary.json")
+  if not os.path.exists(path):
+    arg = f"{phase}," + ("quick" if opts["quick"] else f"{opts['regime']},{opts['corpus']}")
+    raise ValueError(
+        f"the schedule study's {phase!r} phase has no report at {path}; run it first:"
+        f" python -m experiments.sweep --study configs/studies/schedule.py:{arg}"
+    )
+  import json
+
+  with open(path) as f:
+    return json.load(f)
+
+
+def _ranked(stats: dict, h: int) -> list[str]:
+  prefix = f"h{h}_"
+  return [l for _, l in sorted((v["final_eval_bpb"][0], l) for l, v in stats.items()
+                               if l.startswith(prefix))]
+
+
+def tuned(opts: dict, pairs: dict) -> dict[int, str]:
+  """``H -> label``: the tune phase's lowest mean final eval at each ``H``."""
+  stats = _read(opts, "tune")["stats"]
+  return {h: _ranked(stats, h)[0] for h in schedule_hs(opts["quick"])}
+
+
+def _coarse_runs(s, opts: dict, pairs: dict) -> None:
+  s.seeds = evidence.TUNING_SEEDS[:1]
+  grid_runs(s, opts, pairs)
+
+
+def _tune_runs(s, opts: dict, pairs: dict) -> None:
+  s.seeds = (0,) if opts["quick"] else evidence.TUNING_SEEDS
+  stats = _read(opts, "coarse")["stats"]
+  keep = set()
+  for h in schedule_hs(opts["quick"]):
+    ranked = _ranked(stats, h)
+    star = constant_label(h, pairs[h][1])
+    keep |= {star, *[l for l in ranked if l != star][:TOP]}
+    keep |= set([l for l in ranked if "_const_" in l and l != star][:1])
+  grid_runs(s, opts, pairs, keep=lambda h, label: label in keep)
+
+
+def _report_runs(s, opts: dict, pairs: dict) -> None:
+  """The constant frontier, the schedule-tuned points and AutoLoCo's variants
+  on the evidence report's seeds; ``report`` reads them against the
+  schedule-tuned frontier, ``constant`` against the constant one."""
+  cell = _cell(opts)
+  committed = evidence.read_summary("report", opts["regime"], opts["corpus"], opts["quick"])
+  s.seeds = tuple(committed["seeds"])
+  s.power = dict(committed["power"])
+  s.tolerance = float(committed["power"]["tolerance"])
+  evidence.add_frontier(s, cell, pairs)
+  constant = tuple(s.frontier)
+  best = tuned(opts, pairs)
+  points = {h: candidate_overrides(opts, h, pairs[h][1], label) for h, label in best.items()}
+  for h, overrides in points.items():
+    base.add_run(s, f"sched_h{h}", _config(opts, h, pairs[h], overrides))
+  by_h = {int(l[len("diloco_h"):]): l for l in constant}
+  by_h.update({h: f"sched_h{h}" for h in best})
+  s.constant_frontier = constant
+  s.frontier = tuple(by_h[h] for h in sorted(by_h)) if opts["phase"] == "report" else constant
+  href = base.h_ref(opts["quick"])
+  variants = _autoloco_runs(s, opts, pairs[href], points[href])
+  s.syncs_saved = variants
+  s.comparisons = tuple(
+      (label, ref) for label in variants for ref in ("frontier", f"sched_h{href}")
+  ) + (("autoloco", "adaptive_on_schedule"),)
+
+
+def candidate_overrides(opts: dict, h: int, beta: float, label: str) -> dict:
+  """The overrides of a grid label at ``H`` (``β*``'s own: none)."""
+  return {constant_label(h, beta): {}, **candidates(opts, h, beta)}[label]
+
+
+#: AutoLoCo's variants: label -> ``autoloco.correction`` on the chosen design.
+CORRECTIONS = {
+    "autoloco_both": "both",
+    "autoloco_per_progress": "per_progress",
+    "autoloco_momentum_per_progress": "momentum_per_progress",
+}
+
+
+def _autoloco_runs(s, opts: dict, ref_pair, schedule: dict) -> tuple[str, ...]:
+  """The evidence study's chosen design (its committed run), the design's
+  adaptive ``H`` on the schedule tuned at ``H_ref`` without a ratio correction
+  (the schedule over the rounds it takes at ``H_ref``), and the design with the
+  other corrections; returns their labels."""
+  cell = _cell(opts)
+  design, _ = evidence.chosen_design(cell)
+  overrides = evidence.DESIGNS[design]
+  base.add_run(s, "autoloco", evidence.autoloco_config(cell, ref_pair, **overrides))
+  on_schedule = dict(overrides, autoloco__correction="none", **schedule)
+  if "diloco__beta_end" in schedule and not schedule["diloco__beta_rounds"]:
+    total = s.runs["autoloco"].total_steps
+    on_schedule["diloco__beta_rounds"] = total // base.h_ref(opts["quick"])
+  base.add_run(
+      s, "adaptive_on_schedule", evidence.autoloco_config(cell, ref_pair, **on_schedule)
+  )
+  for label, correction in CORRECTIONS.items():
+    config = evidence.autoloco_config(cell, ref_pair, **overrides, autoloco__correction=correction)
+    base.add_run(s, label, config)
+  return ("autoloco", "adaptive_on_schedule") + tuple(CORRECTIONS)
+
+
+_PHASE_RUNS = dict(
+    coarse=_coarse_runs, tune=_tune_runs, report=_report_runs, constant=_report_runs
+)
+
+
+def study(arg: str = "report,many,python"):
+  """The study of ``arg`` (``"phase[,regime,corpus][,quick]"``)."""
+  opts = parse(arg)
+  phase, regime, corpus = opts["phase"], opts["regime"], opts["corpus"]
+  s = base.new_study(
+      f"{NAME}_{regime}_{corpus}_{phase}",
+      f"Momentum schedules ({phase}): AutoLoCo vs schedule-tuned DiLoCo, {regime}/{corpus}",
+      opts["quick"],
+  )
+  s.report_dir = report_dir(opts, phase)
+  s.tolerance = evidence.TOLERANCE
+  pairs = evidence.tuned_pairs(_cell(opts))
+  _PHASE_RUNS[phase](s, opts, pairs)
+  return s
+
+
+def get_config(arg: str = "report,many,python"):
+  """The study of ``arg``, built by the package's module (so a copy loaded by
+  its path reads and writes the same folders, which tests move)."""
+  from configs.studies import schedule
+
+  return schedule.study(arg)

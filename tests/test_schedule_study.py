@@ -1,0 +1,40 @@
+"""Issue 41's study grid (``configs/studies/schedule.py``): the candidates
+around a tuned constant ``β*``, and the cells it accepts. Its phases run end to
+end in ``tests/test_studies_quick.py``."""
+
+import pytest
+
+from configs.studies import schedule
+
+MANY = dict(phase="coarse", regime="many", corpus="python", quick=False)
+
+
+def test_candidates_are_finer_constants_and_schedules_around_beta_star():
+  got = schedule.candidates(MANY, 20, 0.5)
+  consts = sorted(v["diloco__beta"] for k, v in got.items() if "_const_" in k)
+  assert consts == [0.4, 0.45, 0.55, 0.6]
+  warm = got["h20_warm_b0p3_0p5"]
+  # 3,000 steps at H = 20: 150 rounds, the warmup their first quarter.
+  assert warm["diloco__beta_rounds"] == round(0.25 * 150)
+  assert got["h20_lin_b0p3_0p5"]["diloco__beta_rounds"] == 0  # the whole run
+  assert got["h20_decay_b0p6_0p4"]["diloco__beta_end"] == 0.4
+  assert got["h20_cos_b0p3_0p5"]["diloco__beta_shape"] == "cosine"
+
+
+def test_candidates_clip_beta_and_drop_duplicates():
+  got = schedule.candidates(MANY, 20, 0.9)
+  consts = sorted(v["diloco__beta"] for k, v in got.items() if "_const_" in k)
+  # 0.9 + 0.05 and 0.9 + 0.1 both clip to 0.95: one run, not two.
+  assert consts == [0.8, 0.85, 0.95]
+  assert all(0.0 <= v["diloco__beta"] <= schedule.BETA_MAX for v in got.values())
+  low = schedule.candidates(MANY, 20, 0.1)
+  assert low["h20_deep_b0_0p1"]["diloco__beta"] == 0.0
+
+
+def test_parse_accepts_its_two_cells_only():
+  assert schedule.parse("tune,base,shakespeare")["phase"] == "tune"
+  assert schedule.parse("report,quick")["regime"] == "base"
+  with pytest.raises(ValueError, match="not in"):
+    schedule.parse("coarse,long,python")
+  with pytest.raises(ValueError, match="unknown token"):
+    schedule.parse("coarse,many,python,typo")
