@@ -15,6 +15,7 @@ X_LABELS = {
     "tokens": "tokens",
     "syncs": "syncs (communication events)",
     "bytes_per_worker": "bytes sent per worker",
+    "peak_bandwidth": "peak bandwidth, bytes/s",
     "step": "inner step",
 }
 
@@ -129,26 +130,48 @@ def plot_rounds(
   return fig
 
 
-def plot_frontier(result: dict):
-  """Final eval loss against syncs (mean ± spread) for every label; the
-  frontier labels joined by a line."""
+def plot_frontier(result: dict, x_key: str = "syncs", band: str = "range"):
+  """Final eval loss against ``x_key`` (a per-label statistic: ``syncs``,
+  ``bytes_per_worker``, ``peak_bandwidth``) for every label: the mean with
+  error bars of its spread over seeds (``band="t95"``: the 95% t-interval of
+  the mean, on the loss only); the frontier labels joined by a line (its
+  Pareto points against syncs; its tuned points in order of ``x_key`` else)."""
   import matplotlib.pyplot as plt
 
   fig, ax = plt.subplots(figsize=(7, 4.5))
   st = result["stats"]
   for label in result["labels"]:
-    (x, xs), (y, ys) = st[label]["syncs"], st[label]["final_eval_bpb"]
+    if x_key not in st[label]:
+      continue
+    (x, xs), (y, ys) = st[label][x_key], st[label]["final_eval_bpb"]
+    if band == "t95":
+      n = len(st[label]["loss_by_seed"])
+      ys = _t95(n) * ys / np.sqrt(n) if n > 1 else 0.0
+      xs = 0.0
     ax.errorbar(x, y, xerr=xs, yerr=ys, fmt="o", capsize=3, label=label)
   if result["frontier"]:
-    pts = frontier_points(st, result["frontier"])
-    ax.plot(pts[:, 0], pts[:, 1], "k--", alpha=0.5, label="fixed-H Pareto frontier")
-  ax.set_xlabel("syncs")
+    if x_key == "syncs":
+      pts = frontier_points(st, result["frontier"])
+    else:
+      pts = np.asarray(sorted(
+          (st[l][x_key][0], st[l]["final_eval_bpb"][0]) for l in result["frontier"]
+      ))
+    ax.plot(pts[:, 0], pts[:, 1], "k--", alpha=0.5, label="tuned fixed-H frontier")
+  if x_key != "syncs":
+    ax.set_xscale("log")
+  ax.set_xlabel(X_LABELS.get(x_key, x_key))
   ax.set_ylabel("final eval loss (bits/byte)")
-  ax.set_title(f"{result['title']}: final loss vs syncs")
+  ax.set_title(f"{result['title']}: final loss vs {X_LABELS.get(x_key, x_key)}")
   ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
+  ax.legend(fontsize=7)
   fig.tight_layout()
   return fig
+
+
+def _t95(n: int) -> float:
+  from scipy import stats as sstats
+
+  return float(sstats.t.ppf(0.975, n - 1))
 
 
 def _zoom(ax, best: float) -> None:
@@ -194,6 +217,8 @@ def write_plots(result: dict, report_dir: str) -> list[str]:
     fig.tight_layout()
     save(fig, f"loss_vs_{x_key}.png")
   save(plot_frontier(result), "final_loss_vs_syncs.png")
+  for x_key in result.get("cost_plots", ()):
+    save(plot_frontier(result, x_key, band="t95"), f"final_loss_vs_{x_key}.png")
   adaptive = {label: rs for label, rs in runs.items() if rs and rs[0]["rounds"]}
   if adaptive:
     save(

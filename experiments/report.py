@@ -124,6 +124,8 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
       labels=list(study.labels),
       reference=dict(study.reference),
       frontier=list(study.frontier),
+      # Final loss against these per-label costs, beside the syncs plot.
+      cost_plots=list(study.get("cost_plots", ())),
       networks=list(networks),
       stats=all_stats,
       claims=claims,

@@ -1,0 +1,283 @@
+"""Compressed and streaming syncs where their papers run them (issue 42): many
+rounds, against the tuned DiLoCo frontier of that regime.
+
+Run the phases in order (2 CPU cores; start each command twice, the runs are
+locked, so two single-core runs share the work):
+  python -m experiments.sweep --study configs/studies/compression_many.py:coarse
+  python -m experiments.sweep --study configs/studies/compression_many.py:tune
+  python -m experiments.sweep --study configs/studies/compression_many.py:report
+Restore the evidence cell's runs first (``experiments.archive`` with ``many
+python --restore``): the frontier and DiLoCo's tuning runs are its own (same
+configs, same hashes). Quick pipeline check: ``:coarse,quick``, ``:tune,quick``,
+``:report,quick`` (on the evidence study's quick base/Shakespeare cell, which
+must have run first).
+
+Regime: the evidence study's many/Python cell (the ``study`` model, K = 4,
+3,000 inner steps, ``H_ref = 20``: 150 syncs at ``H_ref``), every row at
+``H_ref`` with DiLoCo's pair tuned there, against the tuned frontier over ``H``
+10-60 (``docs/studies/evidence_v2/many_python``). The first compression study
+(``compression.py``) ran 30 syncs, where a 1.6% top-k sends each coordinate only
+a few times in the whole run.
+
+Rows (``ROWS``):
+
+* ``stream_tau0``, ``stream_tau1``: streaming DiLoCo with ``P = 2`` fragments,
+  the most the ``study`` model's 2 blocks allow (one block each: ``P = 4`` would
+  leave two fragments empty), the exchange in flight ``τ = 0`` or 1 inner steps.
+  ``τ = 1`` is 5% of ``H = 20`` (the paper's 1-5% of ``H = 100``; 1% is below
+  one step here); the slot of a fragment is ``H/P = 10`` steps;
+* ``stream_fp4``: ``stream_tau1`` sending float4 (e2m1) with a scale per block;
+* ``stream_eager``: ``stream_tau1`` with eager updates (Kale et al. 2025, arXiv
+  2502.12996): the worker's own pseudo-gradient stands in until the average arrives;
+* ``sparseloco_d1``, ``sparseloco_d3``: SparseLoCo (Sarfi et al. 2025, arXiv
+  2508.15706): top-k of each 4,096-value chunk at 1% and 3% density, 2-bit
+  values, error feedback, outer SGD with its own lr;
+* ``int8``: DiLoCo's all-reduce of int8 values (a scale per 128);
+* ``autoloco_stream_fp4``: the evidence study's chosen AutoLoCo design driving
+  ``stream_fp4``'s exchange.
+
+Phases (every choice on the tuning seeds 0-2; the report on fresh seeds):
+
+* ``coarse``: each row's grid on tuning seed 0 (``GRIDS``: SparseLoCo's outer lr
+  and error-feedback decay at each density, streaming's mixing ``λ``, fp4's block
+  size), beside DiLoCo at ``H_ref`` (the evidence study's run);
+* ``tune``: the ``TOP`` best of each grid on the tuning seeds; a row's tuned
+  point has the lowest mean final bits/byte;
+* ``report``: every row with its tuned point, on the evidence report's first
+  fresh seeds (paired by seed with its committed frontier runs), as many as the
+  tuning seeds' spread of each row's difference from DiLoCo needs to resolve the
+  cell's tolerance (``seed_count.seeds_needed``, within ``[MIN_REPORT_SEEDS,
+  MAX_REPORT_SEEDS]``). Each row: its syncs saved at equal loss against the
+  frontier, its Δ against DiLoCo at ``H_ref`` (same syncs), bytes per worker and
+  peak bandwidth, and the plots of final loss against both with the frontier
+  drawn through its tuned points.
+
+Targets (the issue's): SparseLoCo 100× fewer bytes than DiLoCo's float32 syncs,
+streaming 4× lower peak bandwidth, both equal to DiLoCo at the same syncs within
+the cell's tolerance. The reports: ``docs/studies/compression_many/<phase>``;
+the verdicts: docs/results.md §2.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from configs.studies import base, evidence, seed_count
+
+NAME = "compression_many"
+PHASES = ("coarse", "tune", "report")
+FRAGMENTS = 2
+#: Each grid: row family -> {label suffix: overrides}.
+GRIDS = {
+    "sparseloco_d1": {f"a{a}_ef{e}": dict(alpha=a, ef_beta=e)
+                      for a in (0.7, 1.0) for e in (0.9, 0.95)},
+    "sparseloco_d3": {f"a{a}_ef{e}": dict(alpha=a, ef_beta=e)
+                      for a in (0.7, 1.0) for e in (0.9, 0.95)},
+    "stream_tau1": {f"mix{m}": dict(mix=m) for m in (0.5, 0.75)},
+    "stream_fp4": {f"block{b}": dict(block=b) for b in (32, 128)},
+}
+QUICK_GRIDS = {
+    "sparseloco_d3": {"a1.0_ef0.95": dict(alpha=1.0, ef_beta=0.95)},
+    "stream_tau1": {"mix0.5": dict(mix=0.5)},
+}
+DENSITY = {"sparseloco_d1": 0.01, "sparseloco_d3": 0.03}
+ROWS = (
+    "stream_tau0",
+    "stream_tau1",
+    "stream_fp4",
+    "stream_eager",
+    "sparseloco_d1",
+    "sparseloco_d3",
+    "int8",
+    "autoloco_stream_fp4",
+)
+#: The rows the quick pipeline check trains (every row's config is checked
+#: without training: tests/test_compression_many.py).
+QUICK_ROWS = ("stream_tau1", "sparseloco_d3")
+#: The defaults of a grid's field where a row takes no tuned point.
+DEFAULT_POINT = dict(mix=0.5, block=128)
+TOP = 2
+MIN_REPORT_SEEDS = 6
+MAX_REPORT_SEEDS = 20
+QUICK_DIR = "runs/studies/compression-many-quick"
+DOCS_DIR = "docs/studies/compression_many"
+
+
+def parse(arg: str) -> dict:
+  """``"phase[,quick]"``; the cell is many/Python (quick: the evidence quick
+  cell, base/Shakespeare)."""
+  opts = dict(phase="report", quick=False)
+  for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
+    if token == "quick":
+      opts["quick"] = True
+    elif token in PHASES:
+      opts["phase"] = token
+    else:
+      raise ValueError(f"compression_many study: unknown token {token!r} in {arg!r}")
+  regime, corpus = ("base", "shakespeare") if opts["quick"] else ("many", "python")
+  opts["cell"] = dict(phase="report", regime=regime, corpus=corpus, quick=opts["quick"])
+  return opts
+
+
+def report_dir(opts: dict, phase: str) -> str:
+  return os.path.join(QUICK_DIR if opts["quick"] else DOCS_DIR, phase)
+
+
+def grids(quick: bool) -> dict:
+  return QUICK_GRIDS if quick else GRIDS
+
+
+def _tag(label: str) -> str:
+  return label.replace(".", "p")
+
+
+def row_config(opts: dict, row: str, point: dict | None = None):
+  """The run of ``row`` at ``H_ref`` with its grid ``point`` (the row's
+  defaults where ``None``)."""
+  cell, quick = opts["cell"], opts["quick"]
+  href = base.h_ref(quick)
+  pair = evidence.tuned_pairs(cell)[href]
+  p = {**DEFAULT_POINT, **(point or {})}
+  stream = dict(stream__fragments=FRAGMENTS, stream__mix=p["mix"])
+  fp4 = dict(compress__codec="fp4", compress__block_size=p["block"])
+  if row.startswith("sparseloco"):
+    c = evidence.diloco_config(cell, href, p["alpha"], 0.0)
+    overrides = dict(compress__codec="topk", compress__chunk_size=4096,
+                     compress__density=DENSITY[row], compress__value_bits=2,
+                     compress__ef_beta=p["ef_beta"])
+  elif row == "autoloco_stream_fp4":
+    design, _ = evidence.chosen_design(cell)
+    c = evidence.autoloco_config(cell, pair, **evidence.DESIGNS[design])
+    overrides = dict(stream, stream__tau=1, **fp4)
+  else:
+    c = evidence.diloco_config(cell, href, *pair)
+    overrides = {
+        "stream_tau0": dict(stream, stream__tau=0),
+        "stream_tau1": dict(stream, stream__tau=1),
+        "stream_fp4": dict(stream, stream__tau=1, **fp4),
+        "stream_eager": dict(stream, stream__tau=1, stream__eager=True),
+        "int8": dict(compress__codec="int8", compress__block_size=128),
+    }[row]
+  for name, value in overrides.items():
+    base.common.set_field(c, name.replace("__", "."), value)
+  return c
+
+
+def _read(opts: dict, phase: str) -> dict:
+  arg = phase + (",quick" if opts["quick"] else "")
+  return base.read_phase(NAME, report_dir(opts, phase), phase, arg)
+
+
+def _ranked(stats: dict, family: str) -> list[str]:
+  return base.ranked(stats, family + "_")
+
+
+def _add_reference(s, opts: dict) -> str:
+  """DiLoCo at ``H_ref`` with its tuned pair (the evidence study's run)."""
+  href = base.h_ref(opts["quick"])
+  pair = evidence.tuned_pairs(opts["cell"])[href]
+  label = f"diloco_h{href}"
+  base.add_run(s, label, evidence.diloco_config(opts["cell"], href, *pair))
+  return label
+
+
+def _grid_runs(s, opts: dict, keep=None) -> None:
+  ref = _add_reference(s, opts)
+  for family, points in grids(opts["quick"]).items():
+    for suffix, point in points.items():
+      label = _tag(f"{family}_{suffix}")
+      if keep is None or label in keep:
+        base.add_run(s, label, row_config(opts, family, point), ref)
+
+
+def _coarse_runs(s, opts: dict) -> None:
+  s.seeds = evidence.TUNING_SEEDS[:1]
+  _grid_runs(s, opts)
+
+
+def _tune_runs(s, opts: dict) -> None:
+  s.seeds = (0,) if opts["quick"] else evidence.TUNING_SEEDS
+  stats = _read(opts, "coarse")["stats"]
+  keep = {l for family in grids(opts["quick"]) for l in _ranked(stats, family)[:TOP]}
+  _grid_runs(s, opts, keep)
+
+
+def tuned_points(opts: dict) -> dict[str, dict]:
+  """Row family -> its point with the lowest mean final eval in the tune phase."""
+  stats = _read(opts, "tune")["stats"]
+  out = {}
+  for family, points in grids(opts["quick"]).items():
+    best = _ranked(stats, family)[0]
+    out[family] = next(p for sfx, p in points.items() if _tag(f"{family}_{sfx}") == best)
+  return out
+
+
+def report_seed_count(opts: dict, ref: str) -> dict:
+  """Fresh seeds enough for the widest tuned row's paired spread against
+  DiLoCo at ``H_ref`` on the tuning seeds (quick: 2)."""
+  tune = _read(opts, "tune")
+  tolerance = float(evidence.read_summary(
+      "report", opts["cell"]["regime"], opts["cell"]["corpus"], opts["quick"])["power"]["tolerance"])
+  ref_loss = np.asarray(tune["stats"][ref]["loss_by_seed"])
+  sds = {}
+  for family in grids(opts["quick"]):
+    best = _ranked(tune["stats"], family)[0]
+    diff = np.asarray(tune["stats"][best]["loss_by_seed"]) - ref_loss
+    sds[family] = float(np.std(diff, ddof=1)) if diff.size > 1 else 0.0
+  sd = max(sds.values())
+  if opts["quick"]:
+    return dict(seeds=2, sd=sd, sds=tuple(sds.items()), tolerance=tolerance, needed=2,
+                half_width=None)
+  needed = seed_count.seeds_needed(sd, tolerance, minimum=MIN_REPORT_SEEDS)
+  seeds = min(needed, MAX_REPORT_SEEDS)
+  return dict(seeds=seeds, sd=sd, sds=tuple(sds.items()), tolerance=tolerance, needed=needed,
+              half_width=seed_count.resolvable(sd, seeds))
+
+
+def _report_runs(s, opts: dict) -> None:
+  """Every row with its tuned point on fresh seeds, against the frontier and
+  DiLoCo at ``H_ref``."""
+  cell, quick = opts["cell"], opts["quick"]
+  href = base.h_ref(quick)
+  committed = evidence.read_summary("report", cell["regime"], cell["corpus"], quick)
+  s.power = report_seed_count(opts, f"diloco_h{href}")
+  s.seeds = tuple(committed["seeds"])[: s.power["seeds"]]
+  s.tolerance = s.power["tolerance"]
+  evidence.add_frontier(s, cell, evidence.tuned_pairs(cell))
+  points = tuned_points(opts)
+  ref = f"diloco_h{href}"
+  rows = QUICK_ROWS if quick else ROWS
+  for row in rows:
+    point = {**points.get("stream_tau1", {}), **points.get("stream_fp4", {}),
+             **points.get(row, {})}
+    base.add_run(s, row, row_config(opts, row, point), ref)
+  s.syncs_saved = rows
+  s.cost_plots = ("bytes_per_worker", "peak_bandwidth")
+  s.comparisons = tuple((row, r) for row in rows for r in ("frontier", ref))
+
+
+_PHASE_RUNS = dict(coarse=_coarse_runs, tune=_tune_runs, report=_report_runs)
+
+
+def study(arg: str = "report") -> Any:
+  opts = parse(arg)
+  s = base.new_study(
+      f"{NAME}_{opts['phase']}",
+      f"Compressed and streaming syncs, many rounds ({opts['phase']})",
+      opts["quick"],
+  )
+  s.report_dir = report_dir(opts, opts["phase"])
+  s.tolerance = evidence.TOLERANCE
+  _PHASE_RUNS[opts["phase"]](s, opts)
+  return s
+
+
+def get_config(arg: str = "report"):
+  """The study of ``arg``, built by the package's module (so a copy loaded by
+  its path reads and writes the same folders, which tests move)."""
+  from configs.studies import compression_many
+
+  return compression_many.study(arg)

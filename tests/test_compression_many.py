@@ -1,0 +1,51 @@
+"""Issue 42's study (``configs/studies/compression_many.py``) as built from the
+evidence study's committed many/Python reports: its rows, its reuse of the
+evidence runs, its grids. Its phases run end to end in
+``tests/test_studies_quick.py``."""
+
+import pytest
+
+from configs.studies import compression_many as cm
+from configs.studies import evidence
+from experiments import sweep
+
+OPTS = cm.parse("coarse")
+
+
+def test_the_coarse_phase_reuses_the_evidence_reference_run():
+  s = cm.get_config("coarse")
+  cell = OPTS["cell"]
+  pair = evidence.tuned_pairs(cell)[20]
+  ours = s.runs["diloco_h20"].copy_and_resolve_references()
+  theirs = evidence.diloco_config(cell, 20, *pair)
+  ours.seed = theirs.seed = 0
+  assert sweep.run_dir("r", ours) == sweep.run_dir("r", theirs)
+  assert ours.total_steps == 3000 and ours.interval.h == 20
+  assert len(s.labels) == 1 + sum(len(g) for g in cm.GRIDS.values())
+
+
+def test_rows_are_the_methods_of_their_papers():
+  rows = {row: cm.row_config(OPTS, row, dict(alpha=1.0, ef_beta=0.95)) for row in cm.ROWS}
+  for row in ("stream_tau0", "stream_tau1", "stream_fp4", "stream_eager"):
+    c = rows[row]
+    # Two fragments, one block each (the model has two).
+    assert c.stream.fragments == 2 and c.model.num_layers == 2
+    assert c.stream.tau == (0 if row == "stream_tau0" else 1)
+  assert rows["stream_eager"].stream.eager
+  assert rows["stream_fp4"].compress.codec == "fp4"
+  for row, density in (("sparseloco_d1", 0.01), ("sparseloco_d3", 0.03)):
+    c = rows[row]
+    assert c.compress.codec == "topk" and c.compress.density == density
+    assert c.compress.value_bits == 2 and c.compress.ef_beta == 0.95
+    assert c.diloco.beta == 0.0  # outer SGD: the error feedback is its momentum
+  assert rows["int8"].compress.codec == "int8"
+  auto = rows["autoloco_stream_fp4"]
+  assert auto.algorithm == "autoloco" and auto.compress.codec == "fp4"
+  # The overlap fits the shortest round AutoLoCo may take: tau < h_min / P.
+  assert auto.stream.tau < auto.interval.h_min // cm.FRAGMENTS
+
+
+def test_parse_refuses_other_tokens():
+  assert cm.parse("tune,quick")["cell"]["regime"] == "base"
+  with pytest.raises(ValueError, match="unknown token"):
+    cm.parse("tune,python")
