@@ -38,3 +38,24 @@ def test_parse_accepts_its_two_cells_only():
     schedule.parse("coarse,long,python")
   with pytest.raises(ValueError, match="unknown token"):
     schedule.parse("coarse,many,python,typo")
+
+
+def test_variants_are_the_chosen_design_with_each_correction():
+  """AutoLoCo's variants in many/Python, from the evidence study's committed
+  design: the chosen design as committed, its adaptive ``H`` on a schedule with
+  no ratio correction (the schedule over the rounds it takes at ``H_ref``), and
+  each correction."""
+  opts = schedule.parse("report,many,python")
+  sched = dict(diloco__beta=0.3, diloco__beta_end=0.5, diloco__beta_shape="linear",
+               diloco__beta_rounds=0)
+  got = schedule.variants(opts, (0.7, 0.5), sched)
+  auto = got["autoloco"]
+  assert auto.algorithm == "autoloco" and auto.autoloco.correction != "none"
+  on = got["adaptive_on_schedule"]
+  assert on.autoloco.correction == "none"
+  assert (on.diloco.beta, on.diloco.beta_end) == (0.3, 0.5)
+  assert on.diloco.beta_rounds == 3000 // 20
+  assert on.interval.to_dict() == auto.interval.to_dict()
+  for label, correction in schedule.CORRECTIONS.items():
+    assert got[label].autoloco.correction == correction
+    assert got[label].interval.to_dict() == auto.interval.to_dict()

@@ -16,7 +16,7 @@ import pytest
 from autoloco_jax.run import trainer
 from configs.studies import ablations, attention, base, compression, decentralized
 from configs.studies import gossip_g1, gossip_g2, gossip_phases, heterogeneity
-from configs.studies import noloco_n1, schedule
+from configs.studies import compression_many, noloco_n1, schedule
 from configs.studies import evidence
 from experiments import sweep, time_to_target
 from tests import test_documented_commands as documented
@@ -39,6 +39,9 @@ def studies(tmp_path_factory):
   patch.setattr(gossip_g2, "QUICK_DIR", str(tmp_path_factory.mktemp("gossip_g2")))
   patch.setattr(noloco_n1, "QUICK_DIR", str(tmp_path_factory.mktemp("noloco_n1")))
   patch.setattr(schedule, "QUICK_DIR", str(tmp_path_factory.mktemp("schedule")))
+  patch.setattr(
+      compression_many, "QUICK_DIR", str(tmp_path_factory.mktemp("compression_many"))
+  )
   # The patch lasts the whole module: tests read the phases' reports through the
   # study's own paths, which must be this module's folder, never a checkout's
   # earlier runs.
@@ -54,6 +57,13 @@ def studies(tmp_path_factory):
     for phase in schedule.PHASES:
       study = schedule.get_config(f"{phase},quick")
       phases[f"schedule_{phase}"] = (
+          study,
+          sweep.run_study(study, root, study.report_dir, progress=False),
+      )
+    # Issue 42: the compression rows in the evidence cell, against its frontier.
+    for phase in compression_many.PHASES:
+      study = compression_many.get_config(f"{phase},quick")
+      phases[f"compression_many_{phase}"] = (
           study,
           sweep.run_study(study, root, study.report_dir, progress=False),
       )
@@ -187,12 +197,52 @@ def test_schedule_study_reuses_the_evidence_runs_and_reads_each_phase(phases, st
         study.runs[f"sched_h{h}"].diloco.beta, study.runs[f"sched_h{h}"].diloco.beta_end
     )
     assert on.interval.controller == study.runs["autoloco"].interval.controller
-    for label, correction in schedule.CORRECTIONS.items():
-      assert study.runs[label].autoloco.correction == correction
+    assert set(study.labels) >= set(schedule.QUICK_VARIANTS)
     assert set(summary["syncs_saved"]) == set(study.syncs_saved)
   assert f"sched_h{h}" in phases["schedule_report"][0].frontier
   constant = phases["schedule_constant"][0]
   assert constant.frontier == tuple(f"diloco_h{x}" for x in evidence.frontier_hs(True))
+
+
+@pytest.mark.slow
+def test_compression_many_rows_take_their_tuned_points_against_the_frontier(phases, studies):
+  """Issue 42's study on the evidence quick cell: DiLoCo at ``H_ref`` is the
+  evidence study's own run in every phase; the tune phase keeps each grid's
+  ``TOP`` best; each report row takes its grid's tuned point (streaming's
+  mixing for every streaming row), syncs on the evidence report's seeds against
+  its frontier, and the report draws final loss against bytes and peak
+  bandwidth."""
+  root = studies["root"]
+  href = evidence.h_ref(quick=True)
+  ref = f"diloco_h{href}"
+  cell = dict(phase="report", regime="base", corpus="shakespeare", quick=True)
+  tuned = evidence.diloco_label(href, *evidence.tuned_pairs(cell)[href])
+  coarse_study = phases["compression_many_coarse"][0]
+  assert _workdirs(coarse_study, root, ref) == _workdirs(phases["tune"][0], root, tuned)[:1]
+  coarse = phases["compression_many_coarse"][1]["stats"]
+  tune_study, tune = phases["compression_many_tune"]
+  for family in compression_many.grids(True):
+    ranked = sorted((v["final_eval_bpb"][0], l) for l, v in coarse.items()
+                    if l.startswith(family + "_"))
+    kept = {l for l in tune_study.labels if l.startswith(family + "_")}
+    assert kept == {l for _, l in ranked[: compression_many.TOP]}
+  study, summary = phases["compression_many_report"]
+  assert study.seeds == phases["report"][0].seeds[: len(study.seeds)]
+  assert study.frontier == phases["report"][0].frontier
+  evidence_ref = _workdirs(phases["report"][0], root, ref)
+  assert _workdirs(study, root, ref) == evidence_ref[: len(study.seeds)]
+  points = compression_many.tuned_points(compression_many.parse("report,quick"))
+  sparse = study.runs["sparseloco_d3"]
+  assert (sparse.diloco.alpha, sparse.compress.ef_beta) == (
+      points["sparseloco_d3"]["alpha"], points["sparseloco_d3"]["ef_beta"]
+  )
+  assert sparse.compress.density == 0.03 and sparse.compress.value_bits == 2
+  assert study.runs["stream_tau1"].stream.mix == points["stream_tau1"]["mix"]
+  assert study.runs["stream_tau1"].stream.fragments == compression_many.FRAGMENTS
+  assert set(summary["syncs_saved"]) == set(compression_many.QUICK_ROWS)
+  for x_key in ("bytes_per_worker", "peak_bandwidth"):
+    png = os.path.join(study.report_dir, f"final_loss_vs_{x_key}.png")
+    assert open(png, "rb").read(8) == PNG_MAGIC
 
 
 def _report_choosing(design: str, monkeypatch) -> object:
@@ -478,8 +528,9 @@ def test_gossip_g1_grid_is_the_union_of_its_products_each_point_once():
   first = [dict(eta=e, gamma=g, alpha=a) for e in (0.7, 1.0, 1.5) for g in (0.5, 0.9)
            for a in (1.0, 0.5)]
   assert grid[: len(first)] == first
-  assert len(grid) == len({tuple(sorted(p.items())) for p in grid}) == 17
+  assert len(grid) == len({tuple(sorted(p.items())) for p in grid}) == 20
   assert dict(eta=2.0, gamma=0.2, alpha=0.5) in grid
+  assert dict(eta=3.0, gamma=0.1, alpha=0.5) in grid  # the second widening
   assert gossip_phases.points(gossip_g1, "gossip", quick=False) == [
       dict(weight=1.0), dict(weight=0.5), dict(weight=0.25)
   ]
@@ -888,19 +939,23 @@ def _quick_study(command: str):
 
 
 @pytest.mark.slow
-def test_documented_sweep_commands_run_in_quick_mode(studies, tmp_path, capsys):
-  """Every ``experiments.sweep`` command the config docstrings show runs at its
-  smallest size, its quick mode, on the runs this file trained: each writes its
-  report and trains nothing again (tests/test_documented_commands.py; the
-  command line itself: test_command_line_quick_mode_reports_finished_runs)."""
+def test_documented_sweep_commands_run_in_quick_mode(studies):
+  """Every ``experiments.sweep`` command the config docstrings show, at its
+  smallest size (its quick mode), is a study this file's fixture trained and
+  reported with ``sweep.run_study``, the function the command calls: loaded as
+  the command line loads it, it is that study exactly (labels, seeds, configs,
+  references), and every one of its runs is settled, so the command trains
+  nothing again (tests/test_documented_commands.py; the command line itself:
+  test_command_line_quick_mode_reports_finished_runs)."""
   commands = sorted(
       {c for _, c in documented.documented_commands() if "experiments.sweep" in c}
   )
   assert len(commands) >= 8, commands
-  for i, command in enumerate(commands):
+  ran = {study.name: study for study, _ in studies["phases"].values()}
+  ran.update({m.get_config("quick").name: m.get_config("quick") for m in STUDIES})
+  for command in commands:
     study = _quick_study(command)
     assert study.quick, command
-    report = tmp_path / f"report{i}"
-    sweep.run_study(study, studies["root"], str(report), progress=False)
-    assert "0 runs trained" in capsys.readouterr().out, command
-    assert os.path.exists(report / "summary.json"), command
+    assert study.name in ran, command
+    assert study.to_dict() == ran[study.name].to_dict(), command
+    assert all(sweep.is_settled(w) for *_, w in sweep.jobs(study, studies["root"])), command

@@ -24,6 +24,8 @@ mode uses ``tiny`` with 40 steps and one seed, to check the pipeline, not the
 numbers.
 """
 
+import json
+import os
 from typing import Any
 
 import ml_collections
@@ -94,6 +96,30 @@ def add_run(
   study.labels = tuple(study.labels) + (label,)
   if reference:
     study.reference[label] = reference
+
+
+def read_phase(name: str, report_dir: str, phase: str, arg: str) -> dict:
+  """An earlier phase's ``summary.json`` in ``report_dir``, or a ``ValueError``
+  naming the command that writes it (``--study configs/studies/<name>.py:<arg>``)."""
+  path = os.path.join(report_dir, "summary.json")
+  if not os.path.exists(path):
+    raise ValueError(
+        f"the {name} study's {phase!r} phase has no report at {path}; run it "
+        f"first: python -m experiments.sweep --study configs/studies/{name}.py:{arg}"
+    )
+  with open(path) as f:
+    return json.load(f)
+
+
+def ranked(stats: dict, prefix: str) -> list[str]:
+  """The labels of a summary's ``stats`` that start with ``prefix``, best (lowest
+  mean final eval) first."""
+  return [
+      label
+      for _, label in sorted(
+          (s["final_eval_bpb"][0], label) for label, s in stats.items() if label.startswith(prefix)
+      )
+  ]
 
 
 def h_ref(quick: bool) -> int:

@@ -33,7 +33,6 @@ Phases (every choice on the tuning seeds; the report on fresh seeds):
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -97,15 +96,8 @@ def report_dir(cell: Any, opts: dict, phase: str) -> str:
 
 def read_summary(cell: Any, opts: dict, phase: str) -> dict:
   """An earlier phase's ``summary.json``, or a clear error naming its command."""
-  path = os.path.join(report_dir(cell, opts, phase), "summary.json")
-  if not os.path.exists(path):
-    arg = ",".join([phase] + words(cell, opts) + (["quick"] if opts["quick"] else []))
-    raise ValueError(
-        f"the {cell.NAME} study's {phase!r} phase has no report at {path}; run it "
-        f"first: python -m experiments.sweep --study configs/studies/{cell.NAME}.py:{arg}"
-    )
-  with open(path) as f:
-    return json.load(f)
+  arg = ",".join([phase] + words(cell, opts) + (["quick"] if opts["quick"] else []))
+  return base.read_phase(cell.NAME, report_dir(cell, opts, phase), phase, arg)
 
 
 def points(cell: Any, method: str, quick: bool) -> list[dict]:

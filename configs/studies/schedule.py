@@ -181,23 +181,12 @@ def grid_runs(s, opts: dict, pairs: dict, keep=None) -> None:
 
 
 def _read(opts: dict, phase: str) -> dict:
-  path = os.path.join(report_dir(opts, phase), "summary.json")
-  if not os.path.exists(path):
-    arg = f"{phase}," + ("quick" if opts["quick"] else f"{opts['regime']},{opts['corpus']}")
-    raise ValueError(
-        f"the schedule study's {phase!r} phase has no report at {path}; run it first:"
-        f" python -m experiments.sweep --study configs/studies/schedule.py:{arg}"
-    )
-  import json
-
-  with open(path) as f:
-    return json.load(f)
+  arg = f"{phase}," + ("quick" if opts["quick"] else f"{opts['regime']},{opts['corpus']}")
+  return base.read_phase(NAME, report_dir(opts, phase), phase, arg)
 
 
 def _ranked(stats: dict, h: int) -> list[str]:
-  prefix = f"h{h}_"
-  return [l for _, l in sorted((v["final_eval_bpb"][0], l) for l, v in stats.items()
-                               if l.startswith(prefix))]
+  return base.ranked(stats, f"h{h}_")
 
 
 def tuned(opts: dict, pairs: dict) -> dict[int, str]:
@@ -263,26 +252,38 @@ CORRECTIONS = {
 }
 
 
-def _autoloco_runs(s, opts: dict, ref_pair, schedule: dict) -> tuple[str, ...]:
-  """The evidence study's chosen design (its committed run), the design's
-  adaptive ``H`` on the schedule tuned at ``H_ref`` without a ratio correction
-  (the schedule over the rounds it takes at ``H_ref``), and the design with the
-  other corrections; returns their labels."""
+#: The variants the quick pipeline check trains (the corrections' configs are
+#: checked without training: tests/test_schedule_study.py).
+QUICK_VARIANTS = ("autoloco", "adaptive_on_schedule")
+
+
+def variants(opts: dict, ref_pair, schedule: dict) -> dict[str, Any]:
+  """``label -> config`` of AutoLoCo's variants: the evidence study's chosen
+  design (its committed run), the design's adaptive ``H`` on the schedule tuned
+  at ``H_ref`` without a ratio correction (the schedule over the rounds it takes
+  at ``H_ref``), and the design with each of :data:`CORRECTIONS`."""
   cell = _cell(opts)
   design, _ = evidence.chosen_design(cell)
   overrides = evidence.DESIGNS[design]
-  base.add_run(s, "autoloco", evidence.autoloco_config(cell, ref_pair, **overrides))
+  out = {"autoloco": evidence.autoloco_config(cell, ref_pair, **overrides)}
   on_schedule = dict(overrides, autoloco__correction="none", **schedule)
   if "diloco__beta_end" in schedule and not schedule["diloco__beta_rounds"]:
-    total = s.runs["autoloco"].total_steps
-    on_schedule["diloco__beta_rounds"] = total // base.h_ref(opts["quick"])
-  base.add_run(
-      s, "adaptive_on_schedule", evidence.autoloco_config(cell, ref_pair, **on_schedule)
-  )
+    on_schedule["diloco__beta_rounds"] = out["autoloco"].total_steps // base.h_ref(opts["quick"])
+  out["adaptive_on_schedule"] = evidence.autoloco_config(cell, ref_pair, **on_schedule)
   for label, correction in CORRECTIONS.items():
-    config = evidence.autoloco_config(cell, ref_pair, **overrides, autoloco__correction=correction)
-    base.add_run(s, label, config)
-  return ("autoloco", "adaptive_on_schedule") + tuple(CORRECTIONS)
+    out[label] = evidence.autoloco_config(
+        cell, ref_pair, **overrides, autoloco__correction=correction
+    )
+  return out
+
+
+def _autoloco_runs(s, opts: dict, ref_pair, schedule: dict) -> tuple[str, ...]:
+  """Adds :func:`variants` (quick: :data:`QUICK_VARIANTS`); returns their labels."""
+  configs = variants(opts, ref_pair, schedule)
+  labels = QUICK_VARIANTS if opts["quick"] else tuple(configs)
+  for label in labels:
+    base.add_run(s, label, configs[label])
+  return labels
 
 
 _PHASE_RUNS = dict(
