@@ -161,12 +161,14 @@ def _without_diverged(study: Any, todo: list) -> Any:
         + "; ".join(f"{label} ({out[label]})" for label in lost)
     )
   kept = study.copy_and_resolve_references()
-  kept.labels = tuple(label for label in study.labels if label not in out)
-  for label in out:
-    del kept.runs[label]
-    if label in kept.reference:
-      del kept.reference[label]
-  kept.diverged = tuple(f"{label}, {why}" for label, why in out.items())
+  # The command line locks its study (config_flags): the copy keeps the lock.
+  with kept.unlocked():
+    kept.labels = tuple(label for label in study.labels if label not in out)
+    for label in out:
+      del kept.runs[label]
+      if label in kept.reference:
+        del kept.reference[label]
+    kept.diverged = tuple(f"{label}, {why}" for label, why in out.items())
   return kept
 
 

@@ -242,6 +242,8 @@ def test_a_diverged_run_is_recorded_and_left_out_of_the_report(tmp_path):
   base.add_run(
       study, "bad", base.run_config("diloco", True, inner__lr=1e9, **small), "ok"
   )
+  # Locked, as the command line's ``--study`` (config_flags) hands it over.
+  study.lock()
   result = sweep.run_study(study, str(tmp_path), str(tmp_path / "r"), progress=False)
   assert result["labels"] == ["ok"] and result["reference"] == {}
   assert len(result["diverged"]) == 1 and result["diverged"][0].startswith("bad, seed 0")
@@ -249,6 +251,7 @@ def test_a_diverged_run_is_recorded_and_left_out_of_the_report(tmp_path):
   assert "not finite" in sweep.diverged(bad) or " is nan" in sweep.diverged(bad)
   assert "Diverged" in open(tmp_path / "r" / "results.md").read()
   # Nothing trains again; a comparison that needs the diverged label is an error.
+  study.unlock()
   study.comparisons = (("bad", "ok"),)
   with pytest.raises(ValueError, match="runs the report needs diverged: bad"):
     sweep.run_study(study, str(tmp_path), str(tmp_path / "r2"), progress=False)
