@@ -45,9 +45,7 @@ def _mean_curve(
     raise ValueError(f"unknown band {band!r}; choose range or t95")
   if len(ys) < 2:
     return grid, mean, mean, mean
-  from scipy import stats as sstats
-
-  half = sstats.t.ppf(0.975, len(ys) - 1) * ys.std(0, ddof=1) / np.sqrt(len(ys))
+  half = _t95(len(ys)) * ys.std(0, ddof=1) / np.sqrt(len(ys))
   return grid, mean, mean - half, mean + half
 
 

@@ -47,49 +47,27 @@ def studies(tmp_path_factory):
   # earlier runs.
   try:
     phases = {}
-    for phase in evidence.PHASES:
-      study = evidence.study(f"{phase},base,shakespeare,quick")
-      phases[phase] = (
-          study,
-          sweep.run_study(study, root, study.report_dir, progress=False),
-      )
-    # Issue 41: momentum schedules tuned around the evidence cell's tuned pairs.
-    for phase in schedule.PHASES:
-      study = schedule.get_config(f"{phase},quick")
-      phases[f"schedule_{phase}"] = (
-          study,
-          sweep.run_study(study, root, study.report_dir, progress=False),
-      )
-    # Issue 42: the compression rows in the evidence cell, against its frontier.
-    for phase in compression_many.PHASES:
-      study = compression_many.get_config(f"{phase},quick")
-      phases[f"compression_many_{phase}"] = (
-          study,
-          sweep.run_study(study, root, study.report_dir, progress=False),
-      )
-    # The compression study starts from the evidence study's tuned pair and design.
-    for phase in compression.PHASES:
-      study = compression.get_config(f"{phase},quick")
-      phases[f"compression_{phase}"] = (
-          study,
-          sweep.run_study(study, root, study.report_dir, progress=False),
-      )
-    # GASLoC's claim G1: coarse grid, tune, report, each from the phase before.
-    for phase in gossip_g1.PHASES:
-      study = gossip_g1.get_config(f"{phase},quick")
-      phases[f"gossip_g1_{phase}"] = (
-          study,
-          sweep.run_study(study, root, study.report_dir, progress=False),
-      )
-    # G2: the evidence quick cell's tuned frontier and seeds, the methods tuned;
-    # N1: NoLoCo against DiLoCo, each tuned.
-    for cell in (gossip_g2, noloco_n1):
-      for phase in cell.PHASES:
-        study = cell.get_config(f"{phase},quick")
-        phases[f"{cell.NAME}_{phase}"] = (
+
+    def run_phases(prefix: str, get_config, names, args: str = "quick") -> None:
+      for phase in names:
+        study = get_config(f"{phase},{args}")
+        phases[f"{prefix}{phase}"] = (
             study,
             sweep.run_study(study, root, study.report_dir, progress=False),
         )
+
+    run_phases("", evidence.study, evidence.PHASES, "base,shakespeare,quick")
+    # Issue 41: momentum schedules tuned around the evidence cell's tuned pairs.
+    run_phases("schedule_", schedule.get_config, schedule.PHASES)
+    # Issue 42: the compression rows in the evidence cell, against its frontier.
+    run_phases("compression_many_", compression_many.get_config, compression_many.PHASES)
+    # The compression study starts from the evidence study's tuned pair and design.
+    run_phases("compression_", compression.get_config, compression.PHASES)
+    # GASLoC's claim G1: coarse grid, tune, report, each from the phase before;
+    # G2: the evidence quick cell's tuned frontier and seeds, the methods tuned;
+    # N1: NoLoCo against DiLoCo, each tuned.
+    for cell in (gossip_g1, gossip_g2, noloco_n1):
+      run_phases(f"{cell.NAME}_", cell.get_config, cell.PHASES)
     results = {}
     for module in STUDIES:
       study = module.get_config("quick")

@@ -227,14 +227,7 @@ def report_seed_count(opts: dict, ref: str) -> dict:
     best = _ranked(tune["stats"], family)[0]
     diff = np.asarray(tune["stats"][best]["loss_by_seed"]) - ref_loss
     sds[family] = float(np.std(diff, ddof=1)) if diff.size > 1 else 0.0
-  sd = max(sds.values())
-  if opts["quick"]:
-    return dict(seeds=2, sd=sd, sds=tuple(sds.items()), tolerance=tolerance, needed=2,
-                half_width=None)
-  needed = seed_count.seeds_needed(sd, tolerance, minimum=MIN_REPORT_SEEDS)
-  seeds = min(needed, MAX_REPORT_SEEDS)
-  return dict(seeds=seeds, sd=sd, sds=tuple(sds.items()), tolerance=tolerance, needed=needed,
-              half_width=seed_count.resolvable(sd, seeds))
+  return seed_count.plan(sds, tolerance, MIN_REPORT_SEEDS, MAX_REPORT_SEEDS, opts["quick"])
 
 
 def _report_runs(s, opts: dict) -> None:

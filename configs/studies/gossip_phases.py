@@ -224,21 +224,9 @@ def report_seed_count(cell: Any, opts: dict, points_: dict) -> dict:
   difference (:func:`tuning_spread`), and the count whose 95% t-interval
   resolves the cell's ``TOLERANCE`` at that spread, within
   ``[MIN_REPORT_SEEDS, MAX_REPORT_SEEDS]`` (quick: 2)."""
-  sds = tuning_spread(cell, opts, points_)
-  sd = max(sds.values())
-  sds = tuple(sds.items())  # pairs: a study field cannot hold a nested dict
-  tolerance = cell.TOLERANCE
-  if opts["quick"]:
-    return dict(seeds=2, sd=sd, sds=sds, tolerance=tolerance, needed=2, half_width=None)
-  needed = seed_count.seeds_needed(sd, tolerance, minimum=cell.MIN_REPORT_SEEDS)
-  seeds = min(needed, cell.MAX_REPORT_SEEDS)
-  return dict(
-      seeds=seeds,
-      sd=sd,
-      sds=sds,
-      tolerance=tolerance,
-      needed=needed,
-      half_width=seed_count.resolvable(sd, seeds),
+  return seed_count.plan(
+      tuning_spread(cell, opts, points_), cell.TOLERANCE, cell.MIN_REPORT_SEEDS,
+      cell.MAX_REPORT_SEEDS, quick=opts["quick"],
   )
 
 

@@ -9,7 +9,8 @@ twice, the runs are locked, so two single-core runs share the work):
 and the same with ``k8`` and ``k16``. Then NoLoCo's simulated time to DiLoCo's
 loss on two-site networks (claim N2; bytes and idle time, N3), from the same
 runs, for each ``K``:
-  python -m experiments.time_to_target --study configs/studies/noloco_n1.py:report,k4 --out docs/studies/noloco_n1/k4/time Quick pipeline check (a minute each):
+  python -m experiments.time_to_target --study configs/studies/noloco_n1.py:report,k4 --out docs/studies/noloco_n1/k4/time
+Quick pipeline check (a minute each):
 ``:coarse,quick``, ``:tune,quick``, ``:report,quick``.
 
 Regime: the ``study`` model on Shakespeare, 600 inner steps, the global batch of

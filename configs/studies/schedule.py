@@ -173,7 +173,7 @@ def grid_runs(s, opts: dict, pairs: dict, keep=None) -> None:
   """``β*`` (the evidence run) and the candidates at every ``H`` (those
   ``keep(h, label)`` accepts)."""
   for h in schedule_hs(opts["quick"]):
-    alpha, beta = pairs[h]
+    beta = pairs[h][1]
     runs = {constant_label(h, beta): {}, **candidates(opts, h, beta)}
     for label, overrides in runs.items():
       if keep is None or keep(h, label):
@@ -229,7 +229,6 @@ def _report_runs(s, opts: dict, pairs: dict) -> None:
     base.add_run(s, f"sched_h{h}", _config(opts, h, pairs[h], overrides))
   by_h = {int(l[len("diloco_h"):]): l for l in constant}
   by_h.update({h: f"sched_h{h}" for h in best})
-  s.constant_frontier = constant
   s.frontier = tuple(by_h[h] for h in sorted(by_h)) if opts["phase"] == "report" else constant
   href = base.h_ref(opts["quick"])
   variants = _autoloco_runs(s, opts, pairs[href], points[href])

@@ -30,6 +30,22 @@ def seeds_needed(
   return n
 
 
+def plan(sds: dict[str, float], tolerance: float, minimum: int, maximum: int,
+         quick: bool = False) -> dict:
+  """A report's seed plan from the tuning seeds' spreads ``sds`` (one per paired
+  difference it decides): the largest ``sd``, the count whose t-interval
+  resolves ``tolerance`` at it (:func:`seeds_needed`), kept in ``[minimum,
+  maximum]``, and the half-width that count reaches (quick: 2 seeds). ``sds``
+  comes back as pairs: a study field cannot hold a nested dict."""
+  sd = max(sds.values())
+  out = dict(sd=sd, sds=tuple(sds.items()), tolerance=tolerance)
+  if quick:
+    return dict(out, seeds=2, needed=2, half_width=None)
+  needed = seeds_needed(sd, tolerance, minimum=minimum)
+  seeds = min(needed, maximum)
+  return dict(out, seeds=seeds, needed=needed, half_width=resolvable(sd, seeds))
+
+
 def resolvable(sd: float, n: int, level: float = 0.95) -> float:
   """The half-width a paired t-interval over ``n`` seeds reaches at spread ``sd``."""
   from scipy import stats
