@@ -11,7 +11,7 @@ The cell's constants: ``NAME`` (the report's folder stem), ``TITLE`` (with a
 ``QUICK_TOPOLOGIES``, ``GRIDS`` (method -> a product ``{field: values}`` or a
 tuple of products whose union is the grid; ``alpha`` and ``weight`` in
 multiples of ``1/(d+1)``; quick mode uses this file's ``QUICK_GRIDS``),
-``TOLERANCE``, ``DOCS_DIR``, ``QUICK_DIR`` and ``TOKENS`` (the argument's words
+``TOLERANCE``, ``PRUNE_GAP`` (optional), ``DOCS_DIR``, ``QUICK_DIR`` and ``TOKENS`` (the argument's words
 besides the phase, each a ``{word: (option, value)}``, with ``DEFAULTS``). Its
 functions:
 
@@ -26,8 +26,10 @@ functions:
 Phases (every choice on the tuning seeds; the report on fresh seeds):
 
 * ``coarse``: each method's grid on every topology, the first tuning seed;
-* ``tune``: the ``TOP`` best of each (method, topology) on every tuning seed;
-  a method's tuned point has the lowest mean final bits/byte;
+* ``tune``: the ``TOP`` best of each (method, topology) on every tuning seed,
+  less those more than the cell's ``PRUNE_GAP`` (if it sets one) above the
+  best (:func:`to_tune`); a method's tuned point has the lowest mean final
+  bits/byte;
 * ``report``: the cell's own (``report_runs``).
 """
 
@@ -162,16 +164,31 @@ def topologies(cell: Any, quick: bool) -> tuple[str, ...]:
   return cell.QUICK_TOPOLOGIES if quick else cell.TOPOLOGIES
 
 
-def best(cell: Any, summary: dict, method: str, topo: str, quick: bool, top: int):
-  """The ``top`` grid points of (method, topology) with the lowest mean final
-  bits/byte in an earlier phase's summary."""
+def ranked(cell: Any, summary: dict, method: str, topo: str, quick: bool):
+  """``[(mean final bits/byte, grid point)]`` of (method, topology) in an
+  earlier phase's summary, lowest first (grid order among equals)."""
   grid = points(cell, method, quick)
   scored = sorted(
       (summary["stats"][label(method, topo, p)]["final_eval_bpb"][0], i)
       for i, p in enumerate(grid)
       if label(method, topo, p) in summary["stats"]
   )
-  return [grid[i] for _, i in scored[:top]]
+  return [(score, grid[i]) for score, i in scored]
+
+
+def best(cell: Any, summary: dict, method: str, topo: str, quick: bool, top: int):
+  """The ``top`` grid points of (method, topology) with the lowest mean final
+  bits/byte in an earlier phase's summary."""
+  return [p for _, p in ranked(cell, summary, method, topo, quick)[:top]]
+
+
+def to_tune(cell: Any, coarse: dict, method: str, topo: str, quick: bool) -> list[dict]:
+  """The coarse pass's points that go on to the tuning seeds: its ``TOP`` best,
+  less any that is more than the cell's ``PRUNE_GAP`` bits/byte above the best
+  (a clear optimum: no gap, ``None``, keeps all ``TOP``)."""
+  gap = getattr(cell, "PRUNE_GAP", None)
+  top = ranked(cell, coarse, method, topo, quick)[:TOP]
+  return [p for score, p in top if gap is None or score - top[0][0] <= gap]
 
 
 def coarse_runs(cell: Any, s, opts: dict) -> None:
@@ -187,7 +204,7 @@ def tune_runs(cell: Any, s, opts: dict) -> None:
   coarse = read_summary(cell, opts, "coarse")
   for topo in topologies(cell, opts["quick"]):
     for method in methods(cell):
-      for point in best(cell, coarse, method, topo, opts["quick"], TOP):
+      for point in to_tune(cell, coarse, method, topo, opts["quick"]):
         add(cell, s, opts, method, topo, point)
 
 
