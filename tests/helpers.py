@@ -177,3 +177,26 @@ def records_without_timing(workdir):
       for r in records
       if not r.get("summary")
   ]
+
+
+def script_calls(tmp_path, script: str, *args, fake: str = 'echo "$@" >> {log}', **env):
+  """Runs a runner script (``experiments/*.sh``) with a stand-in ``python`` on
+  the PATH that records each call's arguments instead of training (``fake``: its
+  shell body, ``{log}`` the record). Returns the recorded lines in order, or the
+  finished process when the script fails."""
+  import subprocess
+
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir(exist_ok=True)
+  log = tmp_path / "calls.txt"
+  stand_in = bin_dir / "python"
+  stand_in.write_text("#!/bin/sh\n" + fake.format(log=log) + "\n")
+  stand_in.chmod(0o755)
+  path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+  proc = subprocess.run(
+      [os.path.join(ROOT, script), *args], cwd=ROOT, capture_output=True, text=True,
+      timeout=120, env=dict(os.environ, PATH=path, **env),
+  )
+  if proc.returncode:
+    return proc
+  return [l for l in log.read_text().split("\n") if l] if log.exists() else []

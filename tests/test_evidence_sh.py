@@ -4,33 +4,17 @@ starts, in which order, how many copies, and where it starts for ``many``,
 ``EVIDENCE_FROM``. A stand-in ``python`` on the PATH records each call instead
 of training (the phases themselves: tests/test_studies_quick.py)."""
 
-import os
-import subprocess
-
 import pytest
 
-from tests.helpers import ROOT
-
-SCRIPT = os.path.join(ROOT, "experiments", "evidence.sh")
+from tests.helpers import script_calls
 
 
 def calls(tmp_path, *args, **env):
   """The ``--study`` arguments of the sweeps the script starts, in order."""
-  bin_dir = tmp_path / "bin"
-  bin_dir.mkdir(exist_ok=True)
-  log = tmp_path / "calls.txt"
-  fake = bin_dir / "python"
-  fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
-  fake.chmod(0o755)
-  path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
-  proc = subprocess.run(
-      [SCRIPT, *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
-      env=dict(os.environ, PATH=path, **env),
-  )
-  if proc.returncode:
-    return proc
-  lines = log.read_text().split("\n") if log.exists() else []
-  return [l.split("configs/studies/evidence.py:")[1] for l in lines if l]
+  out = script_calls(tmp_path, "experiments/evidence.sh", *args, **env)
+  if not isinstance(out, list):
+    return out
+  return [l.split("configs/studies/evidence.py:")[1] for l in out]
 
 
 def test_every_phase_in_order_two_copies_each(tmp_path):

@@ -1,8 +1,10 @@
 """Compressed and streaming syncs where their papers run them (issue 42): many
 rounds, against the tuned DiLoCo frontier of that regime.
 
-Run the phases in order (2 CPU cores; start each command twice, the runs are
-locked, so two single-core runs share the work):
+Run the phases in order, each by two sweeps pinned one per core (the runs are
+locked, so the two share the work; resumable):
+  experiments/phases.sh configs/studies/compression_many.py coarse tune report
+which runs, each twice:
   python -m experiments.sweep --study configs/studies/compression_many.py:coarse
   python -m experiments.sweep --study configs/studies/compression_many.py:tune
   python -m experiments.sweep --study configs/studies/compression_many.py:report

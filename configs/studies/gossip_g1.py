@@ -1,8 +1,10 @@
 """GASLoC's claim G1 (issue 40): with one local step per communication, GASLoC
 against the decentralized baselines, per topology.
 
-Run the phases in order (2 CPU cores; start each command twice, the runs are
-locked, so two single-core runs share the work):
+Run the phases in order, each by two sweeps pinned one per core (the runs are
+locked, so the two share the work; resumable):
+  experiments/phases.sh configs/studies/gossip_g1.py coarse tune report
+which runs, each twice:
   python -m experiments.sweep --study configs/studies/gossip_g1.py:coarse
   python -m experiments.sweep --study configs/studies/gossip_g1.py:tune
   python -m experiments.sweep --study configs/studies/gossip_g1.py:report

@@ -2,8 +2,10 @@
 tuned frontier, beside the decentralized baselines that the claim says are not
 competitive with it.
 
-Run the phases in order (2 CPU cores; start each command twice, the runs are
-locked, so two single-core runs share the work):
+Run the phases in order, each by two sweeps pinned one per core (the runs are
+locked, so the two share the work; resumable):
+  experiments/phases.sh configs/studies/gossip_g2.py coarse,shakespeare tune,shakespeare report,shakespeare
+which runs, each twice:
   python -m experiments.sweep --study configs/studies/gossip_g2.py:coarse,shakespeare
   python -m experiments.sweep --study configs/studies/gossip_g2.py:tune,shakespeare
   python -m experiments.sweep --study configs/studies/gossip_g2.py:report,shakespeare

@@ -1,8 +1,10 @@
 """NoLoCo's claim N1 (issue 40): NoLoCo's final perplexity against a tuned
 DiLoCo's, at several worker counts.
 
-Run the phases in order for each worker count (2 CPU cores; start each command
-twice, the runs are locked, so two single-core runs share the work):
+Run the phases in order for each worker count, each by two sweeps pinned one
+per core (the runs are locked, so the two share the work; resumable):
+  experiments/phases.sh configs/studies/noloco_n1.py coarse,k4 tune,k4 report,k4
+which runs, each twice:
   python -m experiments.sweep --study configs/studies/noloco_n1.py:coarse,k4
   python -m experiments.sweep --study configs/studies/noloco_n1.py:tune,k4
   python -m experiments.sweep --study configs/studies/noloco_n1.py:report,k4

@@ -3,8 +3,10 @@
 AutoLoCo's design was?
 
 Run the phases in order, in each of the two cells where AutoLoCo saved syncs
-against the constant-``β`` frontier (2 CPU cores; start each command twice, the
-runs are locked, so two single-core runs share the work):
+against the constant-``β`` frontier, each by two sweeps pinned one per core (the
+runs are locked, so the two share the work; resumable):
+  experiments/phases.sh configs/studies/schedule.py coarse,many,python tune,many,python report,many,python constant,many,python
+which runs, each twice:
   python -m experiments.sweep --study configs/studies/schedule.py:coarse,many,python
   python -m experiments.sweep --study configs/studies/schedule.py:tune,many,python
   python -m experiments.sweep --study configs/studies/schedule.py:report,many,python
