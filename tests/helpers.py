@@ -195,7 +195,7 @@ def script_calls(tmp_path, script: str, *args, fake: str = 'echo "$@" >> {log}',
   path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
   proc = subprocess.run(
       [os.path.join(ROOT, script), *args], cwd=ROOT, capture_output=True, text=True,
-      timeout=120, env=dict(os.environ, PATH=path, **env),
+      timeout=120, env=dict(os.environ, PATH=path, PHASES_STAGGER="0", **env),
   )
   if proc.returncode:
     return proc
