@@ -1,10 +1,11 @@
-"""The decentralized studies' tune phase: which coarse points go on to the tuning seeds."""
+"""The decentralized studies' phases: which coarse points go on to the tuning
+seeds, and G1's DDP line with its learning rate tuned."""
 
 import types
 
 import pytest
 
-from configs.studies import gossip_phases
+from configs.studies import base, gossip_g1, gossip_phases
 
 
 def _cell(prune_gap):
@@ -42,4 +43,23 @@ def test_tune_keeps_the_top_points_less_those_past_the_prune_gap(gap, scores, wa
   kept = gossip_phases.to_tune(cell, _coarse(cell, scores), "noloco", "ring", quick=False)
   assert [p["alpha"] for p in kept] == want_alphas
   assert len(kept) <= gossip_phases.TOP
+
+
+
+def test_g1_tunes_ddps_learning_rate_on_the_coarse_pass_and_runs_its_best_later(monkeypatch):
+  coarse = gossip_g1.get_config("coarse")
+  lrs = {l: coarse.runs[l].inner.lr for l in coarse.labels if l.startswith("ddp")}
+  shared = gossip_g1.run_config("ddp", dict(quick=False)).inner.lr
+  assert lrs == {gossip_g1.ddp_label(x): x * shared for x in gossip_g1.DDP_LR_SCALES}
+  # At the shared rate it is the same config (the same run) as before the tuning.
+  assert coarse.runs["ddp"].to_json() == gossip_g1.run_config("ddp", dict(quick=False)).to_json()
+  # Later phases run the coarse pass's lowest, read against it.
+  scores = {"ddp": 2.70, "ddp_lr2p0x": 2.65, "ddp_lr3p0x": 2.68}
+  summary = dict(stats={l: dict(final_eval_bpb=[v, 0.0]) for l, v in scores.items()})
+  monkeypatch.setattr(gossip_phases, "read_summary", lambda cell, opts, phase: summary)
+  opts = dict(phase="tune", quick=False)
+  assert gossip_g1.ddp_scale(opts) == 2.0
+  s = base.new_study("t", "t", False)
+  assert gossip_g1.add_references(s, opts) == "ddp_lr2p0x"
+  assert s.labels == ("ddp_lr2p0x",) and s.runs["ddp_lr2p0x"].inner.lr == 2.0 * shared
 
