@@ -42,6 +42,12 @@ on fresh seeds from 100):
 
 "Outperforms" (the claim) reads the interval: GASLoC lower with the whole
 interval below zero; "equal" only when the interval lies inside ``±TOLERANCE``.
+The claim's verdict, fixed before the report: *reproduced* if on at least two
+graphs GASLoC is lower than both step-size-tuned decentralized baselines,
+``gasloc_g0`` (gossip AdamW with its step tuned) and NoLoCo; *not reproduced*
+if on no graph it is lower than both and on at least two graphs one of them is
+equal or lower; *inconclusive* otherwise. ``gossip`` (the step untuned) is
+reported beside them, not counted.
 The reports: ``docs/studies/gossip_g1/<phase>``; the verdict: docs/results.md §3.
 """
 
