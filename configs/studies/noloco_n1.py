@@ -36,6 +36,12 @@ The report: the tuned pair of each method on power-sized fresh seeds (from
 100), NoLoCo minus DiLoCo paired by seed, in bits/byte; per-byte perplexity is
 ``2^bpb``, so "4% better" is a difference of ``log2(0.96) = -0.059``. The bytes
 each worker sends and the time it waits are in the same report (claim N3).
+The claim's verdict, fixed before the report: *reproduced* if NoLoCo is lower
+(the whole interval below zero) at one ``K`` or more and higher (the whole
+interval above zero) at none; *not reproduced* if it is lower at no ``K`` and
+equal (inside ``±TOLERANCE``) or higher at two or more; *inconclusive*
+otherwise. The size, "up to 4%", is read from the lowest interval: whether it
+reaches ``-0.059``.
 The reports: ``docs/studies/noloco_n1/k<K>/<phase>``; the verdict:
 docs/results.md §3.
 """
