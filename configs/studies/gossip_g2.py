@@ -40,7 +40,13 @@ its Δ against the frontier at equal syncs, with paired intervals. "Competitive"
 the evidence report's (the frontier's loss for 10% fewer syncs: 0.0165
 bits/byte on Python, 0.0084 on Shakespeare). The report's seed count is the
 evidence report's (12 on Python, 10 on Shakespeare); it states the half-width
-those seeds reach at the tuning seeds' spread.
+those seeds reach at the tuning seeds' spread. The claim's verdict, fixed before
+the report, per corpus and then over both: *reproduced* if GASLoC's Δ interval
+lies inside the tolerance or below it (competitive or better) while the other
+decentralized methods' do not (the abstract's contrast); *not reproduced* if
+GASLoC's interval lies wholly above the tolerance; *inconclusive* otherwise
+(an interval wider than the tolerance, or a baseline also competitive, which
+the verdict states beside GASLoC's).
 
 The reports: ``docs/studies/gossip_g2/<corpus>/<phase>``; the verdict:
 docs/results.md §3.
