@@ -145,6 +145,12 @@ COMMANDS = [
         _checkpoint_cost,
     ),
     (
+        "benchmarks.worker_mean",
+        ["--config", "configs/gasloc.py:tiny", "--repeats", "1"],
+        lambda r: r["mean_ms"]["unrolled"] > 0 and r["sync_ms"]["worker_mean"] > 0
+        and r["max_abs_diff"] < 1e-5 and r["num_workers"] == 4,
+    ),
+    (
         "benchmarks.parallel_runs",
         ["--config", TINY, "--runs", "2", "--steps", "4", "--repeats", "1"],
         lambda r: r["speedup_one_per_core"] > 0

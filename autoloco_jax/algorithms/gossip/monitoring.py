@@ -24,7 +24,7 @@ def move_stats(start_K: Any, end_K: Any) -> dict:
   """``‖mean_k Δ_k‖``, ``mean_k ‖Δ_k‖²`` and their ratio for ``Δ_k = start − end``
   (inside :func:`replicas.map_workers`; monitoring)."""
   delta_K = jax.tree.map(jnp.subtract, start_K, end_K)
-  delta = replicas.worker_mean(delta_K)
+  delta = replicas.worker_mean_unrolled(delta_K)
   delta_sq = replicas.sq_norm(delta)
   worker_sq = replicas.worker_mean(replicas.sq_norm_K(delta_K))
   return dict(

@@ -459,7 +459,7 @@ def spread(tree_K: Any) -> jax.Array:
   Monitoring only: it all-reduces the parameters, which a real decentralized
   deployment would not do (the simulation has them at hand).
   """
-  mean = replicas.worker_mean(tree_K)
+  mean = replicas.worker_mean_unrolled(tree_K)
   sq_K = sum(
       jnp.sum(jnp.square(x - m[None]).reshape(x.shape[0], -1), axis=1)
       for x, m in zip(jax.tree.leaves(tree_K), jax.tree.leaves(mean))
