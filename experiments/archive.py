@@ -14,7 +14,8 @@ so the archive stops at the first such phase.
 
 The archive is ``docs/studies/evidence_v2/<regime>_<corpus>/finished_runs.tar.xz``
 (``--file`` for another, ``--root`` for another runs folder). Any other study
-file's runs the same way, every phase of its ``PHASES`` that can be built::
+file's runs the same way, every phase of its ``PHASES`` that can be built, in
+each of its cells (:func:`cells`: N1's worker counts, G2's corpora)::
 
   python -m experiments.archive --study configs/studies/gossip_g1.py \
       --file docs/studies/gossip_g1/finished_runs.tar.xz
@@ -53,19 +54,40 @@ def cell_workdirs(regime: str, corpus: str, root: str, quick: bool = False) -> l
   return list(out)
 
 
+def cells(module: Any) -> list[str]:
+  """The argument words of each cell of a phased study: its ``CELLS`` (tuples of
+  words, ``("many", "python")``), or each word of its ``TOKENS`` (a worker
+  count, a corpus), or one cell with none."""
+  if hasattr(module, "CELLS"):
+    return [",".join(cell) for cell in module.CELLS]
+  return list(getattr(module, "TOKENS", {})) or [""]
+
+
 def study_workdirs(study: Any, root: str, quick: bool = False) -> list[str]:
-  """The workdirs of every run of a study (its module, or its file's path): of
-  each phase of its ``PHASES`` (``get_config("<phase>[,quick]")``) up to the
-  first whose earlier phase has no report yet, or of ``get_config()`` for a
-  study without phases."""
+  """The workdirs of every run of a study (its module, or its file's path): for
+  each of its :func:`cells`, of each phase of its ``PHASES``
+  (``get_config("<phase>[,<cell>][,quick]")``) up to the first whose earlier
+  phase has no report yet; or of ``get_config()`` for a study without phases."""
   module = base.load_module(study) if isinstance(study, str) else study
   suffix = ",quick" if quick else ""
-  args = [p + suffix for p in getattr(module, "PHASES", ())] or ["quick" if quick else "full"]
+  phases = getattr(module, "PHASES", ())
+  if not phases:
+    return _workdirs(module, ["quick" if quick else "full"], root)
+  out = {}
+  for cell in cells(module):
+    args = [",".join(w for w in (phase, cell) if w) + suffix for phase in phases]
+    out.update(dict.fromkeys(_workdirs(module, args, root)))
+  return list(out)
+
+
+def _workdirs(module: Any, args: list[str], root: str) -> list[str]:
+  """The workdirs of ``module.get_config(arg)`` for each arg in order, up to the
+  first that cannot be built (an earlier phase has no report yet)."""
   out = {}
   for arg in args:
     try:
       study = module.get_config(arg)
-    except ValueError:  # an earlier phase has no report yet
+    except ValueError:
       break
     out.update(dict.fromkeys(workdir for *_, workdir in sweep.jobs(study, root)))
   return list(out)

@@ -667,6 +667,27 @@ def _finish(workdir: str) -> None:
       json.dump(dict(name=name), f)
 
 
+def test_archive_of_a_study_with_cells_keeps_every_cell(tmp_path, monkeypatch):
+  """A study whose argument picks a cell (N1's worker counts) has every cell's
+  runs in its archive, not only the default's: with no phase report, each
+  cell's coarse pass."""
+  from experiments import archive
+
+  monkeypatch.setattr(noloco_n1, "DOCS_DIR", str(tmp_path / "reports"))
+  root = str(tmp_path / "runs")
+  assert archive.cells(noloco_n1) == ["k4", "k8", "k16"]
+  wanted = {
+      workdir
+      for k in noloco_n1.WORKERS
+      for *_, workdir in sweep.jobs(noloco_n1.get_config(f"coarse,k{k}"), root)
+  }
+  got = archive.study_workdirs(noloco_n1, root)
+  assert set(got) == wanted and len(got) == len(wanted)
+  assert {archive.cells(m)[0] for m in (gossip_g1, gossip_g2, schedule)} == {
+      "", "shakespeare", "many,python"
+  }
+
+
 def test_archive_of_the_phases_that_can_be_built(tmp_path, monkeypatch):
   """The fast twin of the archive test, nothing trained: with no phase report
   yet only the ``regime`` and ``coarse`` phases can be built; their finished
