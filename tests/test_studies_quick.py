@@ -6,9 +6,11 @@ studies (tables, plots and summaries, run sharing and skipping, stale runs, the
 command line). One file, so that ``pytest -n 2 --dist loadfile`` trains them in one
 process, once."""
 
+import itertools
 import json
 import os
 import shlex
+import types
 
 import numpy as np
 import pytest
@@ -500,13 +502,25 @@ def test_a_cells_words_name_its_reports_and_a_wrong_word_says_what_it_takes():
 
 
 def test_gossip_g1_grid_is_the_union_of_its_products_each_point_once():
-  """A widened grid adds its points after the first product's, never twice
-  (gasloc's widening repeats ``eta = 1.5``): the labels of finished runs stay."""
+  """A widened grid adds its points after the first product's, each point once:
+  the labels of finished runs stay."""
   grid = gossip_phases.points(gossip_g1, "gasloc", quick=False)
   first = [dict(eta=e, gamma=g, alpha=a) for e in (0.7, 1.0, 1.5) for g in (0.5, 0.9)
            for a in (1.0, 0.5)]
   assert grid[: len(first)] == first
-  assert len(grid) == len({tuple(sorted(p.items())) for p in grid}) == 20
+  # Each point of every product, once.
+  expanded = {
+      tuple(sorted(zip(p, values)))
+      for p in gossip_g1.GRIDS["gasloc"]
+      for values in itertools.product(*p.values())
+  }
+  assert len(grid) == len({tuple(sorted(p.items())) for p in grid}) == len(expanded)
+  assert {tuple(sorted(p.items())) for p in grid} == expanded
+  # A widening that repeats a point adds it once.
+  cell = types.SimpleNamespace(GRIDS=dict(gossip=(dict(weight=(1.0, 0.5)), dict(weight=(0.5, 0.25)))))
+  assert gossip_phases.points(cell, "gossip", quick=False) == [
+      dict(weight=1.0), dict(weight=0.5), dict(weight=0.25)
+  ]
   assert dict(eta=2.0, gamma=0.2, alpha=0.5) in grid
   assert dict(eta=3.0, gamma=0.1, alpha=0.5) in grid  # the second widening
   assert gossip_phases.points(gossip_g1, "gossip", quick=False) == [
