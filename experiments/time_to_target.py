@@ -1,6 +1,8 @@
 r"""Time to a target loss on a grid of two-site networks, from a study's finished
 runs: GASLoC's claim G3 and NoLoCo's N2 (issue 40), and the bytes, peak
-bandwidth and idle time of claim N3 on the same networks.
+bandwidth and idle time of claim N3 on the same networks (idle: the time a
+worker is not computing, in a transfer it cannot hide or waiting for a peer,
+the clock's ``sim_blocked_time``).
 
   python -m experiments.time_to_target \
       --study configs/studies/gossip_g2.py:report,shakespeare \
@@ -99,7 +101,7 @@ def replayed(config: Any, metrics_path: str, eval_steps: Sequence[int], nets: di
     out[name] = dict(
         eval_times=[at[int(s)] for s in eval_steps],
         time=end["sim_time"],
-        idle=end["sim_wait_time"],
+        idle=end["sim_blocked_time"],
         bytes=end["bytes_per_worker"],
         gbps=end["peak_bandwidth_max"] / network_lib.GBIT,
     )

@@ -70,6 +70,8 @@ def test_diloco_and_ddp_rounds_by_hand():
   assert m["sim_time"] == pytest.approx(1.0 + ar)
   assert m["bytes_per_worker"] == 6e6 and m["messages_per_worker"] == 6
   assert m["syncs"] == 1 and m["sim_wait_time"] == pytest.approx(0.0)
+  # Nobody waits for a peer, but every worker is blocked in the all-reduce.
+  assert m["sim_blocked_time"] == pytest.approx(ar) == m["sim_comm_time"]
   m = clock.advance(allreduce_round(5))
   assert m["sim_round_time"] == pytest.approx(0.5 + ar)
   assert m["round_bytes_per_worker"] == 6e6
@@ -142,6 +144,7 @@ def test_one_slow_worker_stalls_diloco_but_only_its_partner_in_a_gossip_round():
   m = g.metrics()
   # Worker 2 waited a second for worker 3; nobody else waited.
   assert m["sim_wait_time"] == pytest.approx(1.0 / 4)
+  assert m["sim_blocked_time"] == pytest.approx(1.0 / 4 + ex)
   assert m["bytes_per_worker"] == MB and m["messages_per_worker"] == 1
 
 

@@ -373,7 +373,9 @@ class SimClock:
 
     ``sim_time``: when the last worker finished (the run's simulated wall
     clock); ``sim_compute_time``, ``sim_comm_time``, ``sim_wait_time``: how a
-    worker's time splits; ``bytes_per_worker``, ``messages_per_worker``: sent
+    worker's time splits (in a transfer it cannot hide; waiting for a peer);
+    ``sim_blocked_time``: the two together, the time a worker is not
+    computing, ``mean_k(t_k − compute_k)``; ``bytes_per_worker``, ``messages_per_worker``: sent
     on the wire; ``syncs``: communication events (DDP: one per step; an
     overlapped exchange counts once, at its send); ``peak_bandwidth_max``: the
     largest round ``peak_bandwidth`` so far (:meth:`advance`).
@@ -385,6 +387,7 @@ class SimClock:
         sim_compute_time=float(self.compute_K.mean()),
         sim_comm_time=float(self.comm_K.mean()),
         sim_wait_time=float(np.maximum(wait_K, 0.0).mean()),
+        sim_blocked_time=float((self.time_K - self.compute_K).mean()),
         bytes_per_worker=float(self.bytes_K.mean()),
         messages_per_worker=float(self.messages_K.mean()),
         syncs=int(self.syncs),

@@ -197,7 +197,9 @@ def simulate(
     pass
   out = clock.metrics()
   scale = total_steps / step if step else 1.0
-  for key in ("sim_time", "sim_compute_time", "sim_comm_time", "sim_wait_time"):
+  for key in (
+      "sim_time", "sim_compute_time", "sim_comm_time", "sim_wait_time", "sim_blocked_time"
+  ):
     out[key] *= scale
   out["bytes_per_worker"] *= scale
   out["steps_simulated"] = step
