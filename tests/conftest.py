@@ -1,21 +1,32 @@
 """Test setup: four simulated CPU devices so sharded and vmapped runs can be compared."""
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def _session_folder(variable: str, prefix: str) -> None:
+  """A fresh folder for the test session in ``variable``, unless it is set
+  (the pytest-xdist workers and the subprocess tests inherit the one the first
+  process made); removed when the process that made it exits."""
+  if variable not in os.environ:
+    os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, os.environ[variable], ignore_errors=True)
+
+
 # The embedded dataset is built once per test session into a fresh folder
 # (about a second), never into the user's cache.
-os.environ.setdefault("AUTOLOCO_DATA_DIR", tempfile.mkdtemp(prefix="autoloco_tfds_"))
+_session_folder("AUTOLOCO_DATA_DIR", "autoloco_tfds_")
 # A persistent compilation cache for the session: many tests (the quick studies
 # above all) build the same small programs again in fresh closures; a fresh
 # folder per session, so nothing carries over between runs of the suite.
-os.environ.setdefault(
-    "JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="autoloco_jit_")
-)
+_session_folder("JAX_COMPILATION_CACHE_DIR", "autoloco_jit_")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
