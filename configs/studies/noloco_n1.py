@@ -44,7 +44,28 @@ interval above zero) at none; *not reproduced* if it is lower at no ``K`` and
 equal (inside ``±TOLERANCE``) or higher at two or more; *inconclusive*
 otherwise. The size, "up to 4%", is read from the lowest interval: whether it
 reaches ``-0.059``.
-The reports: ``docs/studies/noloco_n1/k<K>/<phase>``; the verdict:
+Claims N2 and N3 read the same report runs (``experiments.time_to_target``),
+their rules fixed after the ``K = 4`` time table was seen and before ``K = 8``
+and ``K = 16`` reported:
+
+* N2, "up to 4x faster in wall-clock time": NoLoCo's speed-up over DiLoCo in
+  simulated time to DiLoCo's final loss on the same seed, on the grid of
+  two-site networks. *Reproduced* if at some ``K`` NoLoCo reaches that loss on
+  every seed and its speed-up's interval lies above 1 on some network (its
+  size read from the largest); *not reproduced* if at every ``K`` NoLoCo misses
+  that loss on most seeds, or its interval lies at or below 1 on every
+  network; *inconclusive* otherwise. Time to NoLoCo's own final loss (which
+  both reach; ``--reference`` NoLoCo, ``<K>/time_to_noloco``) is reported
+  beside it and decides nothing.
+* N3, "much less communication": bytes each worker sends over the same
+  training, NoLoCo against DiLoCo and against DDP (DDP's bytes: its all-reduce
+  every step, the clock's accounting, ``docs/studies/decentralized_bytes``).
+  "Much less" is at least 2x fewer, at every ``K``; *reproduced* against a
+  baseline if so, *not reproduced* if below 2x at every ``K``. The time each
+  worker is blocked (in a transfer it cannot hide, or waiting for a peer) is
+  reported beside it.
+
+The reports: ``docs/studies/noloco_n1/k<K>/<phase>``; the verdicts:
 docs/results.md §3.
 """
 
