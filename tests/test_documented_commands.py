@@ -27,6 +27,7 @@ from tests.helpers import ROOT
 ELSEWHERE = {
     "experiments.sweep": "tests/test_studies_quick.py",
     "experiments.time_to_target": "tests/test_studies_quick.py",
+    "experiments.noloco_claims": "tests/test_noloco_claims.py",
     "projects.plora.sweep": "projects/plora/tests/test_plora_commands.py",
     # The planner's docstring and docs/planning.md examples.
     "experiments.plan": "tests/test_plan.py",

@@ -65,6 +65,9 @@ and ``K = 16`` reported:
   worker is blocked (in a transfer it cannot hide, or waiting for a peer) is
   reported beside it.
 
+The three claims' tables and verdicts, by these rules, from every ``K``'s
+reports (``docs/studies/noloco_n1/claims.md``):
+  python -m experiments.noloco_claims --dir docs/studies/noloco_n1
 The reports: ``docs/studies/noloco_n1/k<K>/<phase>``; the verdicts:
 docs/results.md §3.
 """

@@ -1,0 +1,303 @@
+r"""NoLoCo's claims N1, N2 and N3 (issue 40), each read by the rule the N1 study's
+docstring fixed before its reports (``configs/studies/noloco_n1.py``), from the
+reports of its worker counts:
+
+  python -m experiments.noloco_claims --dir docs/studies/noloco_n1
+
+Reads, for each ``K``, ``<dir>/k<K>/report/summary.json`` (the sweep's report),
+``<dir>/k<K>/time/time_to_target.json`` (time to DiLoCo's loss) and
+``<dir>/k<K>/time_to_noloco/time_to_target.json`` (time to NoLoCo's own), and
+writes ``<dir>/claims.md``: one table per claim, each row's interval and seed
+count, and the verdict. A worker count not yet reported is a row that says so;
+a rule that needs every ``K`` reads *inconclusive* without it.
+
+* N1: NoLoCo minus DiLoCo in final bits/byte (the report's paired t interval),
+  as per-byte perplexity too, ``2^Δ − 1``.
+* N2: NoLoCo's speed-up ``T_DiLoCo / T_NoLoCo`` to DiLoCo's final loss, per
+  network of the grid; beside it, to NoLoCo's own final loss, where the table
+  holds DiLoCo's speed-up ``s`` over NoLoCo and NoLoCo's is ``1/s`` (interval
+  ``[1/high, 1/low]``).
+* N3: bytes each worker sends over the run: NoLoCo's and DiLoCo's from the
+  runs' clocks; DDP's from the same clock's accounting of its rounds, a ring
+  all-reduce of the model every step, ``T · 2(K − 1)/K · 4P``; and the time a worker
+  is blocked on the runs' own network (two sites, 1 Gbit/s, 50 ms).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Sequence
+
+from absl import app, flags
+
+from configs.studies import noloco_n1
+
+#: "Much less" communication (claim N3): at least this many times fewer bytes.
+MUCH_LESS = 2.0
+#: The network the runs logged (``hetero``): the blocked-time column's.
+OWN_NETWORK = "1gbps_50ms"
+
+
+def _load(path: str) -> dict | None:
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def load(root: str, workers: Sequence[int] = noloco_n1.WORKERS) -> dict[int, dict]:
+  """``{K: dict(report, time, time_own)}``, each ``None`` where not yet written."""
+  return {
+      k: dict(
+          report=_load(os.path.join(root, f"k{k}", "report", "summary.json")),
+          time=_load(os.path.join(root, f"k{k}", "time", "time_to_target.json")),
+          time_own=_load(os.path.join(root, f"k{k}", "time_to_noloco", "time_to_target.json")),
+      )
+      for k in workers
+  }
+
+
+def side(low: float, high: float, tolerance: float) -> str:
+  """Where an interval of NoLoCo minus DiLoCo lies: ``lower`` (all below 0),
+  ``higher`` (all above), ``equal`` (inside ``±tolerance``), else ``unresolved``."""
+  if high < 0:
+    return "lower"
+  if low > 0:
+    return "higher"
+  if -tolerance <= low and high <= tolerance:
+    return "equal"
+  return "unresolved"
+
+
+def n1_verdict(sides: dict[int, str | None]) -> str:
+  """*reproduced*: lower at one ``K`` or more, higher at none; *not reproduced*:
+  lower at none and equal or higher at two or more; else *inconclusive*."""
+  found = [s for s in sides.values() if s]
+  if "lower" in found and "higher" not in found:
+    return "reproduced"
+  if "lower" not in found and sum(s in ("equal", "higher") for s in found) >= 2:
+    return "not reproduced"
+  return "inconclusive"
+
+
+def n2_fails(rows: dict[str, dict]) -> bool:
+  """At one ``K``: on every network NoLoCo misses DiLoCo's loss on most seeds,
+  or its speed-up's interval lies at or below 1."""
+  return all(
+      r["reached"] * 2 < r["seeds"] or ("high" in r and r["high"] <= 1.0) for r in rows.values()
+  )
+
+
+def n2_holds(rows: dict[str, dict]) -> bool:
+  """At one ``K``: on some network NoLoCo reaches DiLoCo's loss on every seed
+  and its speed-up's interval lies above 1."""
+  return any(r["reached"] == r["seeds"] and r.get("low", 0.0) > 1.0 for r in rows.values())
+
+
+def n2_verdict(by_k: dict[int, dict | None]) -> str:
+  """*reproduced* if it holds at some ``K``; *not reproduced* if it fails at
+  every ``K`` (each reported); else *inconclusive*."""
+  reported = {k: rows for k, rows in by_k.items() if rows is not None}
+  if any(n2_holds(rows) for rows in reported.values()):
+    return "reproduced"
+  if len(reported) == len(by_k) and all(n2_fails(rows) for rows in reported.values()):
+    return "not reproduced"
+  return "inconclusive"
+
+
+def n3_verdict(ratios: dict[int, float | None]) -> str:
+  """*reproduced* if at least :data:`MUCH_LESS` times fewer bytes at every
+  ``K``; *not reproduced* if fewer than that at every ``K``; else inconclusive."""
+  found = [r for r in ratios.values() if r is not None]
+  if len(found) == len(ratios) and all(r >= MUCH_LESS for r in found):
+    return "reproduced"
+  if len(found) == len(ratios) and all(r < MUCH_LESS for r in found):
+    return "not reproduced"
+  return "inconclusive"
+
+
+def labels(report: dict) -> tuple[str, str]:
+  """``(noloco, diloco)``: the report's one comparison's candidate and reference."""
+  (c,) = report["comparisons"]
+  return c["candidate"], c["reference"]
+
+
+def eval_tokens(report: dict) -> str:
+  """The final eval's size in tokens, the same for every run (else each size)."""
+  sizes = {
+      run["summary"]["final_eval_tokens"] for runs in report["runs"].values() for run in runs
+  }
+  return ", ".join(f"{n:,}" for n in sorted(sizes))
+
+
+def ddp_bytes(k: int) -> float:
+  """Bytes each worker sends in DDP over the study's run at ``K`` (its coarse
+  pass's model, steps and ``K``, which every phase shares): the clock's
+  accounting of DDP's rounds (``sim/planner``), one all-reduce every step."""
+  from autoloco_jax.model import transformer
+  from autoloco_jax.sim import clock as clock_lib, planner
+
+  study = next(iter(noloco_n1.get_config(f"coarse,k{k}").runs.values()))
+  config = planner.method_config(study, "ddp")
+  params = planner.abstract_params(config.model)
+  clock = clock_lib.clock_from_config(config, transformer.param_count(params), 0.0)
+  algo = planner.build(config, params)
+  return planner.simulate(algo, clock, config.total_steps, config.interval.h)["bytes_per_worker"]
+
+
+def _ci(c: dict, fmt: str = "{:+.4f}") -> str:
+  return f"{fmt.format(c['mean'])} [{fmt.format(c['low'])}, {fmt.format(c['high'])}]"
+
+
+def _speedup(row: dict) -> str:
+  if "speedup" not in row:
+    return f"reached {row['reached']}/{row['seeds']}"
+  return f"{row['speedup']:.2f}× [{row['low']:.2f}, {row['high']:.2f}]"
+
+
+def _inverse(row: dict) -> dict:
+  """NoLoCo's speed-up from DiLoCo's row over NoLoCo: ``1/s``, its interval swapped."""
+  if "speedup" not in row:
+    return row
+  return dict(row, speedup=1 / row["speedup"], low=1 / row["high"], high=1 / row["low"])
+
+
+def n1_section(data: dict[int, dict]) -> tuple[list[str], str]:
+  lines = [
+      "## N1: NoLoCo's final perplexity against tuned DiLoCo's",
+      "",
+      "| K | NoLoCo | DiLoCo | seeds | eval tokens | Δ bits/byte (NoLoCo − DiLoCo) | "
+      "perplexity | reads |",
+      "| ---: | --- | --- | ---: | ---: | --- | ---: | --- |",
+  ]
+  sides = {}
+  for k, d in data.items():
+    report = d["report"]
+    if report is None:
+      lines.append(f"| {k} | not reported | | | | | | |")
+      sides[k] = None
+      continue
+    (c,) = report["comparisons"]
+    loss = c["loss"]
+    sides[k] = side(loss["low"], loss["high"], c["tolerance"])
+    ppl = 2 ** loss["mean"] - 1
+    tokens = eval_tokens(report)
+    lines.append(
+        f"| {k} | `{c['candidate']}` | `{c['reference']}` | {loss['n']} | {tokens} | "
+        f"{_ci(loss)} | {ppl:+.1%} | {sides[k]} (tolerance ±{c['tolerance']}) |"
+    )
+  verdict = n1_verdict(sides)
+  lines += ["", f"**N1: {verdict}.**", ""]
+  return lines, verdict
+
+
+def _time_rows(time: dict, label: str, invert: bool = False) -> dict[str, dict]:
+  rows = {net: by_label[label] for net, by_label in time["speedups"].items()}
+  return {net: _inverse(r) for net, r in rows.items()} if invert else rows
+
+
+def n2_section(data: dict[int, dict]) -> tuple[list[str], str]:
+  lines = [
+      "## N2: NoLoCo's speed-up over DiLoCo in simulated time",
+      "",
+      "Rows: the two-site networks of the grid. Each cell: NoLoCo's geometric-mean "
+      "speed-up with its paired t 95% interval, or how many seeds reached the target.",
+      "",
+  ]
+  by_k = {}
+  for k, d in data.items():
+    if d["report"] is None or d["time"] is None:
+      lines += [f"K = {k}: not reported.", ""]
+      by_k[k] = None
+      continue
+    noloco, diloco = labels(d["report"])
+    by_k[k] = _time_rows(d["time"], noloco)
+    own = _time_rows(d["time_own"], diloco, invert=True) if d["time_own"] else {}
+    lines += [
+        f"### K = {k} ({d['time']['eval_tokens']:,} eval tokens, "
+        f"{len(d['time']['seeds'])} seeds)",
+        "",
+        "| slower site, inter-site latency | to DiLoCo's final loss | "
+        "to NoLoCo's own final loss |",
+        "| --- | ---: | ---: |",
+    ]
+    for net, row in by_k[k].items():
+      gbps, ms = net.split("gbps_")
+      mine = _speedup(own[net]) if net in own else "not run"
+      lines.append(f"| {gbps} Gbit/s, {ms} | {_speedup(row)} | {mine} |")
+    lines.append("")
+  verdict = n2_verdict(by_k)
+  lines += [f"**N2: {verdict}.**", ""]
+  return lines, verdict
+
+
+def n3_section(data: dict[int, dict], ddp: dict[int, float]) -> tuple[list[str], dict]:
+  lines = [
+      "## N3: bytes each worker sends, and the time it is blocked",
+      "",
+      f"Blocked: not computing, in a transfer it cannot hide or waiting for a peer, "
+      f"on the runs' own network ({OWN_NETWORK}), mean over seeds.",
+      "",
+      "| K | NoLoCo MB | DiLoCo MB | DDP MB | DiLoCo / NoLoCo | DDP / NoLoCo | "
+      "blocked s: NoLoCo, DiLoCo (of run s) |",
+      "| ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+  ]
+  vs_diloco, vs_ddp = {}, {}
+  for k, d in data.items():
+    if d["report"] is None or d["time"] is None:
+      lines.append(f"| {k} | not reported | | | | | |")
+      vs_diloco[k] = vs_ddp[k] = None
+      continue
+    noloco, diloco = labels(d["report"])
+    costs = d["time"]["costs"][OWN_NETWORK]
+    mb = {m: costs[m]["bytes"] / 1e6 for m in (noloco, diloco)}
+    vs_diloco[k] = mb[diloco] / mb[noloco]
+    vs_ddp[k] = ddp[k] / 1e6 / mb[noloco]
+    blocked = ", ".join(f"{costs[m]['idle']:.1f} ({costs[m]['time']:.1f})" for m in (noloco, diloco))
+    lines.append(
+        f"| {k} | {mb[noloco]:.1f} | {mb[diloco]:.1f} | {ddp[k] / 1e6:.0f} | "
+        f"{vs_diloco[k]:.2f}× | {vs_ddp[k]:.1f}× | {blocked} |"
+    )
+  verdicts = dict(diloco=n3_verdict(vs_diloco), ddp=n3_verdict(vs_ddp))
+  lines += [
+      "",
+      f"**N3, at least {MUCH_LESS:g}× fewer bytes: against DDP {verdicts['ddp']}; "
+      f"against DiLoCo {verdicts['diloco']}.**",
+      "",
+  ]
+  return lines, verdicts
+
+
+def claims(root: str, ddp: dict[int, float] | None = None) -> tuple[str, dict]:
+  """The markdown of the three claims and ``{claim: verdict}``."""
+  data = load(root)
+  ddp = {k: ddp_bytes(k) for k in data} if ddp is None else ddp
+  head = [
+      "# NoLoCo's claims N1-N3 (issue 40)",
+      "",
+      "Written by `python -m experiments.noloco_claims`; the rules are the N1 "
+      "study's docstring's (`configs/studies/noloco_n1.py`), fixed before the reports.",
+      "",
+  ]
+  n1, v1 = n1_section(data)
+  n2, v2 = n2_section(data)
+  n3, v3 = n3_section(data, ddp)
+  return "\n".join(head + n1 + n2 + n3), dict(N1=v1, N2=v2, N3=v3)
+
+
+_DIR = flags.DEFINE_string("dir", "docs/studies/noloco_n1", "The N1 study's report folder.")
+
+
+def main(argv: list[str]) -> None:
+  del argv
+  text, _ = claims(_DIR.value)
+  out = os.path.join(_DIR.value, "claims.md")
+  with open(out, "w") as f:
+    f.write(text)
+  print(text)
+  print(f"Wrote {out}")
+
+
+if __name__ == "__main__":
+  app.run(main)
