@@ -51,7 +51,8 @@ MODES = ("default", "one_device", "process_per_core", "process_per_core_pinned")
 
 
 def run_once(mode: str, config: str, total_steps: int) -> dict:
-  """One ``experiments.run`` process in ``mode``; its summary's speed numbers."""
+  """One ``experiments.run`` process in ``mode``; its summary's speed numbers
+  and the devices it ran on."""
   env = dict(os.environ)
   env["XLA_FLAGS"] = distributed.with_host_devices(
       env.get("XLA_FLAGS", ""), 1 if mode == "one_device" else None
@@ -77,6 +78,7 @@ def run_once(mode: str, config: str, total_steps: int) -> dict:
       tokens_per_sec=summary["tokens_per_sec"],
       wall_time=summary["wall_time"],
       final_eval_bpb=summary.get("final_eval_bpb"),
+      devices=records[-1]["devices"],
   )
 
 

@@ -18,11 +18,17 @@ TINY = "configs/diloco.py:tiny"
 
 def _every_core(result: dict) -> bool:
   """Both modes ran as real runs, each with a summary (this replaces the
-  per-mode runs ``tests/test_every_core.py`` used to start itself)."""
-  modes = {r["mode"] for r in result["runs"]}
+  per-mode runs ``tests/test_every_core.py`` used to start itself): the CLI
+  left alone uses one device per usable core (the largest count dividing K =
+  4), and a user's ``XLA_FLAGS`` device count is kept (one device)."""
+  from autoloco_jax.run import distributed
+
+  devices = {r["mode"]: r["devices"] for r in result["runs"]}
   positive = all(r["tokens_per_sec"] > 0 and r["wall_time"] > 0 for r in result["runs"])
   return (
-      modes == {"default", "one_device"} and positive and "tokens_per_sec_ratio" in result
+      devices == dict(default=distributed.host_device_count(4), one_device=1)
+      and positive
+      and "tokens_per_sec_ratio" in result
   )
 
 
