@@ -11,8 +11,9 @@ writes ``<dir>/claims.md``: one table per claim, each row's interval and seed
 count, and the verdict. A worker count not yet reported is a row that says so;
 a rule that needs every ``K`` reads *inconclusive* without it.
 
-* N1: NoLoCo minus DiLoCo in final bits/byte (the report's paired t interval),
-  as per-byte perplexity too, ``2^Δ − 1``.
+* N1: NoLoCo minus DiLoCo in final bits/byte (the report's paired t interval,
+  read by ``seed_stats.verdict``, the rule of every table), as per-byte
+  perplexity too, ``2^Δ − 1``.
 * N2: NoLoCo's speed-up ``T_DiLoCo / T_NoLoCo`` to DiLoCo's final loss, per
   network of the grid; beside it, to NoLoCo's own final loss, where the table
   holds DiLoCo's speed-up ``s`` over NoLoCo and NoLoCo's is ``1/s`` (interval
@@ -32,6 +33,7 @@ from typing import Any, Sequence
 from absl import app, flags
 
 from configs.studies import noloco_n1
+from experiments import seed_stats
 
 #: "Much less" communication (claim N3): at least this many times fewer bytes.
 MUCH_LESS = 2.0
@@ -58,25 +60,16 @@ def load(root: str, workers: Sequence[int] = noloco_n1.WORKERS) -> dict[int, dic
   }
 
 
-def side(low: float, high: float, tolerance: float) -> str:
-  """Where an interval of NoLoCo minus DiLoCo lies: ``lower`` (all below 0),
-  ``higher`` (all above), ``equal`` (inside ``±tolerance``), else ``unresolved``."""
-  if high < 0:
-    return "lower"
-  if low > 0:
-    return "higher"
-  if -tolerance <= low and high <= tolerance:
-    return "equal"
-  return "unresolved"
-
-
-def n1_verdict(sides: dict[int, str | None]) -> str:
-  """*reproduced*: lower at one ``K`` or more, higher at none; *not reproduced*:
-  lower at none and equal or higher at two or more; else *inconclusive*."""
-  found = [s for s in sides.values() if s]
-  if "lower" in found and "higher" not in found:
+def n1_verdict(reads: dict[int, str | None]) -> str:
+  """From each ``K``'s interval of NoLoCo minus DiLoCo, read by the rule of
+  every table (``seed_stats.verdict``: better, equal, worse, inconclusive):
+  *reproduced* if better at one ``K`` or more and worse at none; *not
+  reproduced* if better at none and equal or worse at two or more; else
+  *inconclusive*."""
+  found = [r for r in reads.values() if r]
+  if "better" in found and "worse" not in found:
     return "reproduced"
-  if "lower" not in found and sum(s in ("equal", "higher") for s in found) >= 2:
+  if "better" not in found and sum(r in ("equal", "worse") for r in found) >= 2:
     return "not reproduced"
   return "inconclusive"
 
@@ -171,23 +164,23 @@ def n1_section(data: dict[int, dict]) -> tuple[list[str], str]:
       "perplexity | reads |",
       "| ---: | --- | --- | ---: | ---: | --- | ---: | --- |",
   ]
-  sides = {}
+  reads = {}
   for k, d in data.items():
     report = d["report"]
     if report is None:
       lines.append(f"| {k} | not reported | | | | | | |")
-      sides[k] = None
+      reads[k] = None
       continue
     (c,) = report["comparisons"]
     loss = c["loss"]
-    sides[k] = side(loss["low"], loss["high"], c["tolerance"])
+    reads[k] = seed_stats.verdict(loss, c["tolerance"])
     ppl = 2 ** loss["mean"] - 1
     tokens = eval_tokens(report)
     lines.append(
         f"| {k} | `{c['candidate']}` | `{c['reference']}` | {loss['n']} | {tokens} | "
-        f"{_ci(loss)} | {ppl:+.1%} | {sides[k]} (tolerance ±{c['tolerance']}) |"
+        f"{_ci(loss)} | {ppl:+.1%} | {reads[k]} (tolerance ±{c['tolerance']}) |"
     )
-  verdict = n1_verdict(sides)
+  verdict = n1_verdict(reads)
   lines += ["", f"**N1: {verdict}.**", ""]
   return lines, verdict
 

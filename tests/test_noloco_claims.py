@@ -22,18 +22,11 @@ NOLOCO, DILOCO = "noloco_matching_alpha1p0_beta0p5", "diloco_alpha0p7_beta0p7"
 NETS = ("1gbps_10ms", "1gbps_50ms")
 
 
-def test_an_interval_is_lower_higher_equal_or_unresolved():
-  assert nc.side(-0.03, -0.01, 0.01) == "lower"
-  assert nc.side(0.01, 0.03, 0.01) == "higher"
-  assert nc.side(-0.008, 0.009, 0.01) == "equal"
-  assert nc.side(-0.02, 0.005, 0.01) == "unresolved"
-
-
 def test_n1_rule():
-  assert nc.n1_verdict({4: "lower", 8: "unresolved", 16: None}) == "reproduced"
-  assert nc.n1_verdict({4: "lower", 8: "higher", 16: "higher"}) == "inconclusive"
-  assert nc.n1_verdict({4: "higher", 8: "equal", 16: None}) == "not reproduced"
-  assert nc.n1_verdict({4: "higher", 8: None, 16: None}) == "inconclusive"
+  assert nc.n1_verdict({4: "better", 8: "inconclusive", 16: None}) == "reproduced"
+  assert nc.n1_verdict({4: "better", 8: "worse", 16: "worse"}) == "inconclusive"
+  assert nc.n1_verdict({4: "worse", 8: "equal", 16: None}) == "not reproduced"
+  assert nc.n1_verdict({4: "worse", 8: None, 16: None}) == "inconclusive"
 
 
 def _row(reached, seeds=6, low=None, high=None):

@@ -42,8 +42,10 @@ The claim's verdict, fixed before the report: *reproduced* if NoLoCo is lower
 (the whole interval below zero) at one ``K`` or more and higher (the whole
 interval above zero) at none; *not reproduced* if it is lower at no ``K`` and
 equal (inside ``±TOLERANCE``) or higher at two or more; *inconclusive*
-otherwise. The size, "up to 4%", is read from the lowest interval: whether it
-reaches ``-0.059``.
+otherwise. Each interval is read by the rule of every table
+(``experiments/seed_stats.verdict``: an interval inside ``±TOLERANCE`` reads
+equal even where it excludes zero). The size, "up to 4%", is read from the
+lowest interval: whether it reaches ``-0.059``.
 Claims N2 and N3 read the same report runs (``experiments.time_to_target``),
 their rules fixed after the ``K = 4`` time table was seen and before ``K = 8``
 and ``K = 16`` reported:
