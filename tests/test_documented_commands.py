@@ -28,6 +28,7 @@ ELSEWHERE = {
     "experiments.sweep": "tests/test_studies_quick.py",
     "experiments.time_to_target": "tests/test_studies_quick.py",
     "experiments.noloco_claims": "tests/test_noloco_claims.py",
+    "experiments.gasloc_claims": "tests/test_gasloc_claims.py",
     "projects.plora.sweep": "projects/plora/tests/test_plora_commands.py",
     # The planner's docstring and docs/planning.md examples.
     "experiments.plan": "tests/test_plan.py",

@@ -47,7 +47,9 @@ graphs GASLoC is lower than both step-size-tuned decentralized baselines,
 ``gasloc_g0`` (gossip AdamW with its step tuned) and NoLoCo; *not reproduced*
 if on no graph it is lower than both and on at least two graphs one of them is
 equal or lower; *inconclusive* otherwise. ``gossip`` (the step untuned) is
-reported beside them, not counted.
+reported beside them, not counted. The claim's table and verdict by this rule,
+from the report (``docs/studies/gossip_g1/claims.md``):
+  python -m experiments.gasloc_claims --dir docs/studies/gossip_g1
 The reports: ``docs/studies/gossip_g1/<phase>``; the verdict: docs/results.md §3.
 """
 
