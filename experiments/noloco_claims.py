@@ -17,7 +17,9 @@ a rule that needs every ``K`` reads *inconclusive* without it.
 * N2: NoLoCo's speed-up ``T_DiLoCo / T_NoLoCo`` to DiLoCo's final loss, per
   network of the grid; beside it, to NoLoCo's own final loss, where the table
   holds DiLoCo's speed-up ``s`` over NoLoCo and NoLoCo's is ``1/s`` (interval
-  ``[1/high, 1/low]``).
+  ``[1/high, 1/low]``); and NoLoCo's at twice the steps to DiLoCo's final loss
+  (``<dir>/k<K>/longer_time``, the study's ``longer`` phase), read by the same
+  rule as its own result.
 * N3: bytes each worker sends over the run: NoLoCo's and DiLoCo's from the
   runs' clocks; DDP's from the same clock's accounting of its rounds, a ring
   all-reduce of the model every step, ``T · 2(K − 1)/K · 4P``; and the time a worker
@@ -49,12 +51,14 @@ def _load(path: str) -> dict | None:
 
 
 def load(root: str, workers: Sequence[int] = noloco_n1.WORKERS) -> dict[int, dict]:
-  """``{K: dict(report, time, time_own)}``, each ``None`` where not yet written."""
+  """``{K: dict(report, time, time_own, longer)}``, each ``None`` where not yet
+  written."""
   return {
       k: dict(
           report=_load(os.path.join(root, f"k{k}", "report", "summary.json")),
           time=_load(os.path.join(root, f"k{k}", "time", "time_to_target.json")),
           time_own=_load(os.path.join(root, f"k{k}", "time_to_noloco", "time_to_target.json")),
+          longer=_load(os.path.join(root, f"k{k}", "longer_time", "time_to_target.json")),
       )
       for k in workers
   }
@@ -190,7 +194,15 @@ def _time_rows(time: dict, label: str, invert: bool = False) -> dict[str, dict]:
   return {net: _inverse(r) for net, r in rows.items()} if invert else rows
 
 
-def n2_section(data: dict[int, dict]) -> tuple[list[str], str]:
+def _longer_rows(time: dict | None, noloco: str) -> dict[str, dict] | None:
+  """NoLoCo's rows at more steps (its label: the tuned one's, ``_steps<T>``)."""
+  if time is None:
+    return None
+  (label,) = [l for l in next(iter(time["speedups"].values())) if l.startswith(noloco + "_steps")]
+  return _time_rows(time, label)
+
+
+def n2_section(data: dict[int, dict]) -> tuple[list[str], dict]:
   lines = [
       "## N2: NoLoCo's speed-up over DiLoCo in simulated time",
       "",
@@ -198,31 +210,37 @@ def n2_section(data: dict[int, dict]) -> tuple[list[str], str]:
       "speed-up with its paired t 95% interval, or how many seeds reached the target.",
       "",
   ]
-  by_k = {}
+  by_k, longer = {}, {}
   for k, d in data.items():
     if d["report"] is None or d["time"] is None:
       lines += [f"K = {k}: not reported.", ""]
-      by_k[k] = None
+      by_k[k] = longer[k] = None
       continue
     noloco, diloco = labels(d["report"])
     by_k[k] = _time_rows(d["time"], noloco)
     own = _time_rows(d["time_own"], diloco, invert=True) if d["time_own"] else {}
+    longer[k] = _longer_rows(d["longer"], noloco)
     lines += [
         f"### K = {k} ({d['time']['eval_tokens']:,} eval tokens, "
         f"{len(d['time']['seeds'])} seeds)",
         "",
         "| slower site, inter-site latency | to DiLoCo's final loss | "
-        "to NoLoCo's own final loss |",
-        "| --- | ---: | ---: |",
+        "to NoLoCo's own final loss | twice the steps, to DiLoCo's final loss |",
+        "| --- | ---: | ---: | ---: |",
     ]
     for net, row in by_k[k].items():
       gbps, ms = net.split("gbps_")
-      mine = _speedup(own[net]) if net in own else "not run"
-      lines.append(f"| {gbps} Gbit/s, {ms} | {_speedup(row)} | {mine} |")
+      cells = [_speedup(rows[net]) if rows and net in rows else "not run" for rows in (own, longer[k])]
+      lines.append(f"| {gbps} Gbit/s, {ms} | {_speedup(row)} | {' | '.join(cells)} |")
     lines.append("")
   verdict = n2_verdict(by_k)
-  lines += [f"**N2: {verdict}.**", ""]
-  return lines, verdict
+  lines += [
+      f"**N2, by the rule (equal steps): {verdict}.** Given twice the steps (the "
+      f"`longer` phase, added after K = 8 reported), by the same rule: "
+      f"**{n2_verdict(longer)}**.",
+      "",
+  ]
+  return lines, dict(equal_steps=verdict, twice_the_steps=n2_verdict(longer))
 
 
 def n3_section(data: dict[int, dict], ddp: dict[int, float]) -> tuple[list[str], dict]:

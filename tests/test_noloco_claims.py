@@ -66,9 +66,10 @@ def test_ddp_sends_a_ring_all_reduce_of_the_model_every_step():
   assert expected == config.total_steps * clock_lib.ring_allreduce(num_params, 4).bytes
 
 
-def _write(root, k, loss, reached, bytes_=(51.2e6, 76.8e6), time_own=True):
+def _write(root, k, loss, reached, bytes_=(51.2e6, 76.8e6), time_own=True, longer=True):
   """A made-up report at ``K = k``: NoLoCo minus DiLoCo ``loss = (mean, low,
-  high)``; NoLoCo ``reached`` DiLoCo's loss on that many of 6 seeds."""
+  high)``; NoLoCo ``reached`` DiLoCo's loss on that many of 6 seeds, and at
+  twice the steps on every seed, 1.5-3 times sooner."""
   mean, low, high = loss
   report = dict(
       comparisons=[
@@ -90,8 +91,14 @@ def _write(root, k, loss, reached, bytes_=(51.2e6, 76.8e6), time_own=True):
   )
   own = dict(time, speedups={n: {DILOCO: _row(6, low=0.5, high=0.8)} for n in NETS})
   files = [("report", "summary.json", report), ("time", "time_to_target.json", time)]
+  twice = dict(time, speedups={
+      n: {f"{NOLOCO}_steps1200": _row(6, low=1.5, high=3.0), DILOCO: _row(6, low=1, high=1)}
+      for n in NETS
+  })
   if time_own:
     files.append(("time_to_noloco", "time_to_target.json", own))
+  if longer:
+    files.append(("longer_time", "time_to_target.json", twice))
   for folder, name, content in files:
     os.makedirs(os.path.join(root, f"k{k}", folder), exist_ok=True)
     with open(os.path.join(root, f"k{k}", folder, name), "w") as f:
@@ -108,9 +115,11 @@ def test_every_worker_count_reported_gives_each_claim_its_verdict(tmp_path):
   ddp = {k: 30 * 51.2e6 for k in noloco_n1.WORKERS}
   text, verdicts = nc.claims(str(tmp_path), ddp=ddp)
   assert verdicts == dict(
-      N1="not reproduced", N2="not reproduced", N3=dict(diloco="not reproduced", ddp="reproduced")
+      N1="not reproduced",
+      N2=dict(equal_steps="not reproduced", twice_the_steps="reproduced"),
+      N3=dict(diloco="not reproduced", ddp="reproduced"),
   )
-  assert "| 1 Gbit/s, 50ms | reached 0/6 | 1.58× [1.25, 2.00] |" in text
+  assert "| 1 Gbit/s, 50ms | reached 0/6 | 1.58× [1.25, 2.00] | 2.12× [1.50, 3.00] |" in text
   assert "| 4 | 51.2 | 76.8 | 1536 | 1.50× | 30.0× |" in text
   assert "583,520" in text
 
@@ -124,12 +133,12 @@ def test_documented_command_at_its_smallest_size(tmp_path):
   ]
   args = shlex.split(command)[1:]
   args[args.index("--dir") + 1] = str(tmp_path)
-  _write(str(tmp_path), 4, (0.04, 0.02, 0.06), reached=0, time_own=False)
+  _write(str(tmp_path), 4, (0.04, 0.02, 0.06), reached=0, time_own=False, longer=False)
   proc = subprocess.run(
       [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   text = (tmp_path / "claims.md").read_text()
   assert "| 8 | not reported |" in text and "K = 16: not reported." in text
-  assert "| 1 Gbit/s, 50ms | reached 0/6 | not run |" in text
-  assert "**N1: inconclusive.**" in text and "**N2: inconclusive.**" in text
+  assert "| 1 Gbit/s, 50ms | reached 0/6 | not run | not run |" in text
+  assert "**N1: inconclusive.**" in text and "**N2, by the rule (equal steps): inconclusive.**" in text

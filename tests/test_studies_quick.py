@@ -486,6 +486,27 @@ def test_noloco_n1_reports_noloco_against_diloco_each_tuned(phases):
     assert study.report_dir.endswith(f"noloco_n1/k{k}/coarse")
 
 
+@pytest.mark.slow
+def test_noloco_n1_longer_gives_noloco_twice_the_steps_beside_the_same_diloco_runs(phases):
+  """N1's ``longer`` phase: NoLoCo's tuned pair at ``LONGER`` times the steps on
+  the report's seeds, read against DiLoCo's report runs (the same workdirs:
+  nothing trained again)."""
+  report_study, report = phases["noloco_n1_report"]
+  longer_study, longer = phases["noloco_n1_longer"]
+  noloco, diloco = report_study.labels
+  assert longer_study.seeds == report_study.seeds
+  assert longer["labels"] == [diloco, f"{noloco}_steps{2 * report_study.runs[noloco].total_steps}"]
+  assert [r["workdir"] for r in longer["runs"][diloco]] == [
+      r["workdir"] for r in report["runs"][diloco]
+  ]
+  long_run = longer_study.runs[longer["labels"][1]]
+  assert long_run.total_steps == noloco_n1.LONGER * report_study.runs[noloco].total_steps
+  short = report_study.runs[noloco].to_dict()
+  short["total_steps"] = long_run.total_steps
+  assert long_run.to_dict() == short  # nothing else changed
+  assert dict(longer_study.reference) == {longer["labels"][1]: diloco}
+
+
 def test_a_cells_words_name_its_reports_and_a_wrong_word_says_what_it_takes():
   """A cell's argument: the phase, its words (a corpus, a worker count) and
   ``quick``; each word keeps its own report folders, an unknown one is refused

@@ -64,6 +64,12 @@ def methods(cell: Any) -> tuple[str, ...]:
   return tuple(getattr(cell, "METHODS", METHODS))
 
 
+def phases(cell: Any) -> tuple[str, ...]:
+  """The cell's phases in order: :data:`PHASES`, and any the cell adds after
+  them (its ``PHASES``, each built by its ``PHASE_RUNS[phase](s, opts)``)."""
+  return tuple(getattr(cell, "PHASES", PHASES))
+
+
 def parse(cell: Any, arg: str) -> dict:
   """``"phase[,word...][,quick]"``: the phase (default ``report``), ``quick``,
   and the cell's ``TOKENS``."""
@@ -71,7 +77,7 @@ def parse(cell: Any, arg: str) -> dict:
   for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
     if token in ("quick", "full"):
       out["quick"] = token == "quick"
-    elif token in PHASES:
+    elif token in phases(cell):
       out["phase"] = token
     elif token in cell.TOKENS:
       option, value = cell.TOKENS[token]
@@ -79,7 +85,7 @@ def parse(cell: Any, arg: str) -> dict:
     else:
       raise ValueError(
           f"{cell.NAME} study: unknown token {token!r} in {arg!r}; expected a phase "
-          f"{PHASES}, one of {tuple(cell.TOKENS)} or 'quick'"
+          f"{phases(cell)}, one of {tuple(cell.TOKENS)} or 'quick'"
       )
   return out
 
@@ -151,11 +157,15 @@ def degree(cell: Any, opts: dict, topology: str) -> int:
   return topology_lib.from_config(c).degree
 
 
-def add(cell: Any, s, opts: dict, method: str, topo: str, point: dict) -> str:
+def add(
+    cell: Any, s, opts: dict, method: str, topo: str, point: dict, suffix: str = "",
+    **more: Any,
+) -> str:
   """Adds the run of a grid point to ``s``, read against the cell's reference
-  (``opts["reference"]``); returns its label."""
-  name = label(method, topo, point)
-  extra = overrides(method, topo, point, degree(cell, opts, topo))
+  (``opts["reference"]``); returns its label. ``more``: config overrides
+  beyond the point's (``a__b`` for ``a.b``), named in the label by ``suffix``."""
+  name = label(method, topo, point) + suffix
+  extra = dict(overrides(method, topo, point, degree(cell, opts, topo)), **more)
   base.add_run(s, name, cell.run_config(method, opts, **extra), opts["reference"])
   return name
 
@@ -261,6 +271,8 @@ def get_config(cell: Any, arg: str = "report"):
   opts["reference"] = cell.add_references(s, opts)
   if phase == "report":
     cell.report_runs(s, opts)
-  else:
+  elif phase in _PHASE_RUNS:
     _PHASE_RUNS[phase](cell, s, opts)
+  else:
+    cell.PHASE_RUNS[phase](s, opts)
   return s
