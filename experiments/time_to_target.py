@@ -138,7 +138,12 @@ def speedups(runs: dict[str, list[dict]], reference: str, name: str) -> dict:
   """Per label on network ``name``: each seed's time to the reference's last
   eval on that seed and its speed-up over the reference (:func:`time_to_loss`),
   with the geometric mean and its paired interval where every seed reaches."""
-  key = f"sim_time_{name}"
+  return speedups_in(runs, reference, f"sim_time_{name}")
+
+
+def speedups_in(runs: dict[str, list[dict]], reference: str, key: str) -> dict:
+  """:func:`speedups` along the eval curves' ``key``: a network's simulated
+  time, or ``step`` (the inner steps to the target, on any network)."""
   ref = {r["seed"]: r for r in runs[reference]}
   targets = {s: r["eval"]["eval_bpb"][-1] for s, r in ref.items()}
   ref_t = {s: time_to_loss(r, key, targets[s]) for s, r in ref.items()}
@@ -194,6 +199,7 @@ def collect(study: Any, root: str, reference: str, bandwidths, latencies) -> dic
       seeds=list(study.seeds),
       eval_tokens=runs[reference][0]["summary"].get("final_eval_tokens"),
       speedups={n: speedups(runs, reference, n) for n in nets},
+      steps=speedups_in(runs, reference, "step"),
       costs={n: network_costs(runs, n) for n in nets},
       runs=runs,
   )
@@ -233,6 +239,16 @@ def markdown(result: dict) -> str:
     for label in labels:
       cells = [_cell(result["speedups"][net_name(b, ms)][label]) for b in bws]
       lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
+  lines += [
+      "",
+      "## In inner steps (on any network)",
+      "",
+      "The reference's steps to its last eval over each run's: fewer steps, more than 1.",
+      "",
+      "| run | speed-up in steps |",
+      "| --- | ---: |",
+  ]
+  lines += [f"| `{label}` | {_cell(row)} |" for label, row in result["steps"].items()]
   name = shown(result)
   lines += ["", f"## Bytes, peak bandwidth and idle time ({name}, means over seeds)", ""]
   lines.append("| run | MB per worker | peak Gbit/s | idle s per worker | time s | idle share |")
