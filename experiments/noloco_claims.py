@@ -233,6 +233,14 @@ def n2_section(data: dict[int, dict]) -> tuple[list[str], dict]:
       cells = [_speedup(rows[net]) if rows and net in rows else "not run" for rows in (own, longer[k])]
       lines.append(f"| {gbps} Gbit/s, {ms} | {_speedup(row)} | {' | '.join(cells)} |")
     lines.append("")
+    if d["longer"] and "steps" in d["longer"]:
+      (label,) = [l for l in d["longer"]["steps"] if l.startswith(noloco + "_steps")]
+      lines += [
+          f"At twice the steps, in inner steps to DiLoCo's final loss (DiLoCo's "
+          f"steps over NoLoCo's; below 1: NoLoCo needs more): "
+          f"{_speedup(d['longer']['steps'][label])}.",
+          "",
+      ]
   verdict = n2_verdict(by_k)
   lines += [
       f"**N2, by the rule (equal steps): {verdict}.** Given twice the steps (the "

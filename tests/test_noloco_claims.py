@@ -94,7 +94,7 @@ def _write(root, k, loss, reached, bytes_=(51.2e6, 76.8e6), time_own=True, longe
   twice = dict(time, speedups={
       n: {f"{NOLOCO}_steps1200": _row(6, low=1.5, high=3.0), DILOCO: _row(6, low=1, high=1)}
       for n in NETS
-  })
+  }, steps={f"{NOLOCO}_steps1200": _row(6, low=0.81, high=1.0), DILOCO: _row(6, low=1, high=1)})
   if time_own:
     files.append(("time_to_noloco", "time_to_target.json", own))
   if longer:
@@ -121,6 +121,7 @@ def test_every_worker_count_reported_gives_each_claim_its_verdict(tmp_path):
   )
   assert "| 1 Gbit/s, 50ms | reached 0/6 | 1.58× [1.25, 2.00] | 2.12× [1.50, 3.00] |" in text
   assert "| 4 | 51.2 | 76.8 | 1536 | 1.50× | 30.0× |" in text
+  assert "(DiLoCo's steps over NoLoCo's; below 1: NoLoCo needs more): 0.90× [0.81, 1.00]" in text
   assert "583,520" in text
 
 
