@@ -1,20 +1,31 @@
-r"""GASLoC's claim G1 (issue 40), read by the rule the G1 study's docstring fixed
-before its report (``configs/studies/gossip_g1.py``), from that report:
+r"""GASLoC's claims G1 and G2 (issue 40), each read by the rule its study's
+docstring fixed before the reports (``configs/studies/gossip_g1.py``,
+``configs/studies/gossip_g2.py``), from their reports:
 
-  python -m experiments.gasloc_claims --dir docs/studies/gossip_g1
+  python -m experiments.gasloc_claims --g1 docs/studies/gossip_g1 --g2 docs/studies/gossip_g2
 
-Reads ``<dir>/report/summary.json`` (the sweep's report) and writes
-``<dir>/claims.md``: per graph, GASLoC's final bits/byte, GASLoC minus each
-baseline and every method minus DDP, each a paired t 95% interval read by the
-rule of every table (``seed_stats.verdict``: better, equal, worse,
-inconclusive), and the claim's verdict.
+writes ``claims.md`` in each folder (a claim not yet reported says so).
 
-The rule: *reproduced* if on two graphs or more GASLoC is better than both
-step-size-tuned decentralized baselines, ``gasloc_g0`` (gossip AdamW with its
-step tuned) and NoLoCo; *not reproduced* if on no graph it is better than both
-and on two graphs or more one of them is equal or better than GASLoC (GASLoC
-minus it reads equal or worse); *inconclusive* otherwise. ``gossip`` (its step
-untuned) is shown beside them and counts for nothing.
+G1 reads ``<g1>/report/summary.json``: per graph, GASLoC minus each baseline and
+every method minus DDP, each a paired t 95% interval read by the rule of every
+table (``seed_stats.verdict``: better, equal, worse, inconclusive). *Reproduced*
+if on two graphs or more GASLoC is better than both step-size-tuned
+decentralized baselines, ``gasloc_g0`` (gossip AdamW with its step tuned) and
+NoLoCo; *not reproduced* if on no graph it is better than both and on two graphs
+or more one of them is equal or better than GASLoC (GASLoC minus it reads equal
+or worse); *inconclusive* otherwise. ``gossip`` (its step untuned) is shown
+beside them and counts for nothing.
+
+G2 reads ``<g2>/<corpus>/report/summary.json``: each method's Δ against DiLoCo's
+tuned frontier at equal syncs (paired t 95%), its syncs saved at equal loss (the
+union of the bootstrap and t intervals, ``syncs_saved.widest``) and its Δ
+against DiLoCo at ``H_ref``. A method is *competitive* where its Δ interval lies
+inside the cell's tolerance or below it (its top at most ``+tolerance``). Per
+corpus: *reproduced* if GASLoC is competitive and no other decentralized method
+is; *half reproduced* if GASLoC and another are (GASLoC's half holds, the
+contrast does not); *not reproduced* if GASLoC's interval lies wholly above the
+tolerance; *inconclusive* otherwise. Over both corpora: the per-corpus verdict
+where they agree, else *inconclusive*, naming each.
 """
 
 from __future__ import annotations
@@ -24,8 +35,8 @@ import os
 
 from absl import app, flags
 
-from configs.studies import gossip_g1
-from experiments import seed_stats
+from configs.studies import evidence, gossip_g1
+from experiments import seed_stats, syncs_saved
 
 #: The baselines G1's verdict counts: each decentralized method with its step tuned.
 STEP_TUNED = ("gasloc_g0", "noloco")
@@ -84,7 +95,7 @@ def _ci(c: dict | None) -> str:
   return f"{loss['mean']:+.4f} [{loss['low']:+.4f}, {loss['high']:+.4f}] {c['verdict']}"
 
 
-def claims(root: str) -> tuple[str, str]:
+def g1_claims(root: str) -> tuple[str, str]:
   """The markdown of G1 and its verdict (``"not reported"`` before the report)."""
   path = os.path.join(root, "report", "summary.json")
   head = [
@@ -128,17 +139,105 @@ def claims(root: str) -> tuple[str, str]:
   return "\n".join(lines), result
 
 
-_DIR = flags.DEFINE_string("dir", "docs/studies/gossip_g1", "The G1 study's report folder.")
+def competitive(c: dict, tolerance: float) -> str:
+  """How a Δ against the frontier reads for G2: ``competitive`` (top at most
+  ``+tolerance``), ``above`` (bottom above it), else ``unresolved``."""
+  if c["loss"]["high"] <= tolerance:
+    return "competitive"
+  if c["loss"]["low"] > tolerance:
+    return "above"
+  return "unresolved"
+
+
+def g2_corpus_verdict(reads: dict[str, str]) -> str:
+  """One corpus's G2 verdict from each method's :func:`competitive` reading."""
+  others = [r for m, r in reads.items() if m != "gasloc"]
+  if reads.get("gasloc") == "competitive":
+    return "half reproduced" if "competitive" in others else "reproduced"
+  if reads.get("gasloc") == "above":
+    return "not reproduced"
+  return "inconclusive"
+
+
+def g2_verdict(by_corpus: dict[str, str | None]) -> str:
+  """Over both corpora: their verdict where they agree (both reported)."""
+  found = set(by_corpus.values())
+  if None not in found and len(found) == 1:
+    return found.pop()
+  return "inconclusive (" + ", ".join(f"{c}: {v or 'not reported'}" for c, v in by_corpus.items()) + ")"
+
+
+def _interval(ci: dict, fmt: str = "{:+.4f}") -> str:
+  return f"{fmt.format(ci['mean'])} [{fmt.format(ci['low'])}, {fmt.format(ci['high'])}]"
+
+
+def g2_section(report: dict, corpus: str) -> tuple[list[str], str]:
+  """One corpus's table and verdict."""
+  against = {}
+  for c in report["comparisons"]:
+    method = c["candidate"].split("_matching")[0]
+    against.setdefault(method, {})["frontier" if c["reference"] == "frontier" else "href"] = c
+  tolerance = next(iter(against.values()))["frontier"]["tolerance"]
+  lines = [
+      f"## {corpus}: {len(report['seeds'])} fresh seeds, tolerance ±{tolerance:.4f} bits/byte",
+      "",
+      "| method | Δ vs frontier at equal syncs | reads | syncs saved (log-linear) | "
+      "Δ vs DiLoCo at H_ref |",
+      "| --- | --- | --- | --- | --- |",
+  ]
+  reads = {}
+  for method, cs in against.items():
+    reads[method] = competitive(cs["frontier"], tolerance)
+    saved = report["syncs_saved"].get(cs["frontier"]["candidate"])
+    saved_text = _interval(syncs_saved.widest(saved), "{:+.1%}") if saved else ""
+    href = _interval(cs["href"]["loss"]) if "href" in cs else ""
+    lines.append(
+        f"| {method} | {_interval(cs['frontier']['loss'])} | {reads[method]} | "
+        f"{saved_text} | {href} |"
+    )
+  verdict = g2_corpus_verdict(reads)
+  lines += ["", f"G2 on {corpus}: **{verdict}**.", ""]
+  return lines, verdict
+
+
+def g2_claims(root: str) -> tuple[str, str]:
+  """The markdown of G2 over its corpora and the verdict over both."""
+  lines = [
+      "# GASLoC's claim G2 (issue 40): many local steps, against DiLoCo's tuned frontier",
+      "",
+      "Written by `python -m experiments.gasloc_claims`; the rule is the G2 study's "
+      "docstring's (`configs/studies/gossip_g2.py`), fixed before the reports.",
+      "",
+  ]
+  by_corpus = {}
+  for corpus in evidence.CORPORA:
+    path = os.path.join(root, corpus, "report", "summary.json")
+    if not os.path.exists(path):
+      lines += [f"## {corpus}: not reported yet", ""]
+      by_corpus[corpus] = None
+      continue
+    with open(path) as f:
+      section, by_corpus[corpus] = g2_section(json.load(f), corpus)
+    lines += section
+  verdict = g2_verdict(by_corpus)
+  lines += [f"**G2: {verdict}.**", ""]
+  return "\n".join(lines), verdict
+
+
+_G1 = flags.DEFINE_string("g1", "docs/studies/gossip_g1", "The G1 study's report folder.")
+_G2 = flags.DEFINE_string("g2", "docs/studies/gossip_g2", "The G2 study's report folder.")
 
 
 def main(argv: list[str]) -> None:
   del argv
-  text, _ = claims(_DIR.value)
-  out = os.path.join(_DIR.value, "claims.md")
-  with open(out, "w") as f:
-    f.write(text)
-  print(text)
-  print(f"Wrote {out}")
+  for root, claims in ((_G1.value, g1_claims), (_G2.value, g2_claims)):
+    text, _ = claims(root)
+    os.makedirs(root, exist_ok=True)
+    out = os.path.join(root, "claims.md")
+    with open(out, "w") as f:
+      f.write(text)
+    print(text)
+    print(f"Wrote {out}")
 
 
 if __name__ == "__main__":

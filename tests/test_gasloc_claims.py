@@ -1,6 +1,7 @@
-"""GASLoC's claim G1 read from the G1 study's report (``experiments.gasloc_claims``):
-labels parsed to (method, graph), the docstring's rule on made-up reports whose
-verdict is known, and the documented command at its smallest size."""
+"""GASLoC's claims G1 and G2 read from their studies' reports
+(``experiments.gasloc_claims``): labels parsed to (method, graph), each
+docstring's rule on made-up reports whose verdict is known, and the documented
+command at its smallest size."""
 
 import json
 import shlex
@@ -66,27 +67,69 @@ def test_the_rule():
   assert _verdict(dict(ring=dict(gasloc_g0=wide, noloco=wide))) == "inconclusive"
 
 
+def _g2_report(deltas: dict) -> dict:
+  """A made-up G2 report: ``{method: (mean, low, high)}`` of its Δ against the
+  frontier at equal syncs (tolerance 0.0084), every method 10% saved."""
+  comparisons, saved = [], {}
+  for method, (mean, low, high) in deltas.items():
+    label = f"{method}_matching_x1p0"
+    loss = dict(n=10, mean=mean, low=low, high=high)
+    comparisons += [
+        dict(candidate=label, reference="frontier", tolerance=0.0084, loss=loss),
+        dict(candidate=label, reference="diloco_h20", tolerance=0.0084, loss=loss),
+    ]
+    ci = dict(mean=0.1, low=0.05, high=0.15)
+    saved[label] = dict(saved=ci, saved_t=ci)
+  return dict(comparisons=comparisons, syncs_saved=saved, seeds=list(range(100, 110)))
+
+
+def _g2(deltas: dict) -> str:
+  _, verdict = gc.g2_section(_g2_report(deltas), "shakespeare")
+  return verdict
+
+
+def test_the_g2_rule():
+  inside, above, wide = (0.0, -0.005, 0.006), (0.03, 0.02, 0.04), (0.01, -0.01, 0.03)
+  assert _g2(dict(gasloc=inside, gasloc_g0=above, noloco=wide)) == "reproduced"
+  assert _g2(dict(gasloc=inside, gasloc_g0=inside, noloco=above)) == "half reproduced"
+  assert _g2(dict(gasloc=above, gasloc_g0=inside)) == "not reproduced"
+  assert _g2(dict(gasloc=wide, gasloc_g0=above)) == "inconclusive"
+  assert gc.g2_verdict(dict(shakespeare="reproduced", python="reproduced")) == "reproduced"
+  assert gc.g2_verdict(dict(shakespeare="reproduced", python=None)) == (
+      "inconclusive (shakespeare: reproduced, python: not reported)"
+  )
+
+
 def test_documented_command_at_its_smallest_size(tmp_path):
-  """The G1 study docstring's command on a made-up report (and before one)."""
-  (command,) = [
-      c for w, c in documented.documented_commands()
-      if w.endswith("gossip_g1.py") and "gasloc_claims" in c
-  ]
-  args = shlex.split(command)[1:]
-  args[args.index("--dir") + 1] = str(tmp_path)
+  """The command both studies' docstrings show, on made-up reports (and before
+  any): each claim's folder gets its ``claims.md``."""
+  commands = {
+      c for w, c in documented.documented_commands() if "gasloc_claims" in c
+  }
+  assert len(commands) == 1, commands
+  args = shlex.split(commands.pop())[1:]
+  g1, g2 = tmp_path / "g1", tmp_path / "g2"
+  args[args.index("--g1") + 1], args[args.index("--g2") + 1] = str(g1), str(g2)
   run = lambda: subprocess.run(  # noqa: E731
       [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300
   )
   proc = run()
   assert proc.returncode == 0, proc.stderr[-3000:]
-  assert "Not reported yet." in (tmp_path / "claims.md").read_text()
-  (tmp_path / "report").mkdir()
+  assert "Not reported yet." in (g1 / "claims.md").read_text()
+  assert "## python: not reported yet" in (g2 / "claims.md").read_text()
+  (g1 / "report").mkdir()
   both = dict(gasloc_g0=BETTER, noloco=BETTER)
-  report = _report(dict(ring=both, exponential=both))
-  (tmp_path / "report" / "summary.json").write_text(json.dumps(report))
+  (g1 / "report" / "summary.json").write_text(json.dumps(_report(dict(ring=both, exponential=both))))
+  (g2 / "shakespeare" / "report").mkdir(parents=True)
+  g2_report = _g2_report(dict(gasloc=(0.0, -0.005, 0.006), noloco=(0.03, 0.02, 0.04)))
+  (g2 / "shakespeare" / "report" / "summary.json").write_text(json.dumps(g2_report))
   proc = run()
   assert proc.returncode == 0, proc.stderr[-3000:]
-  text = (tmp_path / "claims.md").read_text()
+  text = (g1 / "claims.md").read_text()
   assert "| ring | -0.0300 [-0.0400, -0.0200] better |" in text
   assert "12 fresh seeds (100-111), final eval of 583,520 tokens" in text
   assert "**G1: reproduced.**" in text
+  text = (g2 / "claims.md").read_text()
+  assert "| gasloc | +0.0000 [-0.0050, +0.0060] | competitive | +10.0% [+5.0%, +15.0%] |" in text
+  assert "G2 on shakespeare: **reproduced**." in text
+  assert "**G2: inconclusive (shakespeare: reproduced, python: not reported).**" in text

@@ -48,6 +48,10 @@ competitive too, GASLoC's half is reproduced and the contrast is not, and the
 verdict says so; *not reproduced* if GASLoC's interval lies wholly above the
 tolerance; *inconclusive* otherwise (an interval wider than the tolerance).
 
+Over both corpora: their verdict where they agree, else *inconclusive*,
+naming each. The claim's tables and verdict by this rule, from the reports
+(``docs/studies/gossip_g2/claims.md``, with G1's):
+  python -m experiments.gasloc_claims --g1 docs/studies/gossip_g1 --g2 docs/studies/gossip_g2
 The reports: ``docs/studies/gossip_g2/<corpus>/<phase>``; the verdict:
 docs/results.md §3.
 """
