@@ -63,3 +63,17 @@ def test_g1_tunes_ddps_learning_rate_on_the_coarse_pass_and_runs_its_best_later(
   assert gossip_g1.add_references(s, opts) == "ddp_lr2p0x"
   assert s.labels == ("ddp_lr2p0x",) and s.runs["ddp_lr2p0x"].inner.lr == 2.0 * shared
 
+
+
+def test_g1_report_reads_every_method_against_ddp_at_its_tuned_rate():
+  """The full report, on the committed tune phase (DDP tuned to 2x the shared
+  rate): every comparison names a run of the study (it read "ddp", the shared
+  rate's label, which the report no longer runs)."""
+  from experiments import sweep
+
+  report = gossip_g1.get_config("report")
+  sweep.check_study(report)
+  ddp = [l for l in report.labels if l.startswith("ddp")]
+  assert len(ddp) == 1
+  against_ddp = [c for c, r in report.comparisons if r == ddp[0]]
+  assert len(against_ddp) == len(gossip_g1.METHODS) * len(gossip_g1.TOPOLOGIES)

@@ -214,7 +214,7 @@ def report_runs(s, opts: dict) -> None:
         m: gossip_phases.add(cell, s, opts, m, topo, points_[(m, topo)]) for m in METHODS
     }
     comparisons += [(names["gasloc"], names[m]) for m in METHODS[1:]]
-    comparisons += [(names[m], "ddp") for m in METHODS]
+    comparisons += [(names[m], opts["reference"]) for m in METHODS]  # DDP at its tuned lr
   s.comparisons = tuple(comparisons)
 
 
