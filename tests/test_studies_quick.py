@@ -507,10 +507,13 @@ def test_noloco_n1_longer_gives_noloco_twice_the_steps_beside_the_same_diloco_ru
   assert dict(longer_study.reference) == {longer["labels"][1]: diloco}
 
 
-def test_a_cells_words_name_its_reports_and_a_wrong_word_says_what_it_takes():
+def test_a_cells_words_name_its_reports_and_a_wrong_word_says_what_it_takes(
+    monkeypatch, tmp_path
+):
   """A cell's argument: the phase, its words (a corpus, a worker count) and
   ``quick``; each word keeps its own report folders, an unknown one is refused
-  with the words the cell takes."""
+  with the words the cell takes, and a phase whose earlier phase has no report
+  names that phase's command."""
   assert gossip_g2.get_config("coarse,python").report_dir == (
       "docs/studies/gossip_g2/python/coarse"
   )
@@ -518,8 +521,11 @@ def test_a_cells_words_name_its_reports_and_a_wrong_word_says_what_it_takes():
   assert gossip_g1.get_config("coarse").report_dir == "docs/studies/gossip_g1/coarse"
   with pytest.raises(ValueError, match="unknown token 'k5'.*'k4', 'k8', 'k16'"):
     noloco_n1.get_config("coarse,k5")
+  monkeypatch.setattr(noloco_n1, "DOCS_DIR", str(tmp_path))  # no reports there
   with pytest.raises(ValueError, match=r"noloco_n1.py:tune,k8"):
-    noloco_n1.get_config("report,k8")  # no tune report yet: names its command
+    noloco_n1.get_config("report,k8")
+  with pytest.raises(ValueError, match=r"noloco_n1.py:report,k8"):
+    noloco_n1.get_config("longer,k8")
 
 
 def test_gossip_g1_grid_is_the_union_of_its_products_each_point_once():
