@@ -176,14 +176,10 @@ def topologies(cell: Any, quick: bool) -> tuple[str, ...]:
 
 def ranked(cell: Any, summary: dict, method: str, topo: str, quick: bool):
   """``[(mean final bits/byte, grid point)]`` of (method, topology) in an
-  earlier phase's summary, lowest first (grid order among equals)."""
-  grid = points(cell, method, quick)
-  scored = sorted(
-      (summary["stats"][label(method, topo, p)]["final_eval_bpb"][0], i)
-      for i, p in enumerate(grid)
-      if label(method, topo, p) in summary["stats"]
-  )
-  return [(score, grid[i]) for score, i in scored]
+  earlier phase's summary, lowest first (``base.ranked`` on the grid's labels)."""
+  by_label = {label(method, topo, p): p for p in points(cell, method, quick)}
+  stats = {l: s for l, s in summary["stats"].items() if l in by_label}
+  return [(stats[l]["final_eval_bpb"][0], by_label[l]) for l in base.ranked(stats, "")]
 
 
 def best(cell: Any, summary: dict, method: str, topo: str, quick: bool, top: int):
