@@ -49,6 +49,16 @@ def _mean_curve(
   return grid, mean, mean - half, mean + half
 
 
+def plain_log_x(ax) -> None:
+  """A log x axis labelled in plain numbers (``0.1``, ``3``, ``20``), without
+  the minor ticks' ``3×10^0`` labels."""
+  from matplotlib import ticker
+
+  ax.set_xscale("log")
+  ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+  ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+
+
 def plot_curves(
     runs: dict[str, list[dict]], x_key: str, ax=None, log_x: bool = False, title: str = "",
     band: str = "range",
@@ -68,7 +78,7 @@ def plot_curves(
     (line,) = ax.plot(x, mean, label=label, marker="." if len(x) == 1 else None)
     ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
   if log_x:
-    ax.set_xscale("log")
+    plain_log_x(ax)
   xlabel = (
       f"simulated wall-clock, s ({x_key[len('sim_time_'):]})"
       if x_key.startswith("sim_time_")

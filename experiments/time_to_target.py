@@ -293,6 +293,8 @@ def plot_speedups(result: dict):
   latency, a line per label with its interval as error bars."""
   import matplotlib.pyplot as plt
 
+  from experiments.plots import plain_log_x
+
   lats, bws = result["latencies"], result["bandwidths"]
   fig, axes = plt.subplots(1, len(lats), figsize=(5 * len(lats), 4), squeeze=False)
   for ax, ms in zip(axes[0], lats):
@@ -305,12 +307,13 @@ def plot_speedups(result: dict):
       if x:
         ax.errorbar(x, y, yerr=[lo, hi], label=label, marker="o", capsize=3)
     ax.axhline(1.0, color="gray", lw=0.8)
-    ax.set_xscale("log")
+    plain_log_x(ax)
     ax.set_xlabel("slower site's bandwidth, Gbit/s")
-    ax.set_ylabel(f"speed-up to target over {result['reference']}")
+    ax.set_ylabel("speed-up to target (×)")
     ax.set_title(f"inter-site latency {ms:g} ms")
     ax.grid(alpha=0.3)
   axes[0][0].legend(fontsize=7)
+  fig.suptitle(f"{result['study']}: speed-up over {result['reference']}", fontsize=10)
   fig.tight_layout()
   return fig
 
