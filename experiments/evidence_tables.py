@@ -12,19 +12,12 @@ report with its intervals and seed count. Phases not yet run are listed as missi
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 from configs.studies import evidence
 from experiments import report_text
-
-
-def _load(path: str) -> dict | None:
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
+from experiments.report import read_summary
 
 
 def _cmd(phase: str, regime: str, corpus: str) -> str:
@@ -35,8 +28,7 @@ def _cmd(phase: str, regime: str, corpus: str) -> str:
 
 
 def _ci(c: dict, fmt: str = "{:+.4f}") -> str:
-  ci = {k: float(c["loss"][k]) for k in ("mean", "low", "high")}
-  return f"{fmt.format(ci['mean'])} [{fmt.format(ci['low'])}, {fmt.format(ci['high'])}]"
+  return report_text.interval(c["loss"], fmt)
 
 
 def regime_section(summary: dict, regime: str, corpus: str) -> list[str]:
@@ -176,7 +168,7 @@ def plain_comparison_section(root: str) -> list[str]:
   ]
   for regime in evidence.REGIMES:
     for corpus in evidence.CORPORA:
-      summary = _load(os.path.join(root, f"{regime}_{corpus}", "report", "summary.json"))
+      summary = read_summary(os.path.join(root, f"{regime}_{corpus}", "report", "summary.json"))
       if not summary:
         continue
       quick = bool(summary.get("quick"))
@@ -287,8 +279,8 @@ def tables(root: str) -> str:
     for corpus in evidence.CORPORA:
       here = os.path.join(root, f"{regime}_{corpus}")
       phases = evidence.regime_phases(regime)
-      got = {p: _load(os.path.join(here, p, "summary.json")) for p in phases}
-      interim = None if got["report"] else _load(
+      got = {p: read_summary(os.path.join(here, p, "summary.json")) for p in phases}
+      interim = None if got["report"] else read_summary(
           os.path.join(here, "report", "interim", "summary.json")
       )
       out += [f"## {regime} regime, {corpus}", ""]
@@ -320,7 +312,7 @@ def main(argv: list[str]) -> None:
     f.write(text + "\n")
   print(text)
   # The compression study's report sits beside the evidence study's folder.
-  comp = _load(
+  comp = read_summary(
       os.path.join(os.path.dirname(root), "compression", "report", "summary.json")
   )
   if comp:

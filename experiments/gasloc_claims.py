@@ -19,24 +19,25 @@ beside them and counts for nothing.
 G2 reads ``<g2>/<corpus>/report/summary.json``: each method's Δ against DiLoCo's
 tuned frontier at equal syncs (paired t 95%), its syncs saved at equal loss (the
 union of the bootstrap and t intervals, ``syncs_saved.widest``) and its Δ
-against DiLoCo at ``H_ref``. A method is *competitive* where its Δ interval lies
-inside the cell's tolerance or below it (its top at most ``+tolerance``). Per
-corpus: *reproduced* if GASLoC is competitive and no other decentralized method
-is; *half reproduced* if GASLoC and another are (GASLoC's half holds, the
-contrast does not); *not reproduced* if GASLoC's interval lies wholly above the
-tolerance; *inconclusive* otherwise. Over both corpora: the per-corpus verdict
+against DiLoCo at ``H_ref``. Each Δ reads by the rule of every table
+(``seed_stats.verdict``); a method is *competitive* where its Δ reads better or
+equal. Per corpus: *reproduced* if GASLoC is competitive and no other
+decentralized method is; *half reproduced* if GASLoC and another are (GASLoC's
+half holds, the contrast does not); *not reproduced* if GASLoC's Δ reads worse;
+*inconclusive* otherwise. Over both corpora: the per-corpus verdict
 where they agree, else *inconclusive*, naming each.
 """
 
 from __future__ import annotations
 
-import json
 import os
+from typing import Any
 
 from absl import app, flags
 
-from configs.studies import evidence, gossip_g1
-from experiments import seed_stats, syncs_saved
+from configs.studies import evidence, gossip_g1, gossip_g2
+from experiments import report_text, seed_stats, syncs_saved
+from experiments.report import read_summary, write_markdown
 
 #: The baselines G1's verdict counts: each decentralized method with its step tuned.
 STEP_TUNED = ("gasloc_g0", "noloco")
@@ -44,11 +45,11 @@ STEP_TUNED = ("gasloc_g0", "noloco")
 BASELINES = ("gasloc_g0", "noloco", "gossip")
 
 
-def parse(label: str) -> tuple[str, str] | None:
-  """``(method, graph)`` of a G1 label (``gasloc_g0_ring_eta1p5_alpha0p5``);
-  ``None`` for DDP's."""
-  for method in sorted(gossip_g1.METHODS, key=len, reverse=True):
-    for graph in gossip_g1.TOPOLOGIES:
+def parse(label: str, cell: Any = gossip_g1) -> tuple[str, str] | None:
+  """``(method, graph)`` of a decentralized cell's label
+  (``gasloc_g0_ring_eta1p5_alpha0p5``); ``None`` for a reference's (DDP, DiLoCo)."""
+  for method in sorted(cell.METHODS, key=len, reverse=True):
+    for graph in cell.TOPOLOGIES:
       prefix = f"{method}_{graph}"
       if label == prefix or label.startswith(prefix + "_"):
         return method, graph
@@ -89,10 +90,7 @@ def verdict(by_graph: dict[str, dict[str, dict]]) -> str:
 
 
 def _ci(c: dict | None) -> str:
-  if c is None:
-    return ""
-  loss = c["loss"]
-  return f"{loss['mean']:+.4f} [{loss['low']:+.4f}, {loss['high']:+.4f}] {c['verdict']}"
+  return "" if c is None else f"{report_text.interval(c['loss'])} {c['verdict']}"
 
 
 def g1_claims(root: str) -> tuple[str, str]:
@@ -105,16 +103,14 @@ def g1_claims(root: str) -> tuple[str, str]:
       "docstring's (`configs/studies/gossip_g1.py`), fixed before the report.",
       "",
   ]
-  if not os.path.exists(path):
+  report = read_summary(path)
+  if report is None:
     return "\n".join(head + ["Not reported yet.", ""]), "not reported"
-  with open(path) as f:
-    report = json.load(f)
   by_graph = reads(report)
-  sizes = {r["summary"]["final_eval_tokens"] for runs in report["runs"].values() for r in runs}
   tolerance = report["comparisons"][0]["tolerance"]
   lines = head + [
       f"{len(report['seeds'])} fresh seeds ({report['seeds'][0]}-{report['seeds'][-1]}), "
-      f"final eval of {', '.join(f'{n:,}' for n in sorted(sizes))} tokens, "
+      f"final eval of {report_text.eval_sizes(report)} tokens, "
       f"tolerance ±{tolerance} bits/byte. Each cell: the difference's mean, its "
       "paired t 95% interval and how it reads.",
       "",
@@ -139,22 +135,17 @@ def g1_claims(root: str) -> tuple[str, str]:
   return "\n".join(lines), result
 
 
-def competitive(c: dict, tolerance: float) -> str:
-  """How a Δ against the frontier reads for G2: ``competitive`` (top at most
-  ``+tolerance``), ``above`` (bottom above it), else ``unresolved``."""
-  if c["loss"]["high"] <= tolerance:
-    return "competitive"
-  if c["loss"]["low"] > tolerance:
-    return "above"
-  return "unresolved"
+#: The readings (``seed_stats.verdict``) that make a method competitive in G2.
+COMPETITIVE = ("better", "equal")
 
 
 def g2_corpus_verdict(reads: dict[str, str]) -> str:
-  """One corpus's G2 verdict from each method's :func:`competitive` reading."""
+  """One corpus's G2 verdict from each method's Δ against the frontier, read by
+  the rule of every table (``seed_stats.verdict``)."""
   others = [r for m, r in reads.items() if m != "gasloc"]
-  if reads.get("gasloc") == "competitive":
-    return "half reproduced" if "competitive" in others else "reproduced"
-  if reads.get("gasloc") == "above":
+  if reads.get("gasloc") in COMPETITIVE:
+    return "half reproduced" if any(r in COMPETITIVE for r in others) else "reproduced"
+  if reads.get("gasloc") == "worse":
     return "not reproduced"
   return "inconclusive"
 
@@ -167,33 +158,29 @@ def g2_verdict(by_corpus: dict[str, str | None]) -> str:
   return "inconclusive (" + ", ".join(f"{c}: {v or 'not reported'}" for c, v in by_corpus.items()) + ")"
 
 
-def _interval(ci: dict, fmt: str = "{:+.4f}") -> str:
-  return f"{fmt.format(ci['mean'])} [{fmt.format(ci['low'])}, {fmt.format(ci['high'])}]"
-
-
 def g2_section(report: dict, corpus: str) -> tuple[list[str], str]:
   """One corpus's table and verdict."""
   against = {}
   for c in report["comparisons"]:
-    method = c["candidate"].split("_matching")[0]
+    method = parse(c["candidate"], gossip_g2)[0]
     against.setdefault(method, {})["frontier" if c["reference"] == "frontier" else "href"] = c
   tolerance = next(iter(against.values()))["frontier"]["tolerance"]
   lines = [
       f"## {corpus}: {len(report['seeds'])} fresh seeds, tolerance ±{tolerance:.4f} bits/byte",
       "",
-      "| method | Δ vs frontier at equal syncs | reads | syncs saved (log-linear) | "
-      "Δ vs DiLoCo at H_ref |",
-      "| --- | --- | --- | --- | --- |",
+      "| method | Δ vs frontier at equal syncs | reads | competitive | "
+      "syncs saved (log-linear) | Δ vs DiLoCo at H_ref |",
+      "| --- | --- | --- | --- | --- | --- |",
   ]
   reads = {}
   for method, cs in against.items():
-    reads[method] = competitive(cs["frontier"], tolerance)
+    reads[method] = seed_stats.verdict(cs["frontier"]["loss"], tolerance)
     saved = report["syncs_saved"].get(cs["frontier"]["candidate"])
-    saved_text = _interval(syncs_saved.widest(saved), "{:+.1%}") if saved else ""
-    href = _interval(cs["href"]["loss"]) if "href" in cs else ""
+    saved_text = report_text.interval(syncs_saved.widest(saved), "{:+.1%}") if saved else ""
+    href = report_text.interval(cs["href"]["loss"]) if "href" in cs else ""
     lines.append(
-        f"| {method} | {_interval(cs['frontier']['loss'])} | {reads[method]} | "
-        f"{saved_text} | {href} |"
+        f"| {method} | {report_text.interval(cs['frontier']['loss'])} | {reads[method]} | "
+        f"{'yes' if reads[method] in COMPETITIVE else 'no'} | {saved_text} | {href} |"
     )
   verdict = g2_corpus_verdict(reads)
   lines += ["", f"G2 on {corpus}: **{verdict}**.", ""]
@@ -211,13 +198,12 @@ def g2_claims(root: str) -> tuple[str, str]:
   ]
   by_corpus = {}
   for corpus in evidence.CORPORA:
-    path = os.path.join(root, corpus, "report", "summary.json")
-    if not os.path.exists(path):
+    report = read_summary(os.path.join(root, corpus, "report", "summary.json"))
+    if report is None:
       lines += [f"## {corpus}: not reported yet", ""]
       by_corpus[corpus] = None
       continue
-    with open(path) as f:
-      section, by_corpus[corpus] = g2_section(json.load(f), corpus)
+    section, by_corpus[corpus] = g2_section(report, corpus)
     lines += section
   verdict = g2_verdict(by_corpus)
   lines += [f"**G2: {verdict}.**", ""]
@@ -232,12 +218,7 @@ def main(argv: list[str]) -> None:
   del argv
   for root, claims in ((_G1.value, g1_claims), (_G2.value, g2_claims)):
     text, _ = claims(root)
-    os.makedirs(root, exist_ok=True)
-    out = os.path.join(root, "claims.md")
-    with open(out, "w") as f:
-      f.write(text)
-    print(text)
-    print(f"Wrote {out}")
+    write_markdown(os.path.join(root, "claims.md"), text)
 
 
 if __name__ == "__main__":

@@ -28,14 +28,13 @@ a rule that needs every ``K`` reads *inconclusive* without it.
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Any, Sequence
+from typing import Sequence
 
 from absl import app, flags
 
 from configs.studies import noloco_n1
-from experiments import seed_stats
+from experiments import report, report_text, seed_stats
 
 #: "Much less" communication (claim N3): at least this many times fewer bytes.
 MUCH_LESS = 2.0
@@ -43,22 +42,15 @@ MUCH_LESS = 2.0
 OWN_NETWORK = "1gbps_50ms"
 
 
-def _load(path: str) -> dict | None:
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
-
-
 def load(root: str, workers: Sequence[int] = noloco_n1.WORKERS) -> dict[int, dict]:
   """``{K: dict(report, time, time_own, longer)}``, each ``None`` where not yet
   written."""
   return {
       k: dict(
-          report=_load(os.path.join(root, f"k{k}", "report", "summary.json")),
-          time=_load(os.path.join(root, f"k{k}", "time", "time_to_target.json")),
-          time_own=_load(os.path.join(root, f"k{k}", "time_to_noloco", "time_to_target.json")),
-          longer=_load(os.path.join(root, f"k{k}", "longer_time", "time_to_target.json")),
+          report=report.read_summary(os.path.join(root, f"k{k}", "report", "summary.json")),
+          time=report.read_summary(os.path.join(root, f"k{k}", "time", "time_to_target.json")),
+          time_own=report.read_summary(os.path.join(root, f"k{k}", "time_to_noloco", "time_to_target.json")),
+          longer=report.read_summary(os.path.join(root, f"k{k}", "longer_time", "time_to_target.json")),
       )
       for k in workers
   }
@@ -120,14 +112,6 @@ def labels(report: dict) -> tuple[str, str]:
   return c["candidate"], c["reference"]
 
 
-def eval_tokens(report: dict) -> str:
-  """The final eval's size in tokens, the same for every run (else each size)."""
-  sizes = {
-      run["summary"]["final_eval_tokens"] for runs in report["runs"].values() for run in runs
-  }
-  return ", ".join(f"{n:,}" for n in sorted(sizes))
-
-
 def ddp_bytes(k: int) -> float:
   """Bytes each worker sends in DDP over the study's run at ``K`` (its coarse
   pass's model, steps and ``K``, which every phase shares): the clock's
@@ -141,10 +125,6 @@ def ddp_bytes(k: int) -> float:
   clock = clock_lib.clock_from_config(config, transformer.param_count(params), 0.0)
   algo = planner.build(config, params)
   return planner.simulate(algo, clock, config.total_steps, config.interval.h)["bytes_per_worker"]
-
-
-def _ci(c: dict, fmt: str = "{:+.4f}") -> str:
-  return f"{fmt.format(c['mean'])} [{fmt.format(c['low'])}, {fmt.format(c['high'])}]"
 
 
 def _speedup(row: dict) -> str:
@@ -179,10 +159,10 @@ def n1_section(data: dict[int, dict]) -> tuple[list[str], str]:
     loss = c["loss"]
     reads[k] = seed_stats.verdict(loss, c["tolerance"])
     ppl = 2 ** loss["mean"] - 1
-    tokens = eval_tokens(report)
+    tokens = report_text.eval_sizes(report)
     lines.append(
         f"| {k} | `{c['candidate']}` | `{c['reference']}` | {loss['n']} | {tokens} | "
-        f"{_ci(loss)} | {ppl:+.1%} | {reads[k]} (tolerance ±{c['tolerance']}) |"
+        f"{report_text.interval(loss)} | {ppl:+.1%} | {reads[k]} (tolerance ±{c['tolerance']}) |"
     )
   verdict = n1_verdict(reads)
   lines += ["", f"**N1: {verdict}.**", ""]
@@ -194,12 +174,15 @@ def _time_rows(time: dict, label: str, invert: bool = False) -> dict[str, dict]:
   return {net: _inverse(r) for net, r in rows.items()} if invert else rows
 
 
+def _longer_label(time: dict, noloco: str) -> str:
+  """NoLoCo's label at more steps: the tuned one's, ``_steps<T>``."""
+  (label,) = [l for l in time["steps"] if l.startswith(noloco + "_steps")]
+  return label
+
+
 def _longer_rows(time: dict | None, noloco: str) -> dict[str, dict] | None:
-  """NoLoCo's rows at more steps (its label: the tuned one's, ``_steps<T>``)."""
-  if time is None:
-    return None
-  (label,) = [l for l in next(iter(time["speedups"].values())) if l.startswith(noloco + "_steps")]
-  return _time_rows(time, label)
+  """NoLoCo's rows at more steps, by network."""
+  return None if time is None else _time_rows(time, _longer_label(time, noloco))
 
 
 def n2_section(data: dict[int, dict]) -> tuple[list[str], dict]:
@@ -233,12 +216,11 @@ def n2_section(data: dict[int, dict]) -> tuple[list[str], dict]:
       cells = [_speedup(rows[net]) if rows and net in rows else "not run" for rows in (own, longer[k])]
       lines.append(f"| {gbps} Gbit/s, {ms} | {_speedup(row)} | {' | '.join(cells)} |")
     lines.append("")
-    if d["longer"] and "steps" in d["longer"]:
-      (label,) = [l for l in d["longer"]["steps"] if l.startswith(noloco + "_steps")]
+    if d["longer"]:
+      steps = d["longer"]["steps"][_longer_label(d["longer"], noloco)]
       lines += [
           f"At twice the steps, in inner steps to DiLoCo's final loss (DiLoCo's "
-          f"steps over NoLoCo's; below 1: NoLoCo needs more): "
-          f"{_speedup(d['longer']['steps'][label])}.",
+          f"steps over NoLoCo's; below 1: NoLoCo needs more): {_speedup(steps)}.",
           "",
       ]
   verdict = n2_verdict(by_k)
@@ -311,11 +293,7 @@ _DIR = flags.DEFINE_string("dir", "docs/studies/noloco_n1", "The N1 study's repo
 def main(argv: list[str]) -> None:
   del argv
   text, _ = claims(_DIR.value)
-  out = os.path.join(_DIR.value, "claims.md")
-  with open(out, "w") as f:
-    f.write(text)
-  print(text)
-  print(f"Wrote {out}")
+  report.write_markdown(os.path.join(_DIR.value, "claims.md"), text)
 
 
 if __name__ == "__main__":

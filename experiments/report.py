@@ -149,6 +149,24 @@ def write_report(study: Any, runs: dict[str, list[dict]], report_dir: str) -> di
   return result
 
 
+def read_summary(path: str) -> dict | None:
+  """A report's ``summary.json`` (or any JSON a tool wrote beside it), ``None``
+  where not yet written."""
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def write_markdown(path: str, text: str) -> None:
+  """Writes ``text`` to ``path`` (its folder made if need be) and prints it."""
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  with open(path, "w") as f:
+    f.write(text)
+  print(text)
+  print(f"Wrote {path}")
+
+
 def _finite(tree: Any) -> Any:
   """NaN and inf as strings, so the JSON is strict."""
   if isinstance(tree, dict):

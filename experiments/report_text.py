@@ -89,10 +89,17 @@ def markdown(study: Any, result: dict) -> str:
   return "\n".join(lines) + "\n"
 
 
-def _ci(entry: dict, fmt: str) -> str:
+def interval(entry: dict, fmt: str = "{:+.4f}") -> str:
   """``mean [low, high]``; values may be JSON's ``"nan"`` strings (``report._finite``)."""
   mean, low, high = (float(entry[k]) for k in ("mean", "low", "high"))
   return f"{fmt.format(mean)} [{fmt.format(low)}, {fmt.format(high)}]"
+
+
+def eval_sizes(summary: dict) -> str:
+  """The final evals' sizes in tokens over a report's runs (``"583,520"``: one
+  size, the same tokens for every run; else each size)."""
+  sizes = {r["summary"]["final_eval_tokens"] for runs in summary["runs"].values() for r in runs}
+  return ", ".join(f"{n:,}" for n in sorted(sizes))
 
 
 def _t_ci(entry: dict, quantity: str, fmt: str) -> str:
@@ -142,10 +149,10 @@ def syncs_saved_table(result: dict) -> list[str]:
     syncs = sum(r["summary"]["syncs"] for r in result["runs"][label]) / e["n"]
     m = monotone[label]
     lines.append(
-        f"| `{label}` | {syncs:.1f} | {_ci(e['saved'], '{:+.1%}')} | "
-        f"{_t_ci(e, 'saved', '{:+.1%}')} | {_ci(e['delta'], '{:+.4f}')} | "
+        f"| `{label}` | {syncs:.1f} | {interval(e['saved'], '{:+.1%}')} | "
+        f"{_t_ci(e, 'saved', '{:+.1%}')} | {interval(e['delta'], '{:+.4f}')} | "
         f"{_t_ci(e, 'delta', '{:+.4f}')} | {e['needed_in_range']}/{e['n']} | "
-        + (f"{_ci(syncs_saved.widest(m), '{:+.1%}')}" if m["needed_in_range"] else "none reached")
+        + (f"{interval(syncs_saved.widest(m), '{:+.1%}')}" if m["needed_in_range"] else "none reached")
         + f" ({m['needed_in_range']}) |"
     )
   gains = [
