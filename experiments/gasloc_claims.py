@@ -43,6 +43,8 @@ from experiments.report import read_summary, write_markdown
 STEP_TUNED = ("gasloc_g0", "noloco")
 #: Every baseline shown, in column order.
 BASELINES = ("gasloc_g0", "noloco", "gossip")
+#: G1's plot, beside its ``claims.md``.
+G1_PLOT = "g1_differences.png"
 
 
 def parse(label: str, cell: Any = gossip_g1) -> tuple[str, str] | None:
@@ -94,7 +96,8 @@ def _ci(c: dict | None) -> str:
 
 
 def g1_claims(root: str) -> tuple[str, str]:
-  """The markdown of G1 and its verdict (``"not reported"`` before the report)."""
+  """The markdown of G1 and its verdict (``"not reported"`` before the report);
+  once reported, its plot beside it (``g1_differences.png``, :func:`plot_g1`)."""
   path = os.path.join(root, "report", "summary.json")
   head = [
       "# GASLoC's claim G1 (issue 40): one step per communication, by graph",
@@ -131,8 +134,50 @@ def g1_claims(root: str) -> tuple[str, str]:
         f"| {graph} | " + " | ".join(_ci(cs.get(f"{m}-ddp")) for m in gossip_g1.METHODS) + " |"
     )
   result = verdict(by_graph)
-  lines += ["", f"**G1: {result}.**", ""]
+  fig = plot_g1(by_graph, tolerance)
+  fig.savefig(os.path.join(root, G1_PLOT), dpi=110)
+  fig.clf()
+  lines += ["", f"![G1: paired differences by graph]({G1_PLOT})", "", f"**G1: {result}.**", ""]
   return "\n".join(lines), result
+
+
+def plot_g1(by_graph: dict[str, dict[str, dict]], tolerance: float):
+  """Two panels, one group per graph: GASLoC minus each baseline, and every
+  method minus DDP; each a paired mean with its 95% interval as an error bar,
+  the tolerance band shaded around zero."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  panels = (
+      ("GASLoC minus each baseline", BASELINES, lambda b: b),
+      ("each method minus DDP (tuned lr)", gossip_g1.METHODS, lambda m: f"{m}-ddp"),
+  )
+  graphs = list(by_graph)
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+  for ax, (title, names, key) in zip(axes, panels):
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+      xs, means, errs = [], [], []
+      for g, graph in enumerate(graphs):
+        c = by_graph[graph].get(key(name))
+        if c is None:
+          continue
+        loss = c["loss"]
+        xs.append(g + (i - (len(names) - 1) / 2) * width)
+        means.append(loss["mean"])
+        errs.append((loss["mean"] - loss["low"], loss["high"] - loss["mean"]))
+      ax.errorbar(xs, means, yerr=list(zip(*errs)) if errs else None, fmt="o",
+                  capsize=3, label=name)
+    ax.axhspan(-tolerance, tolerance, color="0.85", zorder=0)
+    ax.axhline(0.0, color="0.4", lw=0.8)
+    ax.set_xticks(range(len(graphs)), graphs)
+    ax.set_ylabel("difference in final bits/byte (paired, 95%)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+  fig.tight_layout()
+  return fig
 
 
 #: The readings (``seed_stats.verdict``) that make a method competitive in G2.

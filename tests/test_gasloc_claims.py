@@ -129,6 +129,7 @@ def test_documented_command_at_its_smallest_size(tmp_path):
   assert "| ring | -0.0300 [-0.0400, -0.0200] better |" in text
   assert "12 fresh seeds (100-111), final eval of 583,520 tokens" in text
   assert "**G1: reproduced.**" in text
+  assert (g1 / gc.G1_PLOT).read_bytes().startswith(b"\x89PNG")
   text = (g2 / "claims.md").read_text()
   assert "| gasloc | +0.0000 [-0.0050, +0.0060] | equal | yes | +10.0% [+5.0%, +15.0%] |" in text
   assert "G2 on shakespeare: **reproduced**." in text
