@@ -112,15 +112,21 @@ def labels(report: dict) -> tuple[str, str]:
   return c["candidate"], c["reference"]
 
 
-def ddp_bytes(k: int) -> float:
-  """Bytes each worker sends in DDP over the study's run at ``K`` (its coarse
-  pass's model, steps and ``K``, which every phase shares): the clock's
-  accounting of DDP's rounds (``sim/planner``), one all-reduce every step."""
+#: The methods whose bytes N3 takes from the clock's accounting, not from runs:
+#: DDP (one all-reduce every step) and GASLoC (on the study's graph, at its
+#: ``H``), which the N1 study does not train.
+PLANNED = ("ddp", "gasloc")
+
+
+def planned_bytes(k: int, method: str) -> float:
+  """Bytes each worker sends in ``method`` over the study's run at ``K`` (its
+  coarse pass's model, steps, ``K``, graph and ``H``, which every phase shares):
+  the clock's accounting of the method's rounds (``sim/planner``)."""
   from autoloco_jax.model import transformer
   from autoloco_jax.sim import clock as clock_lib, planner
 
   study = next(iter(noloco_n1.get_config(f"coarse,k{k}").runs.values()))
-  config = planner.method_config(study, "ddp")
+  config = planner.method_config(study, method)
   params = planner.abstract_params(config.model)
   clock = clock_lib.clock_from_config(config, transformer.param_count(params), 0.0)
   algo = planner.build(config, params)
@@ -233,21 +239,27 @@ def n2_section(data: dict[int, dict]) -> tuple[list[str], dict]:
   return lines, dict(equal_steps=verdict, twice_the_steps=n2_verdict(longer))
 
 
-def n3_section(data: dict[int, dict], ddp: dict[int, float]) -> tuple[list[str], dict]:
+def n3_section(
+    data: dict[int, dict], planned: dict[str, dict[int, float]]
+) -> tuple[list[str], dict]:
+  """N3's table and verdicts; ``planned[method][k]``: :func:`planned_bytes`."""
+  ddp, gasloc = planned["ddp"], planned["gasloc"]
   lines = [
       "## N3: bytes each worker sends, and the time it is blocked",
       "",
       f"Blocked: not computing, in a transfer it cannot hide or waiting for a peer, "
-      f"on the runs' own network ({OWN_NETWORK}), mean over seeds.",
+      f"on the runs' own network ({OWN_NETWORK}), mean over seeds. DDP's and "
+      "GASLoC's bytes are the clock's accounting of their rounds at the same model, "
+      "steps and `K` (GASLoC on the same graph at the same `H`; it is not trained here).",
       "",
-      "| K | NoLoCo MB | DiLoCo MB | DDP MB | DiLoCo / NoLoCo | DDP / NoLoCo | "
+      "| K | NoLoCo MB | GASLoC MB | DiLoCo MB | DDP MB | DiLoCo / NoLoCo | DDP / NoLoCo | "
       "blocked s: NoLoCo, DiLoCo (of run s) |",
-      "| ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
   ]
   vs_diloco, vs_ddp = {}, {}
   for k, d in data.items():
     if d["report"] is None or d["time"] is None:
-      lines.append(f"| {k} | not reported | | | | | |")
+      lines.append(f"| {k} | not reported | | | | | | |")
       vs_diloco[k] = vs_ddp[k] = None
       continue
     noloco, diloco = labels(d["report"])
@@ -257,7 +269,7 @@ def n3_section(data: dict[int, dict], ddp: dict[int, float]) -> tuple[list[str],
     vs_ddp[k] = ddp[k] / 1e6 / mb[noloco]
     blocked = ", ".join(f"{costs[m]['idle']:.1f} ({costs[m]['time']:.1f})" for m in (noloco, diloco))
     lines.append(
-        f"| {k} | {mb[noloco]:.1f} | {mb[diloco]:.1f} | {ddp[k] / 1e6:.0f} | "
+        f"| {k} | {mb[noloco]:.1f} | {gasloc[k] / 1e6:.1f} | {mb[diloco]:.1f} | {ddp[k] / 1e6:.0f} | "
         f"{vs_diloco[k]:.2f}× | {vs_ddp[k]:.1f}× | {blocked} |"
     )
   verdicts = dict(diloco=n3_verdict(vs_diloco), ddp=n3_verdict(vs_ddp))
@@ -270,10 +282,13 @@ def n3_section(data: dict[int, dict], ddp: dict[int, float]) -> tuple[list[str],
   return lines, verdicts
 
 
-def claims(root: str, ddp: dict[int, float] | None = None) -> tuple[str, dict]:
+def claims(
+    root: str, planned: dict[str, dict[int, float]] | None = None
+) -> tuple[str, dict]:
   """The markdown of the three claims and ``{claim: verdict}``."""
   data = load(root)
-  ddp = {k: ddp_bytes(k) for k in data} if ddp is None else ddp
+  if planned is None:
+    planned = {m: {k: planned_bytes(k, m) for k in data} for m in PLANNED}
   head = [
       "# NoLoCo's claims N1-N3 (issue 40)",
       "",
@@ -283,7 +298,7 @@ def claims(root: str, ddp: dict[int, float] | None = None) -> tuple[str, dict]:
   ]
   n1, v1 = n1_section(data)
   n2, v2 = n2_section(data)
-  n3, v3 = n3_section(data, ddp)
+  n3, v3 = n3_section(data, planned)
   return "\n".join(head + n1 + n2 + n3), dict(N1=v1, N2=v2, N3=v3)
 
 

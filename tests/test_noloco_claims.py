@@ -56,14 +56,20 @@ def test_n3_rule():
   assert nc.n3_verdict({4: 30.0, 8: None, 16: 37.5}) == "inconclusive"
 
 
-def test_ddp_sends_a_ring_all_reduce_of_the_model_every_step():
+def test_ddp_sends_a_ring_all_reduce_every_step_and_gasloc_one_model_a_round():
   """DDP's bytes from the clock's accounting of its rounds equal the ring's
-  formula, ``T · 2(K − 1)/K · 4P``, at the study's size."""
+  formula, ``T · 2(K − 1)/K · 4P``, at the study's size; GASLoC's on the
+  study's matching graph, ``T/H · 4P``."""
   config = next(iter(noloco_n1.get_config("coarse,k4").runs.values()))
   num_params = transformer.param_count(planner.abstract_params(config.model))
   expected = config.total_steps * 2 * 3 / 4 * num_params * config.comm.bytes_per_param
-  assert nc.ddp_bytes(4) == pytest.approx(expected, rel=1e-12)
+  assert nc.planned_bytes(4, "ddp") == pytest.approx(expected, rel=1e-12)
   assert expected == config.total_steps * clock_lib.ring_allreduce(num_params, 4).bytes
+  # GASLoC on the study's matching graph: one model to one peer every H steps.
+  rounds = config.total_steps // config.interval.h
+  assert nc.planned_bytes(4, "gasloc") == pytest.approx(
+      rounds * num_params * config.comm.bytes_per_param, rel=1e-12
+  )
 
 
 def _write(root, k, loss, reached, bytes_=(51.2e6, 76.8e6), time_own=True, longer=True):
@@ -112,15 +118,18 @@ def test_every_worker_count_reported_gives_each_claim_its_verdict(tmp_path):
   inverted (DiLoCo's 0.5-0.8 over NoLoCo: NoLoCo's 1.25-2)."""
   for k in noloco_n1.WORKERS:
     _write(str(tmp_path), k, (0.04, 0.02, 0.06), reached=0)
-  ddp = {k: 30 * 51.2e6 for k in noloco_n1.WORKERS}
-  text, verdicts = nc.claims(str(tmp_path), ddp=ddp)
+  planned = dict(
+      ddp={k: 30 * 51.2e6 for k in noloco_n1.WORKERS},
+      gasloc={k: 51.2e6 for k in noloco_n1.WORKERS},
+  )
+  text, verdicts = nc.claims(str(tmp_path), planned=planned)
   assert verdicts == dict(
       N1="not reproduced",
       N2=dict(equal_steps="not reproduced", twice_the_steps="reproduced"),
       N3=dict(diloco="not reproduced", ddp="reproduced"),
   )
   assert "| 1 Gbit/s, 50ms | reached 0/6 | 1.58× [1.25, 2.00] | 2.12× [1.50, 3.00] |" in text
-  assert "| 4 | 51.2 | 76.8 | 1536 | 1.50× | 30.0× |" in text
+  assert "| 4 | 51.2 | 51.2 | 76.8 | 1536 | 1.50× | 30.0× |" in text
   assert "(DiLoCo's steps over NoLoCo's; below 1: NoLoCo needs more): 0.90× [0.81, 1.00]" in text
   assert "583,520" in text
 
