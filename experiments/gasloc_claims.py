@@ -136,7 +136,9 @@ def g1_claims(root: str) -> tuple[str, str]:
   result = verdict(by_graph)
   fig = plot_g1(by_graph, tolerance)
   fig.savefig(os.path.join(root, G1_PLOT), dpi=110)
-  fig.clf()
+  import matplotlib.pyplot as plt  # after plot_g1 chose the Agg backend
+
+  plt.close(fig)
   lines += ["", f"![G1: paired differences by graph]({G1_PLOT})", "", f"**G1: {result}.**", ""]
   return "\n".join(lines), result
 
