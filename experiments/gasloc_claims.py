@@ -1,10 +1,11 @@
-r"""GASLoC's claims G1 and G2 (issue 40), each read by the rule its study's
+r"""GASLoC's claims G1, G2 and G3 (issue 40), each read by the rule its study's
 docstring fixed before the reports (``configs/studies/gossip_g1.py``,
 ``configs/studies/gossip_g2.py``), from their reports:
 
   python -m experiments.gasloc_claims --g1 docs/studies/gossip_g1 --g2 docs/studies/gossip_g2
 
-writes ``claims.md`` in each folder (a claim not yet reported says so).
+writes ``claims.md`` in each folder, G2's with G3 (a claim not yet reported
+says so).
 
 G1 reads ``<g1>/report/summary.json``: per graph, GASLoC minus each baseline and
 every method minus DDP, each a paired t 95% interval read by the rule of every
@@ -26,6 +27,17 @@ decentralized method is; *half reproduced* if GASLoC and another are (GASLoC's
 half holds, the contrast does not); *not reproduced* if GASLoC's Δ reads worse;
 *inconclusive* otherwise. Over both corpora: the per-corpus verdict
 where they agree, else *inconclusive*, naming each.
+
+G3 reads ``<g2>/<corpus>/time/time_to_target.json`` (``experiments.time_to_target``
+on G2's report runs): each method's speed-up over DiLoCo at ``H_ref`` (its pair
+tuned) in simulated time to DiLoCo's final loss, paired by seed, on every
+two-site network of the grid (the slower site at 0.1-10 Gbit/s, 10-200 ms
+between the sites). Per corpus, the rule of claim N2: *reproduced* if on some
+network GASLoC reaches the target on every seed with its speed-up's interval
+above 1 (``time_to_target.faster_somewhere``); *not reproduced* if on every
+network it misses on most seeds or its interval lies at or below 1
+(``time_to_target.faster_nowhere``); *inconclusive* otherwise. Over both
+corpora as G2.
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ from typing import Any
 from absl import app, flags
 
 from configs.studies import evidence, gossip_g1, gossip_g2
-from experiments import report_text, seed_stats, syncs_saved
+from experiments import report_text, seed_stats, syncs_saved, time_to_target
 from experiments.report import read_summary, write_markdown
 
 #: The baselines G1's verdict counts: each decentralized method with its step tuned.
@@ -197,8 +209,9 @@ def g2_corpus_verdict(reads: dict[str, str]) -> str:
   return "inconclusive"
 
 
-def g2_verdict(by_corpus: dict[str, str | None]) -> str:
-  """Over both corpora: their verdict where they agree (both reported)."""
+def over_corpora(by_corpus: dict[str, str | None]) -> str:
+  """A claim's verdict over both corpora: theirs where they agree (both
+  reported), else *inconclusive*, naming each."""
   found = set(by_corpus.values())
   if None not in found and len(found) == 1:
     return found.pop()
@@ -252,8 +265,63 @@ def g2_claims(root: str) -> tuple[str, str]:
       continue
     section, by_corpus[corpus] = g2_section(report, corpus)
     lines += section
-  verdict = g2_verdict(by_corpus)
+  verdict = over_corpora(by_corpus)
   lines += [f"**G2: {verdict}.**", ""]
+  return "\n".join(lines), verdict
+
+
+def g3_section(time: dict, corpus: str) -> tuple[list[str], str]:
+  """One corpus's G3 table (every decentralized method's speed-up over the
+  reference on each network) and GASLoC's verdict."""
+  labels = {parse(l, gossip_g2)[0]: l for l in time["steps"] if parse(l, gossip_g2)}
+  methods = [m for m in gossip_g2.METHODS if m in labels]
+  lines = [
+      f"## {corpus}: {len(time['seeds'])} seeds, against `{time['reference']}`",
+      "",
+      "Each cell: the speed-up in simulated time to the reference's last eval on the "
+      "same seed (geometric mean, paired t 95% interval), or how many seeds reached it.",
+      "",
+      "| slower site, inter-site latency | " + " | ".join(methods) + " |",
+      "| --- |" + " ---: |" * len(methods),
+  ]
+  for net, by_label in time["speedups"].items():
+    gbps, ms = net.split("gbps_")
+    cells = [time_to_target.cell(by_label[labels[m]]) for m in methods]
+    lines.append(f"| {gbps} Gbit/s, {ms} | " + " | ".join(cells) + " |")
+  steps = [time_to_target.cell(time["steps"][labels[m]]) for m in methods]
+  lines.append("| in inner steps (any network) | " + " | ".join(steps) + " |")
+  gasloc = {net: by_label[labels["gasloc"]] for net, by_label in time["speedups"].items()}
+  if time_to_target.faster_somewhere(gasloc):
+    verdict = "reproduced"
+  elif time_to_target.faster_nowhere(gasloc):
+    verdict = "not reproduced"
+  else:
+    verdict = "inconclusive"
+  lines += ["", f"G3 on {corpus}: **{verdict}**.", ""]
+  return lines, verdict
+
+
+def g3_claims(root: str) -> tuple[str, str]:
+  """The markdown of G3 over G2's corpora and the verdict over both."""
+  lines = [
+      "# GASLoC's claim G3 (issue 40): heterogeneous bandwidth, time to DiLoCo's loss",
+      "",
+      "Written by `python -m experiments.gasloc_claims` from G2's runs replayed on "
+      "two-site networks (`experiments.time_to_target`); the rule is fixed in its "
+      "docstring before the reports.",
+      "",
+  ]
+  by_corpus = {}
+  for corpus in evidence.CORPORA:
+    time = read_summary(os.path.join(root, corpus, "time", "time_to_target.json"))
+    if time is None:
+      lines += [f"## {corpus}: not reported yet", ""]
+      by_corpus[corpus] = None
+      continue
+    section, by_corpus[corpus] = g3_section(time, corpus)
+    lines += section
+  verdict = over_corpora(by_corpus)
+  lines += [f"**G3: {verdict}.**", ""]
   return "\n".join(lines), verdict
 
 
@@ -263,8 +331,8 @@ _G2 = flags.DEFINE_string("g2", "docs/studies/gossip_g2", "The G2 study's report
 
 def main(argv: list[str]) -> None:
   del argv
-  for root, claims in ((_G1.value, g1_claims), (_G2.value, g2_claims)):
-    text, _ = claims(root)
+  for root, readers in ((_G1.value, (g1_claims,)), (_G2.value, (g2_claims, g3_claims))):
+    text = "\n".join(reader(root)[0] for reader in readers)
     write_markdown(os.path.join(root, "claims.md"), text)
 
 

@@ -34,7 +34,7 @@ from typing import Sequence
 from absl import app, flags
 
 from configs.studies import noloco_n1
-from experiments import report, report_text, seed_stats
+from experiments import report, report_text, seed_stats, time_to_target
 
 #: "Much less" communication (claim N3): at least this many times fewer bytes.
 MUCH_LESS = 2.0
@@ -70,27 +70,16 @@ def n1_verdict(reads: dict[int, str | None]) -> str:
   return "inconclusive"
 
 
-def n2_fails(rows: dict[str, dict]) -> bool:
-  """At one ``K``: on every network NoLoCo misses DiLoCo's loss on most seeds,
-  or its speed-up's interval lies at or below 1."""
-  return all(
-      r["reached"] * 2 < r["seeds"] or ("high" in r and r["high"] <= 1.0) for r in rows.values()
-  )
-
-
-def n2_holds(rows: dict[str, dict]) -> bool:
-  """At one ``K``: on some network NoLoCo reaches DiLoCo's loss on every seed
-  and its speed-up's interval lies above 1."""
-  return any(r["reached"] == r["seeds"] and r.get("low", 0.0) > 1.0 for r in rows.values())
-
-
 def n2_verdict(by_k: dict[int, dict | None]) -> str:
-  """*reproduced* if it holds at some ``K``; *not reproduced* if it fails at
-  every ``K`` (each reported); else *inconclusive*."""
+  """*reproduced* if NoLoCo is faster on some network at some ``K``
+  (``time_to_target.faster_somewhere``); *not reproduced* if it is faster
+  nowhere at every ``K``, each reported (``time_to_target.faster_nowhere``);
+  else *inconclusive*."""
   reported = {k: rows for k, rows in by_k.items() if rows is not None}
-  if any(n2_holds(rows) for rows in reported.values()):
+  if any(time_to_target.faster_somewhere(rows) for rows in reported.values()):
     return "reproduced"
-  if len(reported) == len(by_k) and all(n2_fails(rows) for rows in reported.values()):
+  nowhere = [time_to_target.faster_nowhere(rows) for rows in reported.values()]
+  if len(reported) == len(by_k) and all(nowhere):
     return "not reproduced"
   return "inconclusive"
 
@@ -131,12 +120,6 @@ def planned_bytes(k: int, method: str) -> float:
   clock = clock_lib.clock_from_config(config, transformer.param_count(params), 0.0)
   algo = planner.build(config, params)
   return planner.simulate(algo, clock, config.total_steps, config.interval.h)["bytes_per_worker"]
-
-
-def _speedup(row: dict) -> str:
-  if "speedup" not in row:
-    return f"reached {row['reached']}/{row['seeds']}"
-  return f"{row['speedup']:.2f}× [{row['low']:.2f}, {row['high']:.2f}]"
 
 
 def _inverse(row: dict) -> dict:
@@ -219,14 +202,14 @@ def n2_section(data: dict[int, dict]) -> tuple[list[str], dict]:
     ]
     for net, row in by_k[k].items():
       gbps, ms = net.split("gbps_")
-      cells = [_speedup(rows[net]) if rows and net in rows else "not run" for rows in (own, longer[k])]
-      lines.append(f"| {gbps} Gbit/s, {ms} | {_speedup(row)} | {' | '.join(cells)} |")
+      cells = [time_to_target.cell(rows[net]) if rows and net in rows else "not run" for rows in (own, longer[k])]
+      lines.append(f"| {gbps} Gbit/s, {ms} | {time_to_target.cell(row)} | {' | '.join(cells)} |")
     lines.append("")
     if d["longer"]:
       steps = d["longer"]["steps"][_longer_label(d["longer"], noloco)]
       lines += [
           f"At twice the steps, in inner steps to DiLoCo's final loss (DiLoCo's "
-          f"steps over NoLoCo's; below 1: NoLoCo needs more): {_speedup(steps)}.",
+          f"steps over NoLoCo's; below 1: NoLoCo needs more): {time_to_target.cell(steps)}.",
           "",
       ]
   verdict = n2_verdict(by_k)

@@ -212,7 +212,24 @@ def shown(result: dict) -> str:
   return name if name in result["costs"] else next(iter(result["costs"]))
 
 
-def _cell(row: dict) -> str:
+def faster_somewhere(rows: dict[str, dict]) -> bool:
+  """On some network of ``rows`` (``{network: speedup row}``, one label's) the
+  run reaches the reference's loss on every seed and its speed-up's interval
+  lies above 1: the "faster" of claims N2 and G3."""
+  return any(r["reached"] == r["seeds"] and r.get("low", 0.0) > 1.0 for r in rows.values())
+
+
+def faster_nowhere(rows: dict[str, dict]) -> bool:
+  """On every network of ``rows`` the run misses the reference's loss on most
+  seeds, or its speed-up's interval lies at or below 1."""
+  return all(
+      r["reached"] * 2 < r["seeds"] or ("high" in r and r["high"] <= 1.0) for r in rows.values()
+  )
+
+
+def cell(row: dict) -> str:
+  """A speed-up row as a table cell: the geometric mean and its interval, or
+  how many seeds reached the target."""
   if "speedup" not in row:
     return f"reached {row['reached']}/{row['seeds']}"
   if not math.isfinite(row["high"]):
@@ -237,7 +254,7 @@ def markdown(result: dict) -> str:
     lines.append("| run | " + " | ".join(f"{b:g}" for b in bws) + " |")
     lines.append("| --- |" + " ---: |" * len(bws))
     for label in labels:
-      cells = [_cell(result["speedups"][net_name(b, ms)][label]) for b in bws]
+      cells = [cell(result["speedups"][net_name(b, ms)][label]) for b in bws]
       lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
   lines += [
       "",
@@ -248,7 +265,7 @@ def markdown(result: dict) -> str:
       "| run | speed-up in steps |",
       "| --- | ---: |",
   ]
-  lines += [f"| `{label}` | {_cell(row)} |" for label, row in result["steps"].items()]
+  lines += [f"| `{label}` | {cell(row)} |" for label, row in result["steps"].items()]
   name = shown(result)
   lines += ["", f"## Bytes, peak bandwidth and idle time ({name}, means over seeds)", ""]
   lines.append("| run | MB per worker | peak Gbit/s | idle s per worker | time s | idle share |")

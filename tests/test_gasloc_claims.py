@@ -1,4 +1,4 @@
-"""GASLoC's claims G1 and G2 read from their studies' reports
+"""GASLoC's claims G1, G2 and G3 read from their studies' reports
 (``experiments.gasloc_claims``): labels parsed to (method, graph), each
 docstring's rule on made-up reports whose verdict is known, and the documented
 command at its smallest size."""
@@ -94,10 +94,48 @@ def test_the_g2_rule():
   assert _g2(dict(gasloc=inside, gasloc_g0=inside, noloco=above)) == "half reproduced"
   assert _g2(dict(gasloc=above, gasloc_g0=inside)) == "not reproduced"
   assert _g2(dict(gasloc=wide, gasloc_g0=above)) == "inconclusive"
-  assert gc.g2_verdict(dict(shakespeare="reproduced", python="reproduced")) == "reproduced"
-  assert gc.g2_verdict(dict(shakespeare="reproduced", python=None)) == (
+  assert gc.over_corpora(dict(shakespeare="reproduced", python="reproduced")) == "reproduced"
+  assert gc.over_corpora(dict(shakespeare="reproduced", python=None)) == (
       "inconclusive (shakespeare: reproduced, python: not reported)"
   )
+
+
+NETS = ("0.1gbps_50ms", "1gbps_50ms")
+G2_LABELS = dict(gasloc="gasloc_matching_x1p0", noloco="noloco_matching_x1p0")
+
+
+def _row(reached, low=None, high=None, seeds=10):
+  row = dict(reached=reached, seeds=seeds)
+  if low is not None:
+    row.update(speedup=(low * high) ** 0.5, low=low, high=high)
+  return row
+
+
+def _time(gasloc: dict, noloco=None) -> dict:
+  """A made-up time-to-target result of G2's report: GASLoC's rows by network,
+  NoLoCo's (default: missing the target everywhere) and DiLoCo's own."""
+  noloco = noloco or {n: _row(0) for n in NETS}
+  rows = {n: {G2_LABELS["gasloc"]: gasloc[n], G2_LABELS["noloco"]: noloco[n],
+              "diloco_h20": _row(10, 1.0, 1.0)} for n in NETS}
+  steps = {G2_LABELS["gasloc"]: _row(10, 0.5, 0.7), G2_LABELS["noloco"]: _row(0),
+           "diloco_h20": _row(10, 1.0, 1.0)}
+  return dict(reference="diloco_h20", seeds=list(range(100, 110)), speedups=rows, steps=steps)
+
+
+def _g3(gasloc: dict) -> str:
+  return gc.g3_section(_time(gasloc), "shakespeare")[1]
+
+
+def test_the_g3_rule():
+  """N2's rule: faster on some network (every seed, interval above 1)."""
+  assert _g3({NETS[0]: _row(10, 1.2, 1.6), NETS[1]: _row(10, 0.8, 0.9)}) == "reproduced"
+  assert _g3({NETS[0]: _row(10, 0.9, 1.3), NETS[1]: _row(10, 0.8, 0.9)}) == "inconclusive"
+  assert _g3({NETS[0]: _row(3), NETS[1]: _row(10, 0.8, 1.0)}) == "not reproduced"
+  # Reaching on half the seeds is neither a miss on most nor a speed-up.
+  assert _g3({NETS[0]: _row(5), NETS[1]: _row(0)}) == "inconclusive"
+  lines, _ = gc.g3_section(_time({n: _row(0) for n in NETS}), "shakespeare")
+  assert "| 0.1 Gbit/s, 50ms | reached 0/10 | reached 0/10 |" in lines
+  assert "| in inner steps (any network) | 0.59× [0.50, 0.70] | reached 0/10 |" in lines
 
 
 def test_documented_command_at_its_smallest_size(tmp_path):
@@ -123,6 +161,9 @@ def test_documented_command_at_its_smallest_size(tmp_path):
   (g2 / "shakespeare" / "report").mkdir(parents=True)
   g2_report = _g2_report(dict(gasloc=(0.0, -0.005, 0.006), noloco=(0.03, 0.02, 0.04)))
   (g2 / "shakespeare" / "report" / "summary.json").write_text(json.dumps(g2_report))
+  (g2 / "shakespeare" / "time").mkdir()
+  time = _time({NETS[0]: _row(10, 1.2, 1.6), NETS[1]: _row(10, 0.8, 0.9)})
+  (g2 / "shakespeare" / "time" / "time_to_target.json").write_text(json.dumps(time))
   proc = run()
   assert proc.returncode == 0, proc.stderr[-3000:]
   text = (g1 / "claims.md").read_text()
@@ -134,3 +175,6 @@ def test_documented_command_at_its_smallest_size(tmp_path):
   assert "| gasloc | +0.0000 [-0.0050, +0.0060] | equal | yes | +10.0% [+5.0%, +15.0%] |" in text
   assert "G2 on shakespeare: **reproduced**." in text
   assert "**G2: inconclusive (shakespeare: reproduced, python: not reported).**" in text
+  assert "| 0.1 Gbit/s, 50ms | 1.39× [1.20, 1.60] | reached 0/10 |" in text
+  assert "G3 on shakespeare: **reproduced**." in text
+  assert "**G3: inconclusive (shakespeare: reproduced, python: not reported).**" in text
