@@ -465,6 +465,36 @@ def test_gossip_g2_reads_methods_against_the_evidence_frontier_on_its_seeds(phas
 
 
 @pytest.mark.slow
+def test_gossip_g2_mixing_changes_one_thing_of_each_tuned_point(phases):
+  """The diagnostic phase: on the tuning seeds only, each tuned point on iid
+  shards (read against DiLoCo on iid shards) and GASLoC's on the exponential
+  graph, beside the tune phase's own runs of the same points (same workdirs)."""
+  study, mixing = phases["gossip_g2_mixing"]
+  tune_study, tune = phases["gossip_g2_tune"]
+  assert set(study.seeds) <= set(gossip_phases.TUNING_SEEDS)
+  href = base.h_ref(True)
+  iid = [l for l in study.labels if l.endswith("_iid")]
+  assert sorted(l.split("_")[0] for l in iid) == ["diloco", "gasloc", "noloco"]
+  for label in iid:
+    assert study.runs[label].data.partition == "iid"
+    if not label.startswith("diloco"):
+      assert study.reference[label] == f"diloco_h{href}_iid"
+      same = study.runs[label[: -len("_iid")]]
+      assert study.runs[label].gasloc == same.gasloc and study.runs[label].noloco == same.noloco
+  (exp,) = [l for l in study.labels if "_exponential_" in l]
+  matching = study.runs[exp.replace("_exponential_", "_matching_")]
+  assert study.runs[exp].gossip.topology == "exponential"
+  assert (study.runs[exp].gasloc.eta, study.runs[exp].gasloc.gamma) == (
+      matching.gasloc.eta, matching.gasloc.gamma
+  )
+  for label in study.labels:
+    if label in tune["runs"]:
+      assert [r["workdir"] for r in mixing["runs"][label]] == [
+          r["workdir"] for r in tune["runs"][label]
+      ][: len(study.seeds)]
+
+
+@pytest.mark.slow
 def test_noloco_n1_reports_noloco_against_diloco_each_tuned(phases):
   """N1: each method's tuned pair, chosen on the tuning seeds, on fresh seeds;
   NoLoCo minus DiLoCo paired by seed; the global batch split over K."""

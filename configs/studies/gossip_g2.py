@@ -9,14 +9,18 @@ which runs, each twice:
   python -m experiments.sweep --study configs/studies/gossip_g2.py:coarse,shakespeare
   python -m experiments.sweep --study configs/studies/gossip_g2.py:tune,shakespeare
   python -m experiments.sweep --study configs/studies/gossip_g2.py:report,shakespeare
-and the same with ``python``. Then each method's simulated time to DiLoCo's
+and the same with ``python``. A diagnostic phase, added after the Shakespeare
+coarse pass showed every decentralized method 0.09-0.15 bits/byte above DiLoCo,
+decides nothing and touches no report seed (:func:`mixing_runs`: the tuned
+points on iid shards, and GASLoC on the exponential graph, on the tuning seeds):
+  python -m experiments.sweep --study configs/studies/gossip_g2.py:mixing,shakespeare Then each method's simulated time to DiLoCo's
 loss on two-site networks of 0.1-10 Gbit/s and 10-200 ms (claims G3 and N2;
 bytes, peak bandwidth and idle time, N3), from the same runs:
   python -m experiments.time_to_target --study configs/studies/gossip_g2.py:report,shakespeare --out docs/studies/gossip_g2/shakespeare/time
 Restore the evidence cell's runs first
 (``experiments.archive`` with ``long shakespeare --restore``), or the report
 trains the frontier again. Quick pipeline check: ``:coarse,quick``,
-``:tune,quick``, ``:report,quick`` (on the evidence study's quick
+``:tune,quick``, ``:report,quick``, ``:mixing,quick`` (on the evidence study's quick
 base/Shakespeare cell, which must have run first).
 
 Regime: the evidence study's ``long`` regime of the corpus (``K = 8``, 4
@@ -71,7 +75,7 @@ import sys
 from typing import Any
 
 from configs.studies import base, evidence, gossip_phases, seed_count
-from configs.studies.gossip_phases import METHODS, PHASES  # noqa: F401 (for archive)
+from configs.studies.gossip_phases import METHODS
 
 NAME = "gossip_g2"
 TITLE = "GASLoC claim G2 ({phase}): 20 local steps, K = 8, against tuned DiLoCo"
@@ -136,8 +140,7 @@ def run_config(method: str, opts: dict, **extra: Any):
       gossip_phases.ALGORITHMS.get(method, method),
       e["quick"],
       interval__h=base.h_ref(e["quick"]),
-      **regime,
-      **extra,
+      **dict(regime, **extra),
   )
 
 
@@ -188,6 +191,37 @@ def report_runs(s, opts: dict) -> None:
       tuple((names[m], ref) for m in METHODS for ref in ("frontier", f"diloco_h{href}"))
       + tuple((names["gasloc"], names[m]) for m in METHODS[1:])
   )
+
+
+def mixing_runs(s, opts: dict) -> None:
+  """The ``mixing`` phase, a diagnostic that decides nothing: why do the
+  decentralized methods trail DiLoCo in this regime? On the tuning seeds (no
+  report seed), each tuned point changed in one thing: GASLoC and NoLoCo on iid
+  shards, read against DiLoCo at ``H_ref`` on iid shards (is it the shards'
+  drift?), and GASLoC on the exponential graph, ``log2 K`` peers a round (is it
+  one peer a round?), each beside the tune phase's runs of the same points."""
+  cell = sys.modules[__name__]
+  points_ = gossip_phases.tuned(cell, opts)
+  s.seeds = gossip_phases.TUNING_SEEDS[:1] if opts["quick"] else gossip_phases.TUNING_SEEDS
+  e = evidence_cell(opts)
+  href = base.h_ref(e["quick"])
+  diloco = evidence.diloco_config(e, href, *evidence.tuned_pairs(e)[href])
+  diloco.data.partition = "iid"
+  iid_ref = f"diloco_h{href}_iid"
+  base.add_run(s, iid_ref, diloco)
+  topo = TOPOLOGIES[0]
+  iid = dict(opts, reference=iid_ref)
+  for method in ("gasloc", "noloco"):
+    gossip_phases.add(cell, s, iid, method, topo, points_[(method, topo)], "_iid",
+                      data__partition="iid")
+  for method in METHODS:
+    gossip_phases.add(cell, s, opts, method, topo, points_[(method, topo)])
+  gossip_phases.add(cell, s, opts, "gasloc", "exponential", points_[("gasloc", topo)])
+
+
+#: The phases: the shared three, then ``mixing`` (:func:`mixing_runs`).
+PHASES = gossip_phases.PHASES + ("mixing",)
+PHASE_RUNS = dict(mixing=mixing_runs)
 
 
 def get_config(arg: str = "report,shakespeare"):
