@@ -69,9 +69,19 @@ def test_the_rule():
 
 def _g2_report(deltas: dict) -> dict:
   """A made-up G2 report: ``{method: (mean, low, high)}`` of its Δ against the
-  frontier at equal syncs (tolerance 0.0084), every method 10% saved."""
+  frontier at equal syncs (tolerance 0.0084), every method 10% saved; on its
+  three seeds each method is 0.01, 0.03, 0.05 above DiLoCo at H = 60 (by
+  position, which would be wrong, 0.03 on each)."""
   comparisons, saved = [], {}
+  seeds = [100, 101, 102]
+  stats = {
+      "diloco_h20": dict(syncs=[60.0, 0.0], seeds=seeds, loss_by_seed=[2.6, 2.6, 2.6]),
+      "diloco_h60": dict(syncs=[20.0, 0.0], seeds=seeds, loss_by_seed=[2.70, 2.69, 2.68]),
+  }
   for method, (mean, low, high) in deltas.items():
+    stats[f"{method}_matching_x1p0"] = dict(
+        syncs=[60.0, 0.0], seeds=seeds[::-1], loss_by_seed=[2.73, 2.72, 2.71]
+    )
     label = f"{method}_matching_x1p0"
     loss = dict(n=10, mean=mean, low=low, high=high)
     comparisons += [
@@ -80,7 +90,15 @@ def _g2_report(deltas: dict) -> dict:
     ]
     ci = dict(mean=0.1, low=0.05, high=0.15)
     saved[label] = dict(saved=ci, saved_t=ci)
-  return dict(comparisons=comparisons, syncs_saved=saved, seeds=list(range(100, 110)))
+  # GASLoC against each baseline too, as the report has them (not read by G2).
+  against = dict(n=10, mean=-0.5, low=-0.6, high=-0.4)
+  comparisons += [
+      dict(candidate="gasloc_matching_x1p0", reference=f"{m}_matching_x1p0",
+           tolerance=0.0084, loss=against)
+      for m in deltas if m != "gasloc"
+  ]
+  return dict(comparisons=comparisons, syncs_saved=saved, seeds=list(range(100, 110)),
+              stats=stats, frontier=["diloco_h20", "diloco_h60"])
 
 
 def _g2(deltas: dict) -> str:
@@ -172,7 +190,13 @@ def test_documented_command_at_its_smallest_size(tmp_path):
   assert "**G1: reproduced.**" in text
   assert (g1 / gc.G1_PLOT).read_bytes().startswith(b"\x89PNG")
   text = (g2 / "claims.md").read_text()
-  assert "| gasloc | +0.0000 [-0.0050, +0.0060] | equal | yes | +10.0% [+5.0%, +15.0%] |" in text
+  assert (
+      "| gasloc | +0.0000 [-0.0050, +0.0060] | equal | yes | +10.0% [+5.0%, +15.0%] | "
+      "+0.0000 [-0.0050, +0.0060] |" in text
+  )
+  # Paired by seed, not by position (the made-up seeds run in reverse order).
+  assert "Δ vs `diloco_h60` (20 syncs) |" in text
+  assert "| +0.0300 [-0.0197, +0.0797] |" in text
   assert "G2 on shakespeare: **reproduced**." in text
   assert "**G2: inconclusive (shakespeare: reproduced, python: not reported).**" in text
   assert "| 0.1 Gbit/s, 50ms | 1.39× [1.20, 1.60] | reached 0/10 |" in text
