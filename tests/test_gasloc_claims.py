@@ -141,7 +141,7 @@ def _time(gasloc: dict, noloco=None) -> dict:
 
 
 def _g3(gasloc: dict) -> str:
-  return gc.g3_section(_time(gasloc), "shakespeare")[1]
+  return gc.g3_section(_time(gasloc), "shakespeare")[1]["equal_steps"]
 
 
 def test_the_g3_rule():
@@ -154,6 +154,20 @@ def test_the_g3_rule():
   lines, _ = gc.g3_section(_time({n: _row(0) for n in NETS}), "shakespeare")
   assert "| 0.1 Gbit/s, 50ms | reached 0/10 | reached 0/10 |" in lines
   assert "| in inner steps (any network) | 0.59× [0.50, 0.70] | reached 0/10 |" in lines
+
+
+def test_g3_given_more_steps_reads_the_longer_phase_by_the_same_rule():
+  missed = _time({n: _row(0) for n in NETS})
+  label = G2_LABELS["gasloc"] + "_steps2400"
+  longer = dict(
+      reference="diloco_h20", seeds=list(range(100, 110)),
+      speedups={NETS[0]: {label: _row(10, 1.5, 2.0)}, NETS[1]: {label: _row(10, 0.9, 1.2)}},
+      steps={"diloco_h20": _row(10, 1.0, 1.0), label: _row(10, 0.4, 0.6)},
+  )
+  lines, reads = gc.g3_section(missed, "shakespeare", longer)
+  assert reads == dict(equal_steps="not reproduced", more_steps="reproduced")
+  assert "| 0.1 Gbit/s, 50ms | reached 0/10 | reached 0/10 | 1.73× [1.50, 2.00] |" in lines
+  assert any("by the same rule: **reproduced**" in l for l in lines)
 
 
 def test_documented_command_at_its_smallest_size(tmp_path):

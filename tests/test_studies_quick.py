@@ -537,6 +537,26 @@ def test_noloco_n1_longer_gives_noloco_twice_the_steps_beside_the_same_diloco_ru
   assert dict(longer_study.reference) == {longer["labels"][1]: diloco}
 
 
+@pytest.mark.slow
+def test_gossip_g2_longer_gives_gasloc_twice_the_steps_beside_the_same_diloco_runs(phases):
+  """G2's ``longer`` phase (claim G3): GASLoC's tuned point at ``LONGER`` times
+  the steps on the report's seeds, read against DiLoCo at ``H_ref``'s report runs
+  (the same workdirs: nothing trained again); nothing else changed."""
+  report_study, report = phases["gossip_g2_report"]
+  longer_study, longer = phases["gossip_g2_longer"]
+  diloco = f"diloco_h{base.h_ref(True)}"
+  (gasloc,) = [l for l in report_study.labels if l.startswith("gasloc_matching")]
+  steps = gossip_g2.LONGER * report_study.runs[gasloc].total_steps
+  assert longer_study.seeds == report_study.seeds
+  assert longer["labels"] == [diloco, f"{gasloc}_steps{steps}"]
+  assert [r["workdir"] for r in longer["runs"][diloco]] == [
+      r["workdir"] for r in report["runs"][diloco]
+  ]
+  short = report_study.runs[gasloc].to_dict()
+  short["total_steps"] = steps
+  assert longer_study.runs[longer["labels"][1]].to_dict() == short
+  assert dict(longer_study.reference) == {longer["labels"][1]: diloco}
+
 def test_a_cells_words_name_its_reports_and_a_wrong_word_says_what_it_takes(
     monkeypatch, tmp_path
 ):

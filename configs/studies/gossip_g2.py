@@ -13,14 +13,20 @@ and the same with ``python``. A diagnostic phase, added after the Shakespeare
 coarse pass showed every decentralized method 0.09-0.15 bits/byte above DiLoCo,
 decides nothing and touches no report seed (:func:`mixing_runs`: the tuned
 points on iid shards, and GASLoC on the exponential graph, on the tuning seeds):
-  python -m experiments.sweep --study configs/studies/gossip_g2.py:mixing,shakespeare Then each method's simulated time to DiLoCo's
+  python -m experiments.sweep --study configs/studies/gossip_g2.py:mixing,shakespeare
+After the Shakespeare report showed GASLoC far from DiLoCo's loss in the same
+steps but its rounds far cheaper, GASLoC given twice the steps (the ``longer``
+phase, :func:`longer_runs`, as N1's for NoLoCo) and its time to DiLoCo's loss,
+read by G3's rule as its own result (it does not change G3's verdict):
+  python -m experiments.sweep --study configs/studies/gossip_g2.py:longer,shakespeare
+  python -m experiments.time_to_target --study configs/studies/gossip_g2.py:longer,shakespeare --out docs/studies/gossip_g2/shakespeare/longer_time Then each method's simulated time to DiLoCo's
 loss on two-site networks of 0.1-10 Gbit/s and 10-200 ms (claims G3 and N2;
 bytes, peak bandwidth and idle time, N3), from the same runs:
   python -m experiments.time_to_target --study configs/studies/gossip_g2.py:report,shakespeare --out docs/studies/gossip_g2/shakespeare/time
 Restore the evidence cell's runs first
 (``experiments.archive`` with ``long shakespeare --restore``), or the report
 trains the frontier again. Quick pipeline check: ``:coarse,quick``,
-``:tune,quick``, ``:report,quick``, ``:mixing,quick`` (on the evidence study's quick
+``:tune,quick``, ``:report,quick``, ``:mixing,quick``, ``:longer,quick`` (on the evidence study's quick
 base/Shakespeare cell, which must have run first).
 
 Regime: the evidence study's ``long`` regime of the corpus (``K = 8``, 4
@@ -219,9 +225,27 @@ def mixing_runs(s, opts: dict) -> None:
   gossip_phases.add(cell, s, opts, "gasloc", "exponential", points_[("gasloc", topo)])
 
 
-#: The phases: the shared three, then ``mixing`` (:func:`mixing_runs`).
-PHASES = gossip_phases.PHASES + ("mixing",)
-PHASE_RUNS = dict(mixing=mixing_runs)
+def longer_runs(s, opts: dict) -> None:
+  """The ``longer`` phase (claim G3): GASLoC's tuned point at :data:`LONGER`
+  times the steps on the report's seeds, beside DiLoCo at ``H_ref``'s report runs
+  (the same runs, the reference of every phase): given the steps, does GASLoC
+  reach DiLoCo's final loss sooner in simulated time? (N1's ``longer`` phase,
+  for NoLoCo, is the same.)"""
+  cell = sys.modules[__name__]
+  report = gossip_phases.read_summary(cell, opts, "report")
+  topo = TOPOLOGIES[0]
+  point = gossip_phases.tuned(cell, opts)[("gasloc", topo)]
+  s.seeds = tuple(report["seeds"])
+  steps = LONGER * run_config("gasloc", opts).total_steps
+  gossip_phases.add(cell, s, opts, "gasloc", topo, point, f"_steps{steps}", total_steps=steps)
+
+
+#: The phases: the shared three, then ``mixing`` (:func:`mixing_runs`) and
+#: ``longer`` (:func:`longer_runs`).
+PHASES = gossip_phases.PHASES + ("mixing", "longer")
+PHASE_RUNS = dict(mixing=mixing_runs, longer=longer_runs)
+#: GASLoC's budget in the ``longer`` phase, in multiples of the study's steps.
+LONGER = 2
 
 
 def get_config(arg: str = "report,shakespeare"):
