@@ -482,6 +482,9 @@ def test_gossip_g2_mixing_changes_one_thing_of_each_tuned_point(phases):
       same = study.runs[label[: -len("_iid")]]
       assert study.runs[label].gasloc == same.gasloc and study.runs[label].noloco == same.noloco
   (exp,) = [l for l in study.labels if "_exponential_" in l]
+  pairs = {(c["candidate"], c["reference"]) for c in mixing["comparisons"]}
+  assert (exp, exp.replace("_exponential_", "_matching_")) in pairs
+  assert {r for _, r in pairs} >= {f"diloco_h{href}_iid", f"diloco_h{href}"}
   matching = study.runs[exp.replace("_exponential_", "_matching_")]
   assert study.runs[exp].gossip.topology == "exponential"
   assert (study.runs[exp].gasloc.eta, study.runs[exp].gasloc.gamma) == (

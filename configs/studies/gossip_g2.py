@@ -217,12 +217,20 @@ def mixing_runs(s, opts: dict) -> None:
   base.add_run(s, iid_ref, diloco)
   topo = TOPOLOGIES[0]
   iid = dict(opts, reference=iid_ref)
-  for method in ("gasloc", "noloco"):
-    gossip_phases.add(cell, s, iid, method, topo, points_[(method, topo)], "_iid",
-                      data__partition="iid")
-  for method in METHODS:
-    gossip_phases.add(cell, s, opts, method, topo, points_[(method, topo)])
-  gossip_phases.add(cell, s, opts, "gasloc", "exponential", points_[("gasloc", topo)])
+  shards = {
+      gossip_phases.add(cell, s, iid, m, topo, points_[(m, topo)], "_iid", data__partition="iid"): m
+      for m in ("gasloc", "noloco")
+  }
+  names = {m: gossip_phases.add(cell, s, opts, m, topo, points_[(m, topo)]) for m in METHODS}
+  exp = gossip_phases.add(cell, s, opts, "gasloc", "exponential", points_[("gasloc", topo)])
+  # Each change read paired by seed: on iid shards and on non-iid ones against
+  # DiLoCo on the same shards, and the exponential graph against the matching.
+  ref = opts["reference"]
+  s.comparisons = (
+      tuple((label, iid_ref) for label in shards)
+      + tuple((names[m], ref) for m in shards.values())
+      + ((exp, names["gasloc"]), (exp, ref))
+  )
 
 
 def longer_runs(s, opts: dict) -> None:
