@@ -272,6 +272,18 @@ def g2_section(report: dict, corpus: str) -> tuple[list[str], str]:
   return lines, verdict
 
 
+def per_corpus(root: str, read) -> tuple[list[str], dict[str, Any]]:
+  """Each corpus's section of a claim and its reading, from ``read(folder,
+  corpus)`` (``(lines, reading)``, or ``None`` where not reported yet: the
+  section says so and the reading is ``None``)."""
+  lines, readings = [], {}
+  for corpus in evidence.CORPORA:
+    found = read(os.path.join(root, corpus), corpus)
+    section, readings[corpus] = found or ([f"## {corpus}: not reported yet", ""], None)
+    lines += section
+  return lines, readings
+
+
 def g2_claims(root: str) -> tuple[str, str]:
   """The markdown of G2 over its corpora and the verdict over both."""
   lines = [
@@ -281,15 +293,12 @@ def g2_claims(root: str) -> tuple[str, str]:
       "docstring's (`configs/studies/gossip_g2.py`), fixed before the reports.",
       "",
   ]
-  by_corpus = {}
-  for corpus in evidence.CORPORA:
-    report = read_summary(os.path.join(root, corpus, "report", "summary.json"))
-    if report is None:
-      lines += [f"## {corpus}: not reported yet", ""]
-      by_corpus[corpus] = None
-      continue
-    section, by_corpus[corpus] = g2_section(report, corpus)
-    lines += section
+  def read(folder: str, corpus: str):
+    report = read_summary(os.path.join(folder, "report", "summary.json"))
+    return report and g2_section(report, corpus)
+
+  sections, by_corpus = per_corpus(root, read)
+  lines += sections
   verdict = over_corpora(by_corpus)
   lines += [f"**G2: {verdict}.**", ""]
   return "\n".join(lines), verdict
@@ -360,16 +369,13 @@ def g3_claims(root: str) -> tuple[str, str]:
       "docstring before the reports.",
       "",
   ]
-  by_corpus: dict[str, dict | None] = {}
-  for corpus in evidence.CORPORA:
-    time = read_summary(os.path.join(root, corpus, "time", "time_to_target.json"))
-    if time is None:
-      lines += [f"## {corpus}: not reported yet", ""]
-      by_corpus[corpus] = None
-      continue
-    longer = read_summary(os.path.join(root, corpus, "longer_time", "time_to_target.json"))
-    section, by_corpus[corpus] = g3_section(time, corpus, longer)
-    lines += section
+  def read(folder: str, corpus: str):
+    time = read_summary(os.path.join(folder, "time", "time_to_target.json"))
+    longer = read_summary(os.path.join(folder, "longer_time", "time_to_target.json"))
+    return time and g3_section(time, corpus, longer)
+
+  sections, by_corpus = per_corpus(root, read)
+  lines += sections
   verdict = over_corpora({c: r and r["equal_steps"] for c, r in by_corpus.items()})
   more = over_corpora({c: r and r["more_steps"] for c, r in by_corpus.items()})
   lines += [f"**G3: {verdict}.** Given {gossip_g2.LONGER}× the steps: {more}.", ""]
