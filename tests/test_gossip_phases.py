@@ -45,6 +45,39 @@ def test_tune_keeps_the_top_points_less_those_past_the_prune_gap(gap, scores, wa
   assert len(kept) <= gossip_phases.TOP
 
 
+def test_a_widening_joins_the_grid_only_for_its_word_and_its_best_is_tuned():
+  cell = _cell(None)
+  cell.WIDENINGS = dict(python=dict(noloco=dict(alpha=(1.0,), beta=(0.0,))))
+  plain = gossip_phases.points(cell, "noloco", quick=False, cell_words=("shakespeare",))
+  wide = gossip_phases.points(cell, "noloco", quick=False, cell_words=("python",))
+  assert plain == gossip_phases.points(cell, "noloco", quick=False)
+  assert wide == plain + [dict(alpha=1.0, beta=0.0)]
+  # Quick mode keeps its one point per method.
+  assert gossip_phases.points(cell, "noloco", quick=True, cell_words=("python",)) == [
+      dict(alpha=0.7, beta=0.5)
+  ]
+  coarse = dict(
+      stats={
+          gossip_phases.label("noloco", "ring", p): dict(final_eval_bpb=[s, 0.0])
+          for p, s in zip(wide, (2.80, 2.70, 2.75, 2.60))
+      }
+  )
+  kept = gossip_phases.to_tune(cell, coarse, "noloco", "ring", False, ("python",))
+  assert kept[0] == dict(alpha=1.0, beta=0.0)
+  # Without its word the widened point is not read, though its run is in the summary.
+  kept = gossip_phases.to_tune(cell, coarse, "noloco", "ring", False, ("shakespeare",))
+  assert dict(alpha=1.0, beta=0.0) not in kept
+
+
+def test_g2_widens_python_only():
+  from configs.studies import gossip_g2
+
+  s_py = gossip_g2.get_config("coarse,python")
+  s_sh = gossip_g2.get_config("coarse,shakespeare")
+  assert len(s_py.runs) == len(s_sh.runs) + 7
+  assert "noloco_matching_alpha1p0_beta0p0" in s_py.runs
+  assert "noloco_matching_alpha1p0_beta0p0" not in s_sh.runs
+
 
 def test_g1_tunes_ddps_learning_rate_on_the_coarse_pass_and_runs_its_best_later(monkeypatch):
   coarse = gossip_g1.get_config("coarse")

@@ -111,6 +111,18 @@ GRIDS = {
         dict(alpha=(1.5,), beta=(0.3, 0.5, 0.7)),
     ),
 }
+#: Python's widening (``gossip_phases.points``: products its coarse pass adds,
+#: which Shakespeare's finished phases never see). Its coarse pass on seed 0
+#: (``docs/studies/gossip_g2/python/coarse``) put GASLoC's best, ``eta = 0.7,
+#: gamma = 0.3`` (2.660 bits/byte), and NoLoCo's, ``alpha = 1.0, beta = 0.3``
+#: (2.620), on the lower edge of the momentum; the widening goes one and two
+#: steps below it (``gamma = 0`` is ``gasloc_g0``'s own grid).
+WIDENINGS = {
+    "python": dict(
+        gasloc=dict(eta=(0.5, 0.7, 1.0), gamma=(0.1,), alpha=(1.0,)),
+        noloco=dict(alpha=(0.7, 1.0), beta=(0.0, 0.1)),
+    )
+}
 #: The coarse and tune phases' tables only; the report reads the cell's own.
 TOLERANCE = 0.01
 #: The methods' training-time evals (the spread sample): every 2 rounds, 30 in

@@ -11,7 +11,10 @@ The cell's constants: ``NAME`` (the report's folder stem), ``TITLE`` (with a
 ``QUICK_TOPOLOGIES``, ``GRIDS`` (method -> a product ``{field: values}`` or a
 tuple of products whose union is the grid; ``alpha`` and ``weight`` in
 multiples of ``1/(d+1)``; quick mode uses this file's ``QUICK_GRIDS``),
-``TOLERANCE``, ``PRUNE_GAP`` (optional), ``DOCS_DIR``, ``QUICK_DIR`` and ``TOKENS`` (the argument's words
+``WIDENINGS`` (optional: ``{word: {method: product}}``, products added to the
+grid when the argument holds ``word``, a widening one corpus's coarse pass asked
+for that the other's finished phases must not see), ``TOLERANCE``, ``PRUNE_GAP``
+(optional), ``DOCS_DIR``, ``QUICK_DIR`` and ``TOKENS`` (the argument's words
 besides the phase, each a ``{word: (option, value)}``, with ``DEFAULTS``). Its
 functions:
 
@@ -108,12 +111,16 @@ def read_summary(cell: Any, opts: dict, phase: str) -> dict:
   return base.read_phase(cell.NAME, report_dir(cell, opts, phase), phase, arg)
 
 
-def points(cell: Any, method: str, quick: bool) -> list[dict]:
+def points(cell: Any, method: str, quick: bool, cell_words=()) -> list[dict]:
   """The method's grid points, each ``{field: value}``: the union of its
-  products, in order, each point once."""
+  products, in order, each point once; then the cell's ``WIDENINGS`` of the
+  argument's words (``cell_words``), full mode only."""
   grid = (QUICK_GRIDS if quick else cell.GRIDS)[method]
+  products = list(grid if isinstance(grid, tuple) else (grid,))
+  widenings = {} if quick else getattr(cell, "WIDENINGS", {})
+  products += [widenings[w][method] for w in cell_words if method in widenings.get(w, {})]
   out = []
-  for product in grid if isinstance(grid, tuple) else (grid,):
+  for product in products:
     block = [{}]
     for name, values in product.items():
       block = [dict(p, **{name: v}) for p in block for v in values]
@@ -174,26 +181,26 @@ def topologies(cell: Any, quick: bool) -> tuple[str, ...]:
   return cell.QUICK_TOPOLOGIES if quick else cell.TOPOLOGIES
 
 
-def ranked(cell: Any, summary: dict, method: str, topo: str, quick: bool):
+def ranked(cell: Any, summary: dict, method: str, topo: str, quick: bool, cell_words=()):
   """``[(mean final bits/byte, grid point)]`` of (method, topology) in an
   earlier phase's summary, lowest first (``base.ranked`` on the grid's labels)."""
-  by_label = {label(method, topo, p): p for p in points(cell, method, quick)}
+  by_label = {label(method, topo, p): p for p in points(cell, method, quick, cell_words)}
   stats = {l: s for l, s in summary["stats"].items() if l in by_label}
   return [(stats[l]["final_eval_bpb"][0], by_label[l]) for l in base.ranked(stats, "")]
 
 
-def best(cell: Any, summary: dict, method: str, topo: str, quick: bool, top: int):
+def best(cell: Any, summary: dict, method: str, topo: str, quick: bool, top: int, cell_words=()):
   """The ``top`` grid points of (method, topology) with the lowest mean final
   bits/byte in an earlier phase's summary."""
-  return [p for _, p in ranked(cell, summary, method, topo, quick)[:top]]
+  return [p for _, p in ranked(cell, summary, method, topo, quick, cell_words)[:top]]
 
 
-def to_tune(cell: Any, coarse: dict, method: str, topo: str, quick: bool) -> list[dict]:
+def to_tune(cell: Any, coarse: dict, method: str, topo: str, quick: bool, cell_words=()) -> list[dict]:
   """The coarse pass's points that go on to the tuning seeds: its ``TOP`` best,
   less any that is more than the cell's ``PRUNE_GAP`` bits/byte above the best
   (a clear optimum: no gap, ``None``, keeps all ``TOP``)."""
   gap = getattr(cell, "PRUNE_GAP", None)
-  top = ranked(cell, coarse, method, topo, quick)[:TOP]
+  top = ranked(cell, coarse, method, topo, quick, cell_words)[:TOP]
   return [p for score, p in top if gap is None or score - top[0][0] <= gap]
 
 
@@ -201,7 +208,7 @@ def coarse_runs(cell: Any, s, opts: dict) -> None:
   s.seeds = TUNING_SEEDS[:1]
   for topo in topologies(cell, opts["quick"]):
     for method in methods(cell):
-      for point in points(cell, method, opts["quick"]):
+      for point in points(cell, method, opts["quick"], words(cell, opts)):
         add(cell, s, opts, method, topo, point)
 
 
@@ -210,7 +217,7 @@ def tune_runs(cell: Any, s, opts: dict) -> None:
   coarse = read_summary(cell, opts, "coarse")
   for topo in topologies(cell, opts["quick"]):
     for method in methods(cell):
-      for point in to_tune(cell, coarse, method, topo, opts["quick"]):
+      for point in to_tune(cell, coarse, method, topo, opts["quick"], words(cell, opts)):
         add(cell, s, opts, method, topo, point)
 
 
@@ -218,7 +225,7 @@ def tuned(cell: Any, opts: dict) -> dict[tuple[str, str], dict]:
   """(method, topology) -> its tuned grid point (the tune phase's lowest mean)."""
   summary = read_summary(cell, opts, "tune")
   return {
-      (method, topo): best(cell, summary, method, topo, opts["quick"], 1)[0]
+      (method, topo): best(cell, summary, method, topo, opts["quick"], 1, words(cell, opts))[0]
       for topo in topologies(cell, opts["quick"])
       for method in methods(cell)
   }
