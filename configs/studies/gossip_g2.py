@@ -116,7 +116,11 @@ GRIDS = {
 #: (``docs/studies/gossip_g2/python/coarse``) put GASLoC's best, ``eta = 0.7,
 #: gamma = 0.3`` (2.660 bits/byte), and NoLoCo's, ``alpha = 1.0, beta = 0.3``
 #: (2.620), on the lower edge of the momentum; the widening goes one and two
-#: steps below it (``gamma = 0`` is ``gasloc_g0``'s own grid).
+#: steps below it (``gamma = 0`` is ``gasloc_g0``'s own grid). After it NoLoCo's
+#: best is interior (``beta = 0.1`` and ``0.3`` tie at 2.620; ``0`` is 2.648).
+#: GASLoC's ``eta = 1.0, gamma = 0.1`` (2.659) ties ``0.7, 0.3`` (2.660) on a
+#: ridge of ``eta`` against ``gamma``; it sits on ``eta``'s upper edge, not widened
+#: further since at ``gamma = 0`` ``eta = 1.5`` is 0.148 above ``eta = 1.0``.
 WIDENINGS = {
     "python": dict(
         gasloc=dict(eta=(0.5, 0.7, 1.0), gamma=(0.1,), alpha=(1.0,)),
