@@ -52,3 +52,29 @@ def test_a_changed_field_or_mesh_is_another_build():
   assert assembly.build_key(_tiny(gasloc, 0), mesh) != assembly.build_key(
       _tiny(gasloc, 1), mesh
   )
+
+
+def test_a_report_trained_seed_by_seed_builds_each_label_once(monkeypatch):
+  """A sweep's order (``sweep.training_order``: every label of a seed, then the
+  next seed) over as many labels as the cache keeps: the second seed builds
+  nothing (a build is cheap; its programs are traced on first use)."""
+  made = []
+  real = registry.make
+  monkeypatch.setattr(registry, "make", lambda *a: made.append(1) or real(*a))
+  mesh = assembly.replicas.make_mesh(4, 1)
+  labels = range(assembly.KEEP_BUILDS)
+  for seed in (0, 1):
+    for i in labels:
+      config = _tiny(default, seed)
+      config.inner.lr = 1e-3 * (1 + i)
+      assembly.build(config, mesh, vocab_size=64)
+  assert len(made) == len(labels)
+  # ... and the cache holds every label of the committed report phases.
+  from configs.studies import evidence, gossip_g2
+
+  for study in (
+      evidence.study("report,many,python"),
+      evidence.study("report,base,shakespeare"),
+      gossip_g2.get_config("report,shakespeare"),
+  ):
+    assert len(study.labels) <= assembly.KEEP_BUILDS, study.name
