@@ -163,6 +163,14 @@ COMMANDS = [
         and all(len(v) == 1 for v in r["seconds"].values()),
     ),
     (
+        "benchmarks.build_reuse",
+        ["--config", TINY, "--labels", "2", "--seeds", "2", "--steps", "4", "--repeats", "1"],
+        # One build kept: every run builds; every label's: each label once.
+        lambda r: [b["builds"] for b in r["batches"]["keep_one"]] == [4]
+        and [b["builds"] for b in r["batches"]["keep_every_label"]] == [2]
+        and r["seconds_ratio"] > 0,
+    ),
+    (
         "benchmarks.bf16",
         [
             "--config",

@@ -64,9 +64,10 @@ class Built(NamedTuple):
 #: programs once. Runs that share a build train bit for bit as with their own
 #: (``tests/test_assembly.py``). A sweep trains seed by seed, each seed's labels
 #: in turn, so a label's build is reused only if the cache holds every label of
-#: the study: 16 covers the evidence and G2 report phases (10-11 labels). Each kept build costs
-#: about 100 MB of host memory at the study size on CPU (its compiled programs);
-#: reusing one saves about 7 s of a 1,200-step study run's 150 s.
+#: the study: 16 covers the evidence and G2 report phases (10-11 labels). A
+#: kept build holds its compiled programs, about 40 MB of host memory for DiLoCo
+#: at the study size on CPU; reusing one saves about 7 s a run, of a 1,200-step
+#: study run's 150 s (``benchmarks/build_reuse.py``, docs/performance.md §10).
 _BUILT: collections.OrderedDict = collections.OrderedDict()
 KEEP_BUILDS = 16
 
