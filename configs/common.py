@@ -290,6 +290,9 @@ def _stream() -> ml_collections.ConfigDict:
   c.fragments = 1
   # strided (blocks p, p+P, ...) | contiguous
   c.mode = "strided"
+  # What a fragment is made of: block (a transformer block) | sublayer (a block's
+  # attention or MLP: up to 2L fragments of L blocks).
+  c.unit = "block"
   # Inner steps each exchange is in flight.
   c.tau = 0
   # On arrival, local <- mix * local + (1 - mix) * global (the paper's 0.5; used

@@ -28,8 +28,8 @@ def test_rows_are_the_methods_of_their_papers():
   rows = {row: cm.row_config(OPTS, row, dict(alpha=1.0, ef_beta=0.95)) for row in cm.ROWS}
   for row in ("stream_tau0", "stream_tau1", "stream_fp4", "stream_eager"):
     c = rows[row]
-    # Two fragments, one block each (the model has two).
-    assert c.stream.fragments == 2 and c.model.num_layers == 2
+    # Four fragments of sub-layers (the model has two blocks).
+    assert (c.stream.fragments, c.stream.unit, c.model.num_layers) == (4, "sublayer", 2)
     assert c.stream.tau == (0 if row == "stream_tau0" else 1)
   assert rows["stream_eager"].stream.eager
   assert rows["stream_fp4"].compress.codec == "fp4"
@@ -49,3 +49,28 @@ def test_parse_refuses_other_tokens():
   assert cm.parse("tune,quick")["cell"]["regime"] == "base"
   with pytest.raises(ValueError, match="unknown token"):
     cm.parse("tune,python")
+
+
+def test_the_four_fragments_are_non_empty_and_the_largest_bounds_the_peak():
+  """The docstring's bound: on the study model each of the 4 sub-layer fragments
+  holds parameters, the largest 30.8% of them, so the peak bandwidth of a
+  fragment's sync is at least that share of the whole model's (at most 3.25×
+  lower)."""
+  import jax
+  import numpy as np
+
+  from autoloco_jax.algorithms.diloco import fragments
+  from autoloco_jax.model import transformer as model_lib
+
+  c = cm.row_config(OPTS, "stream_tau1")
+  model = c.model.copy_and_resolve_references()
+  with model.unlocked():
+    model.vocab_size, model.seq_len = 256, c.data.seq_len
+  init, _ = model_lib.make(model)
+  shapes = jax.eval_shape(init, jax.random.key(0))
+  sizes = [int(np.prod(x.shape)) for x in jax.tree.leaves(shapes)]
+  ids = fragments.leaf_fragments(shapes, c.stream.fragments, c.stream.mode, c.stream.unit)
+  per_fragment = np.bincount(ids, weights=sizes, minlength=4)
+  assert (per_fragment > 0).all()
+  share = per_fragment.max() / sum(sizes)
+  assert round(share, 3) == 0.308 and round(1 / share, 2) == 3.25

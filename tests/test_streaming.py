@@ -72,6 +72,42 @@ def test_strided_and_contiguous_fragments_of_the_transformer():
   assert fragments.leaf_fragments(shapes, 1, "strided") == [0] * len(paths)
 
 
+def test_sublayer_units_split_each_block_into_attention_and_mlp():
+  """The studies' 2-block model in 4 fragments: block 0's attention (with the
+  embedding), its MLP, block 1's attention, its MLP (with the output end); the
+  block units of the same tree are unchanged."""
+  init, _ = model_lib.make(
+      dict(vocab_size=32, d_model=8, num_layers=2, num_heads=2, mlp_dim=16, seq_len=8,
+           tie_embeddings=False)
+  )
+  shapes = jax.eval_shape(init, jax.random.key(0))
+  paths = [
+      tuple(str(getattr(e, "key", e)) for e in path)
+      for path, _ in jax.tree_util.tree_flatten_with_path(shapes)[0]
+  ]
+  want = {
+      ("block_0", "attn"): 0, ("block_0", "attn_norm"): 0,
+      ("block_0", "mlp"): 1, ("block_0", "mlp_norm"): 1,
+      ("block_1", "attn"): 2, ("block_1", "attn_norm"): 2,
+      ("block_1", "mlp"): 3, ("block_1", "mlp_norm"): 3,
+      ("embed",): 0, ("final_norm",): 3, ("head",): 3,
+  }
+
+  def expected(path):
+    return want[path[:2]] if path[0].startswith("block_") else want[path[:1]]
+
+  ids = fragments.leaf_fragments(shapes, 4, "strided", "sublayer")
+  assert ids == [expected(p) for p in paths]
+  # Contiguous over 4 units in 2 fragments: each block whole, as with blocks.
+  assert fragments.leaf_fragments(shapes, 2, "contiguous", "sublayer") == (
+      fragments.leaf_fragments(shapes, 2, "contiguous")
+  )
+  with pytest.raises(ValueError, match="stream.unit"):
+    fragments.leaf_fragments(shapes, 2, "strided", "layer")
+  with pytest.raises(ValueError, match="stream.unit"):
+    stream.Stream(fragments=2, mode="strided", tau=0, mix=0.5, eager=False, unit="x")
+
+
 def test_a_tree_without_blocks_has_one_unit_per_leaf():
   assert fragments.leaf_fragments(toy_params(), 2, "strided") == [0, 1]  # embed, out
   assert fragments.leaf_fragments(toy_params(), 3, "contiguous") == [0, 1]

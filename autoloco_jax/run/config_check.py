@@ -17,6 +17,7 @@ from autoloco_jax.algorithms import registry
 VALUES_BEFORE_THE_FIELD = {
     "stream.fragments": 1,
     "stream.mode": "strided",
+    "stream.unit": "block",
     "stream.tau": 0,
     "stream.mix": 0.5,
     "stream.eager": False,

@@ -23,11 +23,15 @@ a few times in the whole run.
 
 Rows (``ROWS``):
 
-* ``stream_tau0``, ``stream_tau1``: streaming DiLoCo with ``P = 2`` fragments,
-  the most the ``study`` model's 2 blocks allow (one block each: ``P = 4`` would
-  leave two fragments empty), the exchange in flight ``τ = 0`` or 1 inner steps.
-  ``τ = 1`` is 5% of ``H = 20`` (the paper's 1-5% of ``H = 100``; 1% is below
-  one step here); the slot of a fragment is ``H/P = 10`` steps;
+* ``stream_tau0``, ``stream_tau1``: streaming DiLoCo with ``P = 4`` fragments
+  (the paper's), the exchange in flight ``τ = 0`` or 1 inner steps. The
+  ``study`` model has 2 blocks, so its fragments are sub-layers
+  (``stream.unit = "sublayer"``: each block's attention and its MLP, strided):
+  unequal, the largest (block 1's MLP with the final norm) 30.8% of the
+  parameters, so the peak bandwidth can fall at most 3.25×, short of the 4×
+  target by construction. ``τ = 1`` is 5% of ``H = 20`` (the paper's 1-5% of
+  ``H = 100``; 1% is below one step here); the slot of a fragment is ``H/P = 5``
+  steps;
 * ``stream_fp4``: ``stream_tau1`` sending float4 (e2m1) with a scale per block;
 * ``stream_eager``: ``stream_tau1`` with eager updates (Kale et al. 2025, arXiv
   2502.12996): the worker's own pseudo-gradient stands in until the average arrives;
@@ -71,7 +75,10 @@ from configs.studies import base, evidence, seed_count
 
 NAME = "compression_many"
 PHASES = ("coarse", "tune", "report")
-FRAGMENTS = 2
+FRAGMENTS = 4
+#: What a fragment is made of (``fragments.py``): the model's 2 blocks split
+#: into attention and MLP, so that ``P = 4`` fragments are all non-empty.
+UNIT = "sublayer"
 #: Each grid: row family -> {label suffix: overrides}.
 GRIDS = {
     "sparseloco_d1": {f"a{a}_ef{e}": dict(alpha=a, ef_beta=e)
@@ -143,7 +150,7 @@ def row_config(opts: dict, row: str, point: dict | None = None):
   href = base.h_ref(quick)
   pair = evidence.tuned_pairs(cell)[href]
   p = {**DEFAULT_POINT, **(point or {})}
-  stream = dict(stream__fragments=FRAGMENTS, stream__mix=p["mix"])
+  stream = dict(stream__fragments=FRAGMENTS, stream__unit=UNIT, stream__mix=p["mix"])
   fp4 = dict(compress__codec="fp4", compress__block_size=p["block"])
   if row.startswith("sparseloco"):
     c = evidence.diloco_config(cell, href, p["alpha"], 0.0)

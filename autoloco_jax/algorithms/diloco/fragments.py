@@ -18,6 +18,13 @@ network they sit at:
 A tree without any ``block_i`` (a toy model, an adapter tree) treats each leaf
 as one unit, in flattening order.
 
+Finer units (``unit = "sublayer"``): each block's sub-layers are units of their
+own, block by block, so a model of ``L`` blocks splits into up to ``2L``
+fragments (the attention and the MLP of the transformer; a child ``x_norm`` goes
+with its sub-layer ``x``, the order is the tree's). The embedding goes with the
+first unit, the output end with the last. The paper's fragments are groups of
+layers; this lets a shallow model (the studies' 2 blocks) have ``P = 4``.
+
 Modes, for ``n`` units and ``P`` fragments:
 
 * ``strided`` (the paper's choice): unit ``i`` goes to fragment ``i mod P``,
@@ -37,6 +44,7 @@ from typing import Any
 import jax
 
 MODES = ("strided", "contiguous")
+UNITS = ("block", "sublayer")
 
 _BLOCK = re.compile(r"^block_(\d+)$")
 
@@ -60,6 +68,32 @@ def _unit_of(path: tuple, num_blocks: int) -> int | None:
   return num_blocks - 1
 
 
+def _sublayer_of(path: tuple) -> str | None:
+  """The sub-layer of a leaf inside a block (its child of ``block_i``, with a
+  ``_norm`` suffix dropped); None outside the blocks."""
+  names = [_key_name(e) for e in path]
+  for i, name in enumerate(names[:-1]):
+    if _BLOCK.match(name):
+      child = names[i + 1]
+      return child[: -len("_norm")] if child.endswith("_norm") else child
+  return None
+
+
+def _units(paths: list, num_blocks: int, unit: str) -> tuple[list[int], int]:
+  """Each leaf's unit and the number of units, for a tree with blocks."""
+  blocks = [_unit_of(path, num_blocks) for path in paths]
+  if unit == "block":
+    return blocks, num_blocks
+  subs = [_sublayer_of(path) for path in paths]
+  order = list(dict.fromkeys(s for s in subs if s is not None))
+  num_units = num_blocks * len(order)
+  units = [
+      b * len(order) + order.index(s) if s is not None else (0 if b == 0 else num_units - 1)
+      for b, s in zip(blocks, subs)
+  ]
+  return units, num_units
+
+
 def assign(unit: int, num_units: int, num_fragments: int, mode: str) -> int:
   """The fragment of unit ``unit`` of ``num_units`` (see the module docstring)."""
   if mode == "strided":
@@ -69,25 +103,26 @@ def assign(unit: int, num_units: int, num_fragments: int, mode: str) -> int:
   raise ValueError(f"unknown fragment mode {mode!r}; choose one of {MODES}")
 
 
-def leaf_fragments(params: Any, num_fragments: int, mode: str) -> list[int]:
+def leaf_fragments(params: Any, num_fragments: int, mode: str, unit: str = "block") -> list[int]:
   """The fragment of every leaf of ``params``, in ``jax.tree.leaves`` order.
 
   ``params`` may hold arrays or shape structs; only its structure is read.
 
   Raises:
-    ValueError: ``num_fragments < 1`` or an unknown ``mode``.
+    ValueError: ``num_fragments < 1``, an unknown ``mode`` or ``unit``.
   """
   if num_fragments < 1:
     raise ValueError(f"stream.fragments must be >= 1, got {num_fragments}")
   if mode not in MODES:
     raise ValueError(f"unknown stream.mode {mode!r}; choose one of {MODES}")
+  if unit not in UNITS:
+    raise ValueError(f"unknown stream.unit {unit!r}; choose one of {UNITS}")
   paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
   blocks = {
       int(m.group(1)) for path in paths for e in path if (m := _BLOCK.match(_key_name(e)))
   }
   if blocks:
-    num_units = max(blocks) + 1
-    units = [_unit_of(path, num_units) for path in paths]
+    units, num_units = _units(paths, max(blocks) + 1, unit)
   else:
     num_units = len(paths)
     units = list(range(num_units))

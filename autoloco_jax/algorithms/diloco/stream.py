@@ -74,6 +74,7 @@ class Stream:
   Attributes:
     fragments: ``P``, fragments synced in turn (1: the whole model, DiLoCo).
     mode: ``strided`` or ``contiguous`` (``fragments.py``).
+    unit: ``block`` or ``sublayer``, what a fragment is made of (``fragments.py``).
     tau: ``τ``, inner steps an exchange is in flight (0: no overlap).
     mix: ``λ``, weight of the worker's own copy when a fragment arrives.
     eager: apply the outer step with the worker's own pseudo-gradient until
@@ -85,12 +86,15 @@ class Stream:
   tau: int
   mix: float
   eager: bool
+  unit: str = "block"
 
   def __post_init__(self):
     for name in ("fragments", "tau", "mix"):
       ranges.check(f"stream.{name}", getattr(self, name))
     if self.mode not in fragments.MODES:
       raise ValueError(f"stream.mode must be one of {fragments.MODES}, got {self.mode!r}")
+    if self.unit not in fragments.UNITS:
+      raise ValueError(f"stream.unit must be one of {fragments.UNITS}, got {self.unit!r}")
     if self.eager and self.tau < 1:
       raise ValueError(
           "stream.eager needs an exchange in flight (stream.tau >= 1); with "
@@ -102,7 +106,12 @@ class Stream:
     """From ``config.stream``, the one place its fields are read."""
     cfg = config.stream
     return cls(
-        fragments=cfg.fragments, mode=cfg.mode, tau=cfg.tau, mix=cfg.mix, eager=cfg.eager
+        fragments=cfg.fragments,
+        mode=cfg.mode,
+        tau=cfg.tau,
+        mix=cfg.mix,
+        eager=cfg.eager,
+        unit=cfg.unit,
     )
 
   @property

@@ -70,7 +70,9 @@ class StreamingSync:
 
   def fragment(self, index: int, params: Any) -> fragment_sync.Fragment:
     """Fragment ``index`` of the parameter tree ``params`` (arrays or shapes)."""
-    ids = fragments.leaf_fragments(params, self.stream.fragments, self.stream.mode)
+    ids = fragments.leaf_fragments(
+        params, self.stream.fragments, self.stream.mode, self.stream.unit
+    )
     leaves = tuple(i == index for i in ids)
     return fragment_sync.Fragment(index, leaves, self.stream, self.compression, self.rule)
 
