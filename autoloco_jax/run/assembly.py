@@ -65,7 +65,7 @@ class Built(NamedTuple):
 #: (``tests/test_assembly.py``). A sweep trains seed by seed, each seed's labels
 #: in turn, so a label's build is reused only if the cache holds every label of
 #: the study: 16 covers the evidence and G2 report phases (10-11 labels). A
-#: kept build holds its compiled programs, about 40 MB of host memory for DiLoCo
+#: kept build holds its compiled programs, about 35 MB of host memory for DiLoCo
 #: at the study size on CPU; reusing one saves about 7 s a run, of a 1,200-step
 #: study run's 150 s (``benchmarks/build_reuse.py``, docs/performance.md §10).
 _BUILT: collections.OrderedDict = collections.OrderedDict()
