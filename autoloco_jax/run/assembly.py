@@ -70,6 +70,9 @@ class Built(NamedTuple):
 #: study run's 150 s (``benchmarks/build_reuse.py``, docs/performance.md §10).
 _BUILT: collections.OrderedDict = collections.OrderedDict()
 KEEP_BUILDS = 16
+#: Builds made in this process (each a miss of the cache above): what a test or
+#: benchmark reads to count them.
+builds_made = 0
 
 
 def build_key(config: Any, mesh: Any) -> tuple:
@@ -84,6 +87,7 @@ def build_key(config: Any, mesh: Any) -> tuple:
 def build(config: Any, mesh: Any, vocab_size: int) -> Built:
   """The model and the algorithm for ``config`` on ``mesh``: the one built for
   an equal :func:`build_key` if it is among the last :data:`KEEP_BUILDS`."""
+  global builds_made
   key = build_key(config, mesh) + (vocab_size,)
   if key in _BUILT:
     _BUILT.move_to_end(key)
@@ -95,6 +99,7 @@ def build(config: Any, mesh: Any, vocab_size: int) -> Built:
   init, apply = model_lib.make(model_cfg)
   loss_fn = functools.partial(model_lib.loss_fn, apply)
   built = Built(model_cfg, init, apply, loss_fn, registry.make(config, loss_fn, mesh))
+  builds_made += 1
   _BUILT[key] = built
   while len(_BUILT) > KEEP_BUILDS:
     _BUILT.popitem(last=False)

@@ -105,14 +105,7 @@ class Stream:
   def from_config(cls, config: Any) -> "Stream":
     """From ``config.stream``, the one place its fields are read."""
     cfg = config.stream
-    return cls(
-        fragments=cfg.fragments,
-        mode=cfg.mode,
-        tau=cfg.tau,
-        mix=cfg.mix,
-        eager=cfg.eager,
-        unit=cfg.unit,
-    )
+    return cls(**{f.name: cfg[f.name] for f in dataclasses.fields(cls)})
 
   @property
   def plain(self) -> bool:
