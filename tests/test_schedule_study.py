@@ -27,8 +27,13 @@ def test_candidates_clip_beta_and_drop_duplicates():
   # 0.9 + 0.05 and 0.9 + 0.1 both clip to 0.95: one run, not two.
   assert consts == [0.8, 0.85, 0.95]
   assert all(0.0 <= v["diloco__beta"] <= schedule.BETA_MAX for v in got.values())
+  # ``over`` and ``high`` both end at the clip from 0.7: the first one is kept.
+  ends = [k for k, v in got.items() if v.get("diloco__beta_end") == 0.95]
+  assert ends == ["h20_over_b0p7_0p95"]
   low = schedule.candidates(MANY, 20, 0.1)
-  assert low["h20_deep_b0_0p1"]["diloco__beta"] == 0.0
+  # ``lin`` and ``deep`` both start at the clip 0 there: one run, ``lin``.
+  assert low["h20_lin_b0_0p1"]["diloco__beta"] == 0.0
+  assert "h20_deep_b0_0p1" not in low
 
 
 def test_parse_accepts_its_two_cells_only():

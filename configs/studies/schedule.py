@@ -28,7 +28,9 @@ tuned value at that ``H`` and ``β*`` its tuned constant (a grid of step 0.2):
 * momentum schedules ``β(t)`` (``outer.momentum_schedule``, config
   ``diloco.beta_end``, ``beta_shape``, ``beta_rounds``), from ``SCHEDULES``:
   warmups from below ``β*`` over the whole run (linear and cosine) or its first
-  quarter, one that ends above ``β*``, and a decay as the control of direction.
+  quarter, two that end above ``β*`` (by 0.1 and 0.2: the second added when the
+  first was best at every ``H`` of base/Shakespeare's coarse pass), and a decay as
+  the control of direction.
   AutoLoCo's own momentum correction ``β^{r_t}`` is a warmup of this kind (its
   rounds are long early, ``r_t > 1``); Pier (arXiv 2511.17849) reports gains from
   an outer-momentum warmup alone.
@@ -83,6 +85,9 @@ SCHEDULES = {
     "over": (-0.2, 0.1, "linear", 1.0),
     "warm": (-0.2, 0.0, "linear", 0.25),
     "decay": (0.1, -0.1, "linear", 1.0),
+    # Added after base/Shakespeare's coarse pass (before its tune), which put
+    # ``over`` (ending 0.1 above ``β*``) best at every ``H``: the grid's edge.
+    "high": (-0.2, 0.2, "linear", 1.0),
 }
 QUICK_FINE = (0.05,)
 QUICK_SCHEDULES = ("lin", "warm")
@@ -144,14 +149,14 @@ def candidates(opts: dict, h: int, beta: float) -> dict[str, dict]:
   for name in QUICK_SCHEDULES if quick else SCHEDULES:
     d0, d1, shape, share = SCHEDULES[name]
     b0, b1 = _b(beta + d0), _b(beta + d1)
-    if b0 == b1:
-      continue
-    out[f"h{h}_{name}_b{_num(b0)}_{_num(b1)}"] = dict(
+    overrides = dict(
         diloco__beta=b0,
         diloco__beta_end=b1,
         diloco__beta_shape=shape,
         diloco__beta_rounds=0 if share == 1.0 else max(1, int(round(share * rounds))),
     )
+    if b0 != b1 and overrides not in out.values():
+      out[f"h{h}_{name}_b{_num(b0)}_{_num(b1)}"] = overrides
   return out
 
 
