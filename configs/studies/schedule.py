@@ -28,9 +28,9 @@ tuned value at that ``H`` and ``β*`` its tuned constant (a grid of step 0.2):
 * momentum schedules ``β(t)`` (``outer.momentum_schedule``, config
   ``diloco.beta_end``, ``beta_shape``, ``beta_rounds``), from ``SCHEDULES``:
   warmups from below ``β*`` over the whole run (linear and cosine) or its first
-  quarter, two that end above ``β*`` (by 0.1 and 0.2: the second added when the
-  first was best at every ``H`` of base/Shakespeare's coarse pass), and a decay as
-  the control of direction.
+  quarter, three that end above ``β*`` (by 0.1, by 0.2 and at ``BETA_MAX``: each
+  added when the one before was best at every ``H`` of base/Shakespeare's coarse
+  pass), and a decay as the control of direction.
   AutoLoCo's own momentum correction ``β^{r_t}`` is a warmup of this kind (its
   rounds are long early, ``r_t > 1``); Pier (arXiv 2511.17849) reports gains from
   an outer-momentum warmup alone.
@@ -76,6 +76,8 @@ CELLS = (("many", "python"), ("base", "shakespeare"))
 SCHEDULE_HS = (14, 20, 30)
 #: Finer constants: ``β* + d``.
 FINE = (-0.1, -0.05, 0.05, 0.1)
+#: The largest momentum any candidate takes.
+BETA_MAX = 0.95
 #: Schedules relative to ``β*``: name -> (``β_0 − β*``, ``β_1 − β*``, shape,
 #: share of the run's rounds the change takes).
 SCHEDULES = {
@@ -86,13 +88,14 @@ SCHEDULES = {
     "warm": (-0.2, 0.0, "linear", 0.25),
     "decay": (0.1, -0.1, "linear", 1.0),
     # Added after base/Shakespeare's coarse pass (before its tune), which put
-    # ``over`` (ending 0.1 above ``β*``) best at every ``H``: the grid's edge.
+    # ``over`` (ending 0.1 above ``β*``) best at every ``H``, the grid's edge;
+    # then ``high`` was best at every ``H``, so ``top`` ends at ``BETA_MAX``.
     "high": (-0.2, 0.2, "linear", 1.0),
+    "top": (-0.2, BETA_MAX, "linear", 1.0),
 }
 QUICK_FINE = (0.05,)
 QUICK_SCHEDULES = ("lin", "warm")
 TOP = 2
-BETA_MAX = 0.95
 QUICK_DIR = "runs/studies/schedule-quick"
 DOCS_DIR = "docs/studies/schedule"
 
