@@ -4,6 +4,7 @@ final loss against syncs, and the adaptive runs' H and outer step over training.
 from __future__ import annotations
 
 import os
+import textwrap
 from typing import Sequence
 
 import numpy as np
@@ -18,6 +19,14 @@ X_LABELS = {
     "peak_bandwidth": "peak bandwidth, bytes/s",
     "step": "inner step",
 }
+#: A title's characters per line: a study's long title wraps instead of running
+#: off the figure's edges.
+TITLE_WIDTH = 70
+
+
+def set_title(ax, text: str) -> None:
+  """``text`` as ``ax``'s title, wrapped at :data:`TITLE_WIDTH`."""
+  ax.set_title(textwrap.fill(text, TITLE_WIDTH), fontsize=10)
 
 
 def _mean_curve(
@@ -86,7 +95,7 @@ def plot_curves(
   )
   ax.set_xlabel(xlabel)
   ax.set_ylabel("eval loss (bits/byte)")
-  ax.set_title(title)
+  set_title(ax, title)
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8)
   return ax
@@ -133,7 +142,7 @@ def plot_rounds(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
   axes[-1, 0].set_xlabel("inner step (end of round)")
-  axes[0, 0].set_title(title)
+  set_title(axes[0, 0], title)
   fig.tight_layout()
   return fig
 
@@ -169,7 +178,7 @@ def plot_frontier(result: dict, x_key: str = "syncs", band: str = "range"):
     ax.set_xscale("log")
   ax.set_xlabel(X_LABELS.get(x_key, x_key))
   ax.set_ylabel("final eval loss (bits/byte)")
-  ax.set_title(f"{result['title']}: final loss vs {X_LABELS.get(x_key, x_key)}")
+  set_title(ax, f"{result['title']}: final loss vs {X_LABELS.get(x_key, x_key)}")
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7)
   fig.tight_layout()
