@@ -138,12 +138,13 @@ def syncs_saved_table(result: dict) -> list[str]:
       f" tokens. Tolerance (the frontier's loss for 10% fewer syncs):"
       f" {first['tolerance']:.4f} bits/byte. Monotone: the same against the pooled"
       f" monotone frontier (any non-increasing curve in log syncs, no extrapolation),"
-      f" the union of its two intervals over the seeds whose loss it reaches."
+      f" the union of its two intervals: syncs saved over the seeds whose loss it"
+      f" reaches, the Δ over every seed."
       + _lack_of_fit_text(fit),
       "",
       "| run | syncs | syncs saved at equal loss | (t) | Δ loss at equal syncs | (t) "
-      "| seeds with S* in range | monotone: syncs saved (seeds) |",
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+      "| seeds with S* in range | monotone: syncs saved (seeds) | monotone: Δ loss at equal syncs |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
   ]
   for label, e in entries.items():
     syncs = sum(r["summary"]["syncs"] for r in result["runs"][label]) / e["n"]
@@ -153,7 +154,7 @@ def syncs_saved_table(result: dict) -> list[str]:
         f"{_t_ci(e, 'saved', '{:+.1%}')} | {interval(e['delta'], '{:+.4f}')} | "
         f"{_t_ci(e, 'delta', '{:+.4f}')} | {e['needed_in_range']}/{e['n']} | "
         + (f"{interval(syncs_saved.widest(m), '{:+.1%}')}" if m["needed_in_range"] else "none reached")
-        + f" ({m['needed_in_range']}) |"
+        + f" ({m['needed_in_range']}) | {interval(syncs_saved.widest(m, 'delta'), '{:+.4f}')} |"
     )
   gains = [
       f"`{label}` {result['stats'][label]['late_gain'][0]:+.4f}"

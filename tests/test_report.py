@@ -279,3 +279,26 @@ def test_a_replayed_ratio_schedule_is_named_in_the_table():
   assert "replayed" not in report_text._describe(cfg)
   cfg.autoloco.ratio_schedule = (2.0, 1.0)
   assert "r_t replayed (2 rounds)" in report_text._describe(cfg)
+
+
+def test_the_syncs_saved_table_reads_the_monotone_delta_on_the_union_interval():
+  """The monotone frontier's Δ at equal syncs is a column, read on the union of
+  its bootstrap and t intervals (the schedule study's committed base/Shakespeare
+  report: ``adaptive_on_schedule``'s bootstrap [−0.0039, +0.0039] and t
+  [−0.0042, +0.0046])."""
+  import json
+  import os
+
+  from experiments import report_text
+  from tests.helpers import ROOT
+
+  path = os.path.join(ROOT, "docs/studies/schedule/base_shakespeare/report/summary.json")
+  with open(path) as f:
+    result = json.load(f)
+  lines = report_text.syncs_saved_table(result)
+  assert lines[2].endswith("| monotone: Δ loss at equal syncs |")
+  row = next(l for l in lines if l.startswith("| `adaptive_on_schedule` |"))
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert len(cells) == len(lines[2].strip("|").split("|"))
+  assert cells[-1] == "+0.0002 [-0.0042, +0.0046]"
+  assert cells[-2] == "-1.6% [-6.8%, +4.4%] (17)"
