@@ -64,3 +64,18 @@ def test_variants_are_the_chosen_design_with_each_correction():
   for label, correction in schedule.CORRECTIONS.items():
     assert got[label].autoloco.correction == correction
     assert got[label].interval.to_dict() == auto.interval.to_dict()
+
+
+def test_tune_keeps_the_best_schedule_when_the_coarse_pass_ranks_constants_first():
+  """many/Python's coarse pass at ``H = 14`` (seed 0): ``β*`` and three finer
+  constants ahead of every schedule; the tuning seeds still get the best
+  schedule beside the ``TOP`` best and the best finer constant."""
+  ranked = ["h14_const_b0p5", "h14_const_b0p55", "h14_const_b0p6", "h14_const_b0p4",
+            "h14_warm_b0p3_0p5", "h14_high_b0p3_0p7", "h14_decay_b0p6_0p4"]
+  kept = schedule.tune_labels(ranked, "h14_const_b0p5")
+  assert kept == {"h14_const_b0p5", "h14_const_b0p55", "h14_const_b0p6", "h14_warm_b0p3_0p5"}
+  # Where schedules lead (base/Shakespeare), nothing is added beyond the TOP best.
+  ranked = ["h20_top_b0p5_0p95", "h20_high_b0p5_0p9", "h20_over_b0p5_0p8",
+            "h20_const_b0p6", "h20_const_b0p7"]
+  kept = schedule.tune_labels(ranked, "h20_const_b0p7")
+  assert kept == {"h20_const_b0p7", "h20_top_b0p5_0p95", "h20_high_b0p5_0p9", "h20_const_b0p6"}

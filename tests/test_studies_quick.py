@@ -145,7 +145,7 @@ def _workdirs(study, root: str, label: str) -> list[str]:
 def test_schedule_study_reuses_the_evidence_runs_and_reads_each_phase(phases, studies):
   """Issue 41's study on the evidence quick cell: ``β*`` at ``H`` is the
   evidence study's own coarse run; the tune phase keeps ``β*``, the coarse
-  pass's ``TOP`` best candidates and its best finer constant; the report's
+  pass's ``TOP`` best candidates, its best finer constant and best schedule; the report's
   schedule-tuned point is the tune phase's best; AutoLoCo is the evidence
   report's committed run, and adaptive ``H`` on the schedule has no ratio
   correction; ``report`` reads against the schedule-tuned frontier, ``constant``
@@ -164,6 +164,7 @@ def test_schedule_study_reuses_the_evidence_runs_and_reads_each_phase(phases, st
   tune_study, tune = phases["schedule_tune"]
   expected = {star, *[l for l in ranked if l != star][: schedule.TOP]}
   expected |= set([l for l in ranked if "_const_" in l and l != star][:1])
+  expected |= set([l for l in ranked if "_const_" not in l and l != star][:1])
   assert set(tune_study.labels) == expected
   best = min(tune["stats"], key=lambda l: tune["stats"][l]["final_eval_bpb"][0])
   for phase in ("report", "constant"):

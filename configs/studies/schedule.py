@@ -40,7 +40,10 @@ Phases (every choice on the tuning seeds 0-2, as in the evidence study):
 * ``coarse``: every candidate on tuning seed 0, beside ``β*`` (the evidence
   study's own run).
 * ``tune``: at each ``H``, ``β*``, the ``TOP`` best candidates of the coarse
-  pass and the best finer constant, on the tuning seeds. The schedule-tuned
+  pass, its best finer constant and its best schedule, on the tuning seeds
+  (``tune_labels``; the best schedule was added when many/Python's coarse pass
+  ranked constants first at ``H`` = 14 and 20, which would have left no schedule
+  to tune there). The schedule-tuned
   point at ``H`` has the lowest mean final eval bits/byte (``β*`` itself may
   win: the search contains the constant frontier's).
 * ``report``: on the evidence report's fresh seeds (so every pair is by seed with
@@ -216,15 +219,24 @@ def _coarse_runs(s, opts: dict, pairs: dict) -> None:
   grid_runs(s, opts, pairs)
 
 
+def tune_labels(ranked: list[str], star: str) -> set[str]:
+  """The labels at one ``H`` that go on to the tuning seeds, from the coarse
+  pass's ``ranked`` (best first): ``star`` (``β*``), the ``TOP`` best others,
+  the best finer constant and the best schedule, so that the tuning seeds tell
+  "a schedule" and "a finer constant" apart even where the coarse seed ranks
+  every schedule below the constants."""
+  others = [l for l in ranked if l != star]
+  constants = [l for l in others if "_const_" in l]
+  schedules = [l for l in others if "_const_" not in l]
+  return {star, *others[:TOP], *constants[:1], *schedules[:1]}
+
+
 def _tune_runs(s, opts: dict, pairs: dict) -> None:
   s.seeds = (0,) if opts["quick"] else evidence.TUNING_SEEDS
   stats = _read(opts, "coarse")["stats"]
   keep = set()
   for h in schedule_hs(opts["quick"]):
-    ranked = _ranked(stats, h)
-    star = constant_label(h, pairs[h][1])
-    keep |= {star, *[l for l in ranked if l != star][:TOP]}
-    keep |= set([l for l in ranked if "_const_" in l and l != star][:1])
+    keep |= tune_labels(_ranked(stats, h), constant_label(h, pairs[h][1]))
   grid_runs(s, opts, pairs, keep=lambda h, label: label in keep)
 
 
