@@ -68,7 +68,10 @@ What it reached in base/Shakespeare (18 fresh seeds): the tuned schedule is the
 warmup from ``β* − 0.2`` to ``BETA_MAX`` at every ``H``, 0.029-0.047 bits/byte
 below the tuned constant; against it AutoLoCo needs more syncs (−27.6%
 [−32.1%, −23.1%], monotone frontier), and its adaptive ``H`` on the tuned
-schedule saves −1.6% [−6.8%, +4.4%]: equal (inside ±10%).
+schedule saves −1.6% [−6.8%, +4.4%]: equal (inside ±10%). many/Python, an
+interim report on 7 of its 20 seeds: the tuned points end 0.013-0.021 bits/byte
+below the constant β* at each ``H``, and against them AutoLoCo's loss difference
+is not resolved (+0.0038 [−0.0039, +0.0115]); docs/results.md §1 has both.
 """
 
 from __future__ import annotations
