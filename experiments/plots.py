@@ -29,6 +29,20 @@ def set_title(ax, text: str) -> None:
   ax.set_title(textwrap.fill(text, TITLE_WIDTH), fontsize=10)
 
 
+#: Matplotlib's default cycle has 10 colours; past them a label keeps its
+#: colour's place but takes the next marker and line style, so that 11-40
+#: labels (a report of every control) stay told apart.
+MARKERS = ("o", "s", "^", "D")
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def label_style(i: int) -> dict:
+  """The ``i``-th label's colour, marker and line style: ``C{i mod 10}``, the
+  ``i // 10``-th marker and line style (distinct for ``i < 40``)."""
+  k = (i // 10) % len(MARKERS)
+  return dict(color=f"C{i % 10}", marker=MARKERS[k], linestyle=LINESTYLES[k])
+
+
 def _mean_curve(
     runs: Sequence[dict], x_key: str, y_key: str = "eval_bpb", num: int = 60,
     band: str = "range",
@@ -79,13 +93,17 @@ def plot_curves(
 
   if ax is None:
     _, ax = plt.subplots(figsize=(7, 4.5))
-  for label, label_runs in runs.items():
+  for i, (label, label_runs) in enumerate(runs.items()):
     curve = _mean_curve(label_runs, x_key, band=band)
     if curve is None:
       continue
     x, mean, lo, hi = curve
-    (line,) = ax.plot(x, mean, label=label, marker="." if len(x) == 1 else None)
-    ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+    style = label_style(i)
+    ax.plot(
+        x, mean, label=label, color=style["color"], linestyle=style["linestyle"],
+        marker=style["marker"] if len(x) == 1 else None,
+    )
+    ax.fill_between(x, lo, hi, color=style["color"], alpha=0.2, linewidth=0)
   if log_x:
     plain_log_x(ax)
   xlabel = (
@@ -157,15 +175,19 @@ def plot_frontier(result: dict, x_key: str = "syncs", band: str = "range"):
 
   fig, ax = plt.subplots(figsize=(7, 4.5))
   st = result["stats"]
-  for label in result["labels"]:
+  for i, label in enumerate(result["labels"]):
     if x_key not in st[label]:
       continue
+    style = label_style(i)
     (x, xs), (y, ys) = st[label][x_key], st[label]["final_eval_bpb"]
     if band == "t95":
       n = len(st[label]["loss_by_seed"])
       ys = _t95(n) * ys / np.sqrt(n) if n > 1 else 0.0
       xs = 0.0
-    ax.errorbar(x, y, xerr=xs, yerr=ys, fmt="o", capsize=3, label=label)
+    ax.errorbar(
+        x, y, xerr=xs, yerr=ys, fmt=style["marker"], color=style["color"], capsize=3,
+        label=label,
+    )
   if result["frontier"]:
     if x_key == "syncs":
       pts = frontier_points(st, result["frontier"])

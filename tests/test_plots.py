@@ -1,9 +1,12 @@
-"""The report's plots keep a study's long title inside the figure."""
+"""The report's plots keep a study's long title inside the figure, and tell
+apart more labels than the colour cycle holds."""
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+
+import numpy as np
 
 from experiments import plots
 
@@ -28,4 +31,37 @@ def test_a_long_title_wraps_inside_the_figure():
   lines = ax.get_title().split("\n")
   assert len(lines) == 2 and max(map(len, lines)) <= plots.TITLE_WIDTH
   assert " ".join(lines) == LONG
+  plt.close(fig)
+
+
+def test_a_report_of_fourteen_labels_draws_each_in_its_own_style():
+  # The schedule report draws 14 labels; the colour cycle has 10, so with
+  # colour alone diloco_h10 and adaptive_on_schedule were drawn alike.
+  labels = [f"run{i}" for i in range(14)]
+  stats = {
+      l: dict(syncs=(10.0 * (i + 1), 0.0), final_eval_bpb=(2.0 + 0.01 * i, 0.01))
+      for i, l in enumerate(labels)
+  }
+  result = dict(title="t", labels=labels, stats=stats, frontier=[])
+  fig = plots.plot_frontier(result)
+  handles, names = fig.axes[0].get_legend_handles_labels()
+  assert names == labels
+  drawn = []
+  for h in handles:
+    line = h.lines[0]  # an errorbar's marker line
+    drawn.append((matplotlib.colors.to_hex(line.get_color()), line.get_marker()))
+  assert len(set(drawn)) == 14, drawn
+  assert drawn[0][0] == drawn[10][0] and drawn[0][1] != drawn[10][1]
+  plt.close(fig)
+  fig, ax = plt.subplots()
+  runs = {
+      l: [dict(eval=dict(tokens=[1.0, 2.0], eval_bpb=[3.0 - 0.01 * i, 2.9]))]
+      for i, l in enumerate(labels)
+  }
+  plots.plot_curves(runs, "tokens", ax=ax)
+  styles = {
+      (matplotlib.colors.to_hex(line.get_color()), line.get_linestyle()) for line in ax.lines
+  }
+  assert len(styles) == 14 and len(ax.lines) == 14
+  assert np.allclose(ax.lines[0].get_ydata()[[0, -1]], [3.0, 2.9])
   plt.close(fig)
