@@ -69,9 +69,9 @@ warmup from ``β* − 0.2`` to ``BETA_MAX`` at every ``H``, 0.029-0.047 bits/byt
 below the tuned constant; against it AutoLoCo needs more syncs (−27.6%
 [−32.1%, −23.1%], monotone frontier), and its adaptive ``H`` on the tuned
 schedule saves −1.6% [−6.8%, +4.4%]: equal (inside ±10%). many/Python, an
-interim report on 7 of its 20 seeds: the tuned points end 0.013-0.021 bits/byte
+interim report on 17 of its 20 seeds: the tuned points end 0.010-0.025 bits/byte
 below the constant β* at each ``H``, and against them AutoLoCo's loss difference
-is not resolved (+0.0038 [−0.0039, +0.0115]); docs/results.md §1 has both.
+is not resolved (+0.0024 [−0.0016, +0.0077]); docs/results.md §1 has both.
 """
 
 from __future__ import annotations
