@@ -68,10 +68,12 @@ What it reached in base/Shakespeare (18 fresh seeds): the tuned schedule is the
 warmup from ``β* − 0.2`` to ``BETA_MAX`` at every ``H``, 0.029-0.047 bits/byte
 below the tuned constant; against it AutoLoCo needs more syncs (−27.6%
 [−32.1%, −23.1%], monotone frontier), and its adaptive ``H`` on the tuned
-schedule saves −1.6% [−6.8%, +4.4%]: equal (inside ±10%). many/Python, an
-interim report on 17 of its 20 seeds: the tuned points end 0.010-0.025 bits/byte
-below the constant β* at each ``H``, and against them AutoLoCo's loss difference
-is not resolved (+0.0024 [−0.0016, +0.0077]); docs/results.md §1 has both.
+schedule saves −1.6% [−6.8%, +4.4%]: equal (inside ±10%). many/Python (20 fresh
+seeds): the tuned points end 0.008-0.028 bits/byte below the constant β* at each
+``H``; against them AutoLoCo needs more syncs on the monotone frontier (−33.4%
+[−50.0%, −10.2%]), its loss difference is not resolved (+0.0006 [−0.0034,
++0.0052]: inconclusive at ±0.0037), and adaptive ``H`` on the schedule is
+inconclusive (+0.0040 [−0.0014, +0.0094]); docs/results.md §1 has both cells.
 """
 
 from __future__ import annotations
