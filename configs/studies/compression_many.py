@@ -79,18 +79,24 @@ FRAGMENTS = 4
 #: What a fragment is made of (``fragments.py``): the model's 2 blocks split
 #: into attention and MLP, so that ``P = 4`` fragments are all non-empty.
 UNIT = "sublayer"
-#: SparseLoCo's outer lr, first ``{0.7, 1.0} × {0.9, 0.95}``; widened upward
-#: (``SPARSELOCO_WIDE``) when the first coarse runs at 1% density trailed DiLoCo
-#: by 0.3 bits/byte at step 2,100 with an error-feedback residual 9× the
-#: pseudo-gradient's norm and the larger decay ahead (a step too small, not
-#: unstable). Only ``ef_beta = 0.95`` is kept above ``α = 1``: it led 0.9 there.
-SPARSELOCO_GRID = tuple((a, e) for a in (0.7, 1.0) for e in (0.9, 0.95))
-SPARSELOCO_WIDE = ((2.0, 0.95), (4.0, 0.95))
+#: SparseLoCo's outer lr and error-feedback decay. The first grid,
+#: ``{0.7, 1.0} × {0.9, 0.95}``, was widened upward twice while the coarse pass
+#: ran (``SPARSELOCO_WIDE``). The first runs at 1% density were 0.3 bits/byte
+#: behind DiLoCo at step 2,100, with an error-feedback residual 7-10× the
+#: round's pseudo-gradient and the larger decay ahead: a step too small, not
+#: unstable. Then every doubling of ``α`` (1 → 2 → 4) gained about 0.1 bits/byte
+#: at step 1,200, so 8 and 16 were added. Above ``α = 1`` only the decay 0.95 is
+#: run (it led 0.9 at both smaller ``α``), and at 3% density ``α = 0.7`` is pruned
+#: (0.1 behind ``α = 1`` at 1%).
+SPARSELOCO_GRID = {
+    "sparseloco_d1": tuple((a, e) for a in (0.7, 1.0) for e in (0.9, 0.95)),
+    "sparseloco_d3": ((1.0, 0.9), (1.0, 0.95)),
+}
+SPARSELOCO_WIDE = tuple((a, 0.95) for a in (2.0, 4.0, 8.0, 16.0))
 #: Each grid: row family -> {label suffix: overrides}.
 GRIDS = {
-    family: {f"a{a}_ef{e}": dict(alpha=a, ef_beta=e)
-             for a, e in SPARSELOCO_GRID + SPARSELOCO_WIDE}
-    for family in ("sparseloco_d1", "sparseloco_d3")
+    family: {f"a{a}_ef{e}": dict(alpha=a, ef_beta=e) for a, e in first + SPARSELOCO_WIDE}
+    for family, first in SPARSELOCO_GRID.items()
 } | {
     "stream_tau1": {f"mix{m}": dict(mix=m) for m in (0.5, 0.75)},
     "stream_fp4": {f"block{b}": dict(block=b) for b in (32, 128)},
