@@ -98,7 +98,10 @@ GRIDS = {
     family: {f"a{a}_ef{e}": dict(alpha=a, ef_beta=e) for a, e in first + SPARSELOCO_WIDE}
     for family, first in SPARSELOCO_GRID.items()
 } | {
-    "stream_tau1": {f"mix{m}": dict(mix=m) for m in (0.5, 0.75)},
+    # The paper's 0.5 and 0.75 first; 0.5 led by 0.029 on the coarse pass, at
+    # the grid's lower edge, so 0.25 and 0 (the arriving average replaces the
+    # local copy) were added.
+    "stream_tau1": {f"mix{m}": dict(mix=m) for m in (0.5, 0.75, 0.25, 0.0)},
     "stream_fp4": {f"block{b}": dict(block=b) for b in (32, 128)},
 }
 QUICK_GRIDS = {
