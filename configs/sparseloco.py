@@ -15,7 +15,11 @@ Expected (on the first 8 KB eval, not yet re-run on the
 whole split; ``:study``, one seed, untuned, network.name=hetero,
 network.step_time=0.075): eval loss 2.238 nats/token in 30 syncs, 1.1 MB sent per
 worker (DiLoCo: 2.106 nats, 76.8 MB). Under the protocol (5 fresh seeds, against
-a tuned DiLoCo): docs/results.md §2.
+a tuned DiLoCo): docs/results.md §2. In the many-rounds regime (150 syncs) the
+paper's lr 1 is far too small for this model: the coarse pass of
+``configs/studies/compression_many.py`` put the best outer lr at 4-8
+(docs/studies/compression_many/README.md); the default stays the paper's until
+that study reports.
 """
 
 from configs import common
