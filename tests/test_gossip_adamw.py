@@ -94,26 +94,35 @@ def test_at_one_step_a_round_gasloc_without_momentum_is_gossip_adamw_at_eta_time
   read only gradients), so this is gossip AdamW with the inner learning rate
   (and its schedule) times ``η``, ``w = α``: GASLoC's ``η`` is a step size, and
   the G1 study's ``gasloc_g0`` is gossip AdamW with its learning rate tuned.
-  Equal up to rounding (the two compute ``η·d`` in different orders)."""
+
+  Equal up to rounding, which AdamW can amplify: the two compute ``η·d`` in
+  different orders, and an early AdamW step is close to ``sign(g)``, so a
+  last-bit change in a gradient that nearly cancels moves that element by up to
+  a step. Measured: 2.4e-7 apart after six rounds at ``η = 2`` on both CPUs;
+  at ``η = 3`` 2.4e-7 on Intel but 5.3e-4 in a few elements from round 2 on AMD
+  (``‖a − g‖ / ‖a − base‖`` = 7.5e-5, ``base`` the run at the shared learning
+  rate). So the first round is compared to rounding, and six rounds in
+  relative norm against the distance to ``base``."""
   K, hs = 4, [1] * 6
   a_cfg = config("gasloc", K=K, h=1, lr=eta, momentum=0.0, total=40)
   a_cfg.gossip.topology, a_cfg.gasloc.alpha = "ring", 0.25
   g_cfg = gossip_config(K=K, h=1, topo="ring", weight=0.25)
   g_cfg.inner.lr = a_cfg.inner.lr * eta
   mesh = replicas.make_mesh(K, 1)
-  _, a_state, a_metrics = run_rounds(a_cfg, mesh, hs)
-  _, g_state, g_metrics = run_rounds(g_cfg, mesh, hs)
-  # Measured: at most 2.4e-7 apart after six rounds (weights of order 1).
-  assert_trees_close(get(a_state.params_K), get(g_state.params_K), rtol=1e-6, atol=1e-6)
+  a_rounds, g_rounds = [], []
+  _, _, a_metrics = run_rounds(a_cfg, mesh, hs, each=lambda s: a_rounds.append(get(s.params_K)))
+  _, _, g_metrics = run_rounds(g_cfg, mesh, hs, each=lambda s: g_rounds.append(get(s.params_K)))
+  assert_trees_close(a_rounds[0], g_rounds[0], rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(a_metrics[0]["loss_mean"], g_metrics[0]["loss_mean"], rtol=1e-6)
   for am, gm in zip(a_metrics, g_metrics):
-    np.testing.assert_allclose(am["loss_mean"], gm["loss_mean"], rtol=1e-5)
+    np.testing.assert_allclose(am["loss_mean"], gm["loss_mean"], rtol=1e-4)
   # Not the same run at the shared learning rate: the step size is the difference.
   _, base_state, _ = run_rounds(gossip_config(K=K, h=1, topo="ring", weight=0.25), mesh, hs)
-  diff = max(
-      float(np.max(np.abs(a - b)))
-      for a, b in zip(jax.tree.leaves(get(a_state.params_K)), jax.tree.leaves(get(base_state.params_K)))
-  )
-  assert diff > 1e-3
+  flat = lambda tree: np.concatenate([np.ravel(x) for x in jax.tree.leaves(tree)])
+  a, g, base = flat(a_rounds[-1]), flat(g_rounds[-1]), flat(get(base_state.params_K))
+  assert np.linalg.norm(a - base) > 1.0
+  assert np.linalg.norm(a - g) < 1e-3 * np.linalg.norm(a - base)
+
 
 def test_a_bad_weight_is_refused_by_name():
   with pytest.raises(ValueError, match=r"gossip_adamw\.weight"):

@@ -305,15 +305,28 @@ def test_gossip_refuses_streaming_by_name(name):
 
 @pytest.mark.parametrize("case", ["noloco-matching", "gasloc-torus-mixed"])
 def test_compressed_sharded_equals_vmapped(case):
-  """Payloads decoded on another device (ppermute) equal those decoded locally."""
+  """Payloads decoded on another device (ppermute) equal those decoded locally.
+
+  Each round's inner steps run once (one device); the same pre-sync state then
+  goes through the sync on four devices and on one. Comparing whole runs
+  instead would compare inner steps laid out differently, whose last-bit
+  differences int8 rounding can turn into a whole quantum (CI saw two such
+  elements in 512); the claim is about the exchange, so the exchange gets the
+  same input."""
   name, topo, extra = CASES[case]
   cfg = gossip_config(name, topo, "int8", ef_beta=0.9, **extra)
-  hs = [2, 2, 2]
-  _, s4, m4 = run_rounds(cfg, replicas.make_mesh(K, 4), hs)
-  _, s1, m1 = run_rounds(cfg, replicas.make_mesh(K, 1), hs)
-  for a, b in zip(m4, m1):
-    np.testing.assert_allclose(a["loss_mean"], b["loss_mean"], rtol=1e-6)
-  chex.assert_trees_all_close(get(s4), get(s1), rtol=1e-5, atol=1e-6)
+  mesh1, mesh4 = replicas.make_mesh(K, 1), replicas.make_mesh(K, 4)
+  algo1, algo4 = registry.make(cfg, toy_loss, mesh1), registry.make(cfg, toy_loss, mesh4)
+  state = state_lib.place(algo1.init_state(toy_params()), mesh1)
+  data, h = tokens(K, 6), 2
+  for r in range(3):
+    batches = replicas.put_workers(data[:, r * h : (r + 1) * h], mesh1)
+    pre_sync = get(algo1.inner(state, batches, np.int32(h)))
+    s1, m1 = algo1.sync(state_lib.place(pre_sync, mesh1), everyone(K, mesh1))
+    s4, m4 = algo4.sync(state_lib.place(pre_sync, mesh4), everyone(K, mesh4))
+    np.testing.assert_allclose(get(m4)["loss_mean"], get(m1)["loss_mean"], rtol=1e-6)
+    chex.assert_trees_all_close(get(s4), get(s1), rtol=1e-6, atol=1e-7)
+    state = s1
 
 
 # ----------------------------------------------------------------------------
