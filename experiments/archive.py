@@ -20,6 +20,13 @@ each of its cells (:func:`cells`: N1's worker counts, G2's corpora)::
   python -m experiments.archive --study configs/studies/gossip_g1.py \
       --file docs/studies/gossip_g1/finished_runs.tar.xz
   python -m experiments.archive --restore --file docs/studies/gossip_g1/finished_runs.tar.xz
+
+A study that reuses an evidence cell's runs (its frontier, its fresh seeds) can
+leave them to that cell's archive, restored first::
+
+  python -m experiments.archive --study configs/studies/compression_many.py \
+      --file docs/studies/compression_many/finished_runs.tar.xz \
+      --leave_out docs/studies/evidence_v2/many_python/finished_runs.tar.xz
 """
 
 import os
@@ -100,9 +107,21 @@ def write(regime: str, corpus: str, root: str, out: str | None = None, quick: bo
   return write_runs(cell_workdirs(regime, corpus, root, quick), out)
 
 
-def write_runs(workdirs: list[str], out: str) -> int:
-  """Archive the finished ones of ``workdirs`` into ``out``; returns how many."""
-  finished = [w for w in workdirs if sweep.is_settled(w)]
+def runs_in(archive_file: str) -> set[str]:
+  """The names of the runs (workdir basenames) an archive holds."""
+  with tarfile.open(archive_file, "r:xz") as tar:
+    return {member.name.split("/")[0] for member in tar.getmembers()}
+
+
+def write_runs(workdirs: list[str], out: str, leave_out: tuple[str, ...] = ()) -> int:
+  """Archive the finished ones of ``workdirs`` into ``out``, except the runs
+  that the archives ``leave_out`` already hold (a study that reuses an evidence
+  cell's runs restores that cell's archive first, so it need not hold them
+  twice); returns how many it holds."""
+  held = set().union(*(runs_in(a) for a in leave_out))
+  finished = [
+      w for w in workdirs if sweep.is_settled(w) and os.path.basename(w) not in held
+  ]
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
   tmp = out + ".tmp"
   with tarfile.open(tmp, "w:xz") as tar:
@@ -136,7 +155,9 @@ def main(argv):
     if FLAGS.restore:
       print(f"{restore(FLAGS.file, FLAGS.root)} runs restored from {FLAGS.file}")
     else:
-      count = write_runs(study_workdirs(FLAGS.study, FLAGS.root), FLAGS.file)
+      count = write_runs(
+          study_workdirs(FLAGS.study, FLAGS.root), FLAGS.file, tuple(FLAGS.leave_out)
+      )
       print(f"{count} finished runs archived in {FLAGS.file}")
     return
   if len(argv) != 3:
@@ -162,6 +183,10 @@ flags.DEFINE_string("root", "runs/studies", "Where the runs' workdirs are.")
 flags.DEFINE_bool("restore", False, "Unpack the cell's archive into --root instead.")
 flags.DEFINE_string("file", None, "The archive (default: the cell's, beside its reports).")
 flags.DEFINE_string("study", None, "A study file whose phases' runs to archive.")
+flags.DEFINE_multi_string(
+    "leave_out", [], "With --study: archives whose runs this one leaves out "
+    "(restore them before this one)."
+)
 
 if __name__ == "__main__":
   app.run(main)

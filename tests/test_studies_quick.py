@@ -865,6 +865,36 @@ def test_archive_command_line_writes_restores_and_refuses_an_unknown_cell(tmp_pa
   assert wrong.returncode != 0 and "unknown cell base shakespear" in wrong.stderr
 
 
+def test_a_study_archive_leaves_out_the_runs_another_archive_holds(tmp_path):
+  """The module docstring's ``--leave_out`` command: compression_many's archive
+  without the runs the evidence cell's archive already holds; restoring both
+  gives back every finished run."""
+  import subprocess
+  import sys
+
+  from experiments import archive
+
+  root = str(tmp_path / "runs")
+  workdirs = archive.study_workdirs(compression_many, root)[:4]
+  for workdir in workdirs:
+    _finish(workdir)
+  cell = str(tmp_path / "cell.tar.xz")
+  assert archive.write_runs(workdirs[:2], cell) == 2
+  out = str(tmp_path / "study.tar.xz")
+  written = subprocess.run(
+      [sys.executable, "-m", "experiments.archive",
+       "--study", "configs/studies/compression_many.py", "--file", out,
+       "--leave_out", cell, f"--root={root}"],
+      cwd=ROOT, capture_output=True, text=True,
+  )
+  assert written.returncode == 0, written.stderr
+  assert "2 finished runs archived" in written.stdout
+  assert archive.runs_in(out) == {os.path.basename(w) for w in workdirs[2:]}
+  fresh = str(tmp_path / "fresh")
+  assert archive.restore(cell, fresh) + archive.restore(out, fresh) == 4
+  assert all(sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in workdirs)
+
+
 @pytest.mark.slow
 def test_interim_report_says_how_many_seeds_it_holds(quick, tmp_path):
   root, _, _ = quick
