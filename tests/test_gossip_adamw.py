@@ -101,7 +101,8 @@ def test_at_one_step_a_round_gasloc_without_momentum_is_gossip_adamw_at_eta_time
   a step. Measured: 2.4e-7 apart after six rounds at ``η = 2`` on both CPUs;
   at ``η = 3`` 2.4e-7 on Intel but 5.3e-4 in a few elements from round 2 on AMD
   (``‖a − g‖ / ‖a − base‖`` = 7.5e-5, ``base`` the run at the shared learning
-  rate). So the first round is compared to rounding, and six rounds in
+  rate; one of them, on worker 3, had AdamW's ``ν`` = 1.8e-16 after round 2: a
+  gradient of about 1e-8, whose rounding AdamW's step normalises). So the first round is compared to rounding, and six rounds in
   relative norm against the distance to ``base``."""
   K, hs = 4, [1] * 6
   a_cfg = config("gasloc", K=K, h=1, lr=eta, momentum=0.0, total=40)
