@@ -149,6 +149,8 @@ def restore(source: str, root: str) -> int:
 
 
 def main(argv):
+  if FLAGS.leave_out and not FLAGS.study:
+    raise app.UsageError("--leave_out is for writing a study's archive (--study)")
   if FLAGS.study or (FLAGS.restore and FLAGS.file and len(argv) == 1):
     if not FLAGS.file:
       raise app.UsageError("--study needs --file, the archive to write")

@@ -893,6 +893,12 @@ def test_a_study_archive_leaves_out_the_runs_another_archive_holds(tmp_path):
   fresh = str(tmp_path / "fresh")
   assert archive.restore(cell, fresh) + archive.restore(out, fresh) == 4
   assert all(sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in workdirs)
+  alone = subprocess.run(
+      [sys.executable, "-m", "experiments.archive", "many", "python", "--file", out,
+       "--leave_out", cell, f"--root={root}"],
+      cwd=ROOT, capture_output=True, text=True,
+  )
+  assert alone.returncode != 0 and "--leave_out is for writing a study's archive" in alone.stderr
 
 
 @pytest.mark.slow
