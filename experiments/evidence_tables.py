@@ -189,12 +189,14 @@ def plain_comparison_section(root: str) -> list[str]:
 def peak_of(s: dict) -> float:
   """A row's mean peak bandwidth; for runs trained before the clock logged it
   (shared with the evidence study), an unoverlapped exchange's bytes over one
-  inner step (algorithms.md 6b)."""
+  inner step (algorithms.md 6b), an exchange being one of the trainer's
+  communication events."""
   if "peak_bandwidth" in s:
     return s["peak_bandwidth"][0]
   from configs.studies import base
 
-  return s["bytes_per_worker"][0] / s["syncs"][0] / base.STEP_TIME
+  events = s.get("sync_events", s["syncs"])  # one exchange each (runlog.load_run)
+  return s["bytes_per_worker"][0] / events[0] / base.STEP_TIME
 
 
 def compression_section(summary: dict) -> list[str]:

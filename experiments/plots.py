@@ -14,7 +14,7 @@ from experiments.seed_stats import frontier_points
 
 X_LABELS = {
     "tokens": "tokens",
-    "syncs": "syncs (communication events)",
+    "syncs": "syncs (full-model; a streaming run's P fragment syncs count one)",
     "bytes_per_worker": "bytes sent per worker",
     "peak_bandwidth": "peak bandwidth, bytes/s",
     "step": "inner step",

@@ -46,7 +46,11 @@ def _saving(value: float, reference: float) -> str:
 #: The table's legend, above it.
 LEGEND = (
     "Loss: final eval bits/byte on the validation split; ± is the sample standard deviation "
-    "over seeds; `Δ`, `saved` and `×` compare means with the run's reference. `sim s`: "
+    "over seeds; `Δ`, `saved` and `×` compare means with the run's reference. `syncs`: "
+    "full-model syncs, the times every parameter was synchronized (a streaming run's "
+    "`P` fragment syncs count as one; `experiments/runlog.py`). `peak MB/s` (where "
+    "shown): the most bytes per second a worker's link must carry in any round for its "
+    "exchange to hide behind the compute it may overlap (`SimClock.advance`). `sim s`: "
     "simulated wall-clock seconds on that network (fixed compute time per "
     "step), `× ref` its ratio to the reference's (below 1 is faster); "
     "`to ref loss ×`: simulated time until the run's eval loss first reaches "
@@ -57,7 +61,7 @@ LEGEND = (
 
 def markdown(study: Any, result: dict) -> str:
   """The study's table (mean ± spread over seeds) and its claims, in markdown."""
-  head = _table_head(result["networks"])
+  head = _table_head(result["networks"], _peak_column(result))
   lines = [
       f"Seeds: {', '.join(map(str, result['seeds']))}. {LEGEND}",
       "",
@@ -210,7 +214,15 @@ def _lack_of_fit_text(fit: dict) -> str:
   )
 
 
-def _table_head(nets) -> list[str]:
+def _peak_column(result: dict) -> bool:
+  """Whether the table has a peak-bandwidth column: a study that plots it
+  (``cost_plots``), whose every label measured it."""
+  return "peak_bandwidth" in result.get("cost_plots", ()) and all(
+      "peak_bandwidth" in s for s in result["stats"].values()
+  )
+
+
+def _table_head(nets, peak: bool = False) -> list[str]:
   return (
       [
           "run",
@@ -221,6 +233,7 @@ def _table_head(nets) -> list[str]:
           "syncs saved",
           "MB/worker",
       ]
+      + (["peak MB/s"] if peak else [])
       + [f"sim s ({n})" for n in nets]
       + [f"× ref ({n})" for n in nets]
       + [f"to ref loss × ({n})" for n in nets]
@@ -242,6 +255,8 @@ def _table_row(study: Any, result: dict, label: str) -> list[str]:
   cells.append(f"{s['syncs'][0]:.1f}")
   cells.append(_saving(s["syncs"][0], r["syncs"][0]) if r else "")
   cells.append(f"{s['bytes_per_worker'][0] / 1e6:.1f}")
+  if _peak_column(result):
+    cells.append(f"{s['peak_bandwidth'][0] / 1e6:.1f}")
   cells += [f"{s[f'sim_time@{n}'][0]:.1f}" for n in nets]
   cells += [
       f"{s[f'sim_time@{n}'][0] / r[f'sim_time@{n}'][0]:.2f}" if r else "" for n in nets

@@ -3,6 +3,7 @@ the adaptive runs' round trace."""
 
 from __future__ import annotations
 
+import json
 import os
 
 from autoloco_jax.run import metrics as metrics_lib
@@ -30,11 +31,31 @@ SUMMARY_KEYS = (
 )
 
 
+def events_per_sync(workdir: str) -> int:
+  """How many communication events sync every parameter once: a streaming run's
+  ``P`` fragments (``stream.fragments`` in the run's ``config.json``) each take
+  one event, every other run 1. A run dir without a config counts 1."""
+  path = os.path.join(workdir, "config.json")
+  if not os.path.exists(path):
+    return 1
+  with open(path) as f:
+    config = json.load(f)
+  return int(config.get("stream", {}).get("fragments", 1))
+
+
 def load_run(workdir: str, seed: int | None = None) -> dict:
   """One finished run: its final numbers, eval curve and adaptive round trace.
 
   Returns ``dict(seed, workdir, summary, eval, rounds)``; ``eval`` and
   ``rounds`` map a column to a list (``sim_time_<network>`` columns included).
+
+  ``syncs`` (summary and eval curve) counts full-model syncs, the times every
+  parameter was synchronized: the trainer's count of communication events
+  (kept as ``sync_events``) over :func:`events_per_sync`. A streaming run of
+  ``P`` fragments at interval ``H`` syncs as often as DiLoCo at ``H`` (its
+  fragment syncs are ``P`` times as many, each of ``1/P`` of the model), which
+  is how Streaming DiLoCo (Douillard et al. 2025) compares them, and what puts
+  it on DiLoCo's frontier at its own ``H``, not ``P`` times further out.
 
   Raises:
     ValueError: the run has no summary line (not finished).
@@ -47,12 +68,18 @@ def load_run(workdir: str, seed: int | None = None) -> dict:
   extra = sorted(k for k in summary if k.startswith("sim_time_"))
   evals = [r for r in rows if "eval_bpb" in r]
   eval_cols = {k: [r.get(k) for r in evals] for k in EVAL_KEYS + tuple(extra)}
+  per_sync = events_per_sync(workdir)
+  eval_cols["syncs"] = [None if n is None else n / per_sync for n in eval_cols["syncs"]]
   adaptive = summary["algorithm"] == "autoloco"
   round_cols = {k: [r.get(k) for r in rows] for k in ROUND_KEYS} if adaptive else {}
   return dict(
       seed=seed,
       workdir=workdir,
-      summary={k: summary.get(k) for k in SUMMARY_KEYS + tuple(extra)},
+      summary={
+          **{k: summary.get(k) for k in SUMMARY_KEYS + tuple(extra)},
+          "sync_events": summary.get("syncs"),
+          "syncs": None if summary.get("syncs") is None else summary["syncs"] / per_sync,
+      },
       eval=eval_cols,
       rounds=round_cols,
   )

@@ -39,6 +39,9 @@ def stats(runs: Sequence[dict], networks: Sequence[str] = ()) -> dict:
   gains = [late_gain(r) for r in runs]
   if gains and all(g is not None for g in gains):
     out["late_gain"] = mean_std(gains)
+  events = [r["summary"].get("sync_events") for r in runs]
+  if all(e is not None for e in events):
+    out["sync_events"] = mean_std(events)
   peaks = [r["summary"].get("peak_bandwidth") for r in runs]
   if all(p is not None for p in peaks):
     out["peak_bandwidth"] = mean_std(peaks)

@@ -226,6 +226,29 @@ def test_compression_many_rows_take_their_tuned_points_against_the_frontier(phas
     assert open(png, "rb").read(8) == PNG_MAGIC
 
 
+@pytest.mark.slow
+def test_a_streaming_row_counts_full_model_syncs(phases):
+  """A streaming row's syncs in the report are full-model syncs, its trainer's
+  fragment events over ``P`` (``experiments/runlog.py``); at the study size
+  ``P`` divides ``H_ref``, so each fragment syncs every ``H_ref`` steps and the
+  row sits on DiLoCo's frontier at ``H_ref`` (here, at the quick size, ``H = 10``
+  and ``P = 4`` make a fragment event every 2 steps). The report's table shows
+  each row's peak bandwidth."""
+  study, summary = phases["compression_many_report"]
+  P = study.runs["stream_tau1"].stream.fragments
+  assert P == compression_many.FRAGMENTS > 1
+  assert evidence.h_ref(quick=False) % P == 0
+  href = evidence.h_ref(quick=True)
+  steps = study.runs["stream_tau1"].total_steps
+  for run in summary["runs"]["stream_tau1"]:
+    assert run["summary"]["sync_events"] == steps // (href // P)
+    assert run["summary"]["syncs"] == run["summary"]["sync_events"] / P
+  for run in summary["runs"][f"diloco_h{href}"]:
+    assert run["summary"]["syncs"] == run["summary"]["sync_events"] == steps // href
+  table = open(os.path.join(study.report_dir, "results.md")).read()
+  assert "| peak MB/s |" in table
+
+
 def _report_choosing(design: str, monkeypatch) -> object:
   """The quick report phase's study as if the design phase had chosen ``design``
   (which one the phase chooses depends on the tiny runs' losses)."""

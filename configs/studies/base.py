@@ -77,6 +77,10 @@ def run_config(
   if quick:
     c.eval.every_steps = 20
     c.eval.num_batches = 1
+    # One device, as the study's runs have (a sweep's process sees one CPU
+    # device); the tests show four (tests/conftest.py), over which a quick
+    # study's programs took 12-15% longer to build (docs/performance.md).
+    c.num_devices = 1
   for name, value in overrides.items():
     common.set_field(c, name.replace("__", "."), value)
   c.network.step_time = STEP_TIME * c.data.batch_size / 8
