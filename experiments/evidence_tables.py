@@ -8,6 +8,10 @@ Reads ``<dir>/<regime>_<corpus>/<phase>/summary.json`` (written by
 ``<dir>/tables.md``: per regime and corpus, the regime check, the tuned pairs,
 every design's syncs saved at equal loss on the tuning seeds, and the fresh-seed
 report with its intervals and seed count. Phases not yet run are listed as missing.
+Beside ``<dir>``, the compression studies' reports, if written, give
+``compression/tables.md`` (the 30-sync rows against DiLoCo) and
+``compression_many/tables.md`` (issue 42's rows against DiLoCo at ``H_ref`` and
+the frontier; an interim report's if the study has not finished).
 """
 
 from __future__ import annotations
@@ -199,22 +203,33 @@ def peak_of(s: dict) -> float:
   return s["bytes_per_worker"][0] / events[0] / base.STEP_TIME
 
 
-def compression_section(summary: dict) -> list[str]:
-  """Each row against ``diloco``: loss interval, bytes and peak-bandwidth ratios."""
+def compression_section(
+    summary: dict,
+    ref: str = "diloco",
+    command: str = "configs/studies/compression.py:report",
+) -> list[str]:
+  """Each row against ``ref`` (its label in ``summary``): loss interval, bytes and
+  peak-bandwidth ratios, seed count; with a ``frontier`` comparison (a study
+  with a DiLoCo frontier), the Δ against it at the row's syncs as well. The rows:
+  ``ref`` and every label compared with it."""
   stats = summary["stats"]
-  ref = stats["diloco"]
-
-  by_cand = {c["candidate"]: c for c in summary["comparisons"]}
+  base_stats = stats[ref]
+  by_cand = {c["candidate"]: c for c in summary["comparisons"] if c["reference"] == ref}
+  front = {c["candidate"]: c for c in summary["comparisons"] if c["reference"] == "frontier"}
+  head = ("| run | bits/byte (mean ± sd) | syncs | MB/worker | bytes ÷ | peak MB/s | peak ÷ "
+          f"| sim s (hetero) | n | Δ vs `{ref}`, 95% CI | verdict |")
+  if front:
+    head += " Δ vs frontier at its syncs, 95% CI | verdict |"
   lines = [
       f"Fresh seeds {', '.join(map(str, summary['seeds']))} (`python -m "
-      "experiments.sweep --study configs/studies/compression.py:report`); ratios are "
-      "DiLoCo's value over the row's (higher is less):",
+      f"experiments.sweep --study {command}`); ratios are `{ref}`'s value over the "
+      "row's (higher is less); syncs are full-model syncs (`experiments/runlog.py`):",
       "",
-      "| run | bits/byte (mean ± sd) | syncs | MB/worker | bytes ÷ | peak MB/s | peak ÷ "
-      "| sim s (hetero) | Δ vs DiLoCo, 95% CI | verdict |",
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+      head,
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+      + (" --- | --- |" if front else ""),
   ]
-  for label in summary["labels"]:
+  for label in [l for l in summary["labels"] if l == ref or l in by_cand]:
     s = stats[label]
     peak = peak_of(s)
     c = by_cand.get(label)
@@ -223,13 +238,17 @@ def compression_section(summary: dict) -> list[str]:
         f"{s['final_eval_bpb'][0]:.4f} ± {s['final_eval_bpb'][1]:.4f}",
         f"{s['syncs'][0]:.0f}",
         f"{s['bytes_per_worker'][0] / 1e6:.2f}",
-        f"{ref['bytes_per_worker'][0] / s['bytes_per_worker'][0]:.1f}×",
+        f"{base_stats['bytes_per_worker'][0] / s['bytes_per_worker'][0]:.1f}×",
         f"{peak / 1e6:.3g}",
-        f"{peak_of(ref) / peak:.1f}×" if peak else "",
+        f"{peak_of(base_stats) / peak:.1f}×" if peak else "",
         f"{s.get('sim_time@hetero', [float('nan')])[0]:.1f}",
+        f"{len(s['seeds'])}",
         _ci(c) if c else "ref",
         c["verdict"] if c else "",
     ]
+    if front:
+      f = front.get(label)
+      cells += [_ci(f), f["verdict"]] if f else ["", ""]
     lines.append("| " + " | ".join(cells) + " |")
   return lines + [""]
 
@@ -325,6 +344,24 @@ def main(argv: list[str]) -> None:
       f.write(text + "\n")
     print(text)
     plot_compression(comp, os.path.join(os.path.dirname(root), "compression"))
+  # Issue 42's rows in the many-rounds cell, against DiLoCo at H_ref (its plots
+  # are the study report's own, drawn through the frontier).
+  many = os.path.join(os.path.dirname(root), "compression_many")
+  done = read_summary(os.path.join(many, "report", "summary.json"))
+  interim = None if done else read_summary(
+      os.path.join(many, "report", "interim", "summary.json"))
+  if done or interim:
+    summary = done or interim
+    text = "\n".join(
+        ["# Compressed and streaming syncs, many rounds: table", ""]
+        + ([f"**Interim report**: {summary['interim']}, each with every label.", ""]
+           if interim else [])
+        + compression_section(summary, ref=f"diloco_h{evidence.h_ref(False)}",
+                              command="configs/studies/compression_many.py:report")
+    )
+    with open(os.path.join(many, "tables.md"), "w") as f:
+      f.write(text + "\n")
+    print(text)
 
 
 if __name__ == "__main__":
