@@ -169,40 +169,53 @@ def plot_frontier(result: dict, x_key: str = "syncs", band: str = "range"):
   """Final eval loss against ``x_key`` (a per-label statistic: ``syncs``,
   ``bytes_per_worker``, ``peak_bandwidth``) for every label: the mean with
   error bars of its spread over seeds (``band="t95"``: the 95% t-interval of
-  the mean, on the loss only); the frontier labels joined by a line (its
-  Pareto points against syncs; its tuned points in order of ``x_key`` else)."""
+  the mean, on the loss only). The frontier's labels are black, each named
+  beside its point, and joined by a line (its Pareto points against syncs; its
+  tuned points in order of ``x_key`` else); the other labels take the colours
+  and markers of :func:`label_style` in their own order, the legend beside
+  the axes."""
   import matplotlib.pyplot as plt
 
-  fig, ax = plt.subplots(figsize=(7, 4.5))
+  fig, ax = plt.subplots(figsize=(8.5, 4.5))
   st = result["stats"]
-  for i, label in enumerate(result["labels"]):
+  front = set(result["frontier"] or ())
+  others = [label for label in result["labels"] if label not in front]
+  for label in result["labels"]:
     if x_key not in st[label]:
       continue
-    style = label_style(i)
     (x, xs), (y, ys) = st[label][x_key], st[label]["final_eval_bpb"]
     if band == "t95":
       n = len(st[label]["loss_by_seed"])
       ys = _t95(n) * ys / np.sqrt(n) if n > 1 else 0.0
       xs = 0.0
+    if label in front:
+      ax.errorbar(x, y, xerr=xs, yerr=ys, fmt="o", color="k", capsize=2, ms=3,
+                  elinewidth=0.8, alpha=0.6)
+      ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, -9),
+                  fontsize=6, color="0.2")
+      continue
+    style = label_style(others.index(label))
     ax.errorbar(
         x, y, xerr=xs, yerr=ys, fmt=style["marker"], color=style["color"], capsize=3,
         label=label,
     )
-  if result["frontier"]:
+  if front:
     if x_key == "syncs":
       pts = frontier_points(st, result["frontier"])
     else:
       pts = np.asarray(sorted(
           (st[l][x_key][0], st[l]["final_eval_bpb"][0]) for l in result["frontier"]
       ))
-    ax.plot(pts[:, 0], pts[:, 1], "k--", alpha=0.5, label="tuned fixed-H frontier")
+    ax.plot(pts[:, 0], pts[:, 1], "k--", alpha=0.5, label="tuned fixed-H frontier (black)")
   if x_key != "syncs":
     ax.set_xscale("log")
+  ax.margins(x=0.08)
   ax.set_xlabel(X_LABELS.get(x_key, x_key))
-  ax.set_ylabel("final eval loss (bits/byte)")
+  bars = "95% t-interval of the mean" if band == "t95" else "± sd over seeds"
+  ax.set_ylabel(f"final eval bits/byte (mean; bars: {bars})", fontsize=8)
   set_title(ax, f"{result['title']}: final loss vs {X_LABELS.get(x_key, x_key)}")
   ax.grid(alpha=0.3)
-  ax.legend(fontsize=7)
+  ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
   fig.tight_layout()
   return fig
 

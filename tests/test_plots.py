@@ -1,5 +1,6 @@
-"""The report's plots keep a study's long title inside the figure, and tell
-apart more labels than the colour cycle holds."""
+"""The report's plots keep a study's long title inside the figure, tell apart
+more labels than the colour cycle holds, and draw a frontier apart from the
+rows read against it."""
 
 import matplotlib
 
@@ -64,4 +65,28 @@ def test_a_report_of_fourteen_labels_draws_each_in_its_own_style():
   }
   assert len(styles) == 14 and len(ax.lines) == 14
   assert np.allclose(ax.lines[0].get_ydata()[[0, -1]], [3.0, 2.9])
+  plt.close(fig)
+
+
+def test_the_frontier_is_drawn_apart_from_the_rows_it_is_read_against():
+  # issue 42's plots: six DiLoCo points and eight rows; with one colour cycle
+  # over all fourteen, the rows took the frontier's colours (sparseloco_d1 was
+  # diloco_h10's blue).
+  front = [f"diloco_h{h}" for h in (10, 14, 20, 30, 40, 60)]
+  rows = [f"row{i}" for i in range(8)]
+  stats = {
+      l: dict(bytes_per_worker=(1e6 * (i + 1), 0.0), final_eval_bpb=(2.2 - 0.01 * i, 0.01),
+              loss_by_seed=[2.2, 2.21, 2.19])
+      for i, l in enumerate(front + rows)
+  }
+  result = dict(title="t", labels=front + rows, stats=stats, frontier=front)
+  fig = plots.plot_frontier(result, "bytes_per_worker", band="t95")
+  ax = fig.axes[0]
+  handles, names = ax.get_legend_handles_labels()
+  assert names == ["tuned fixed-H frontier (black)"] + rows
+  row_colors = [matplotlib.colors.to_hex(h.lines[0].get_color()) for h in handles[1:]]
+  assert len(set(row_colors)) == len(rows) and "#000000" not in row_colors
+  assert {t.get_text() for t in ax.texts} == set(front)
+  # Bars: the 95% t-interval of the mean (n = 3, sd 0.01), as the y label says.
+  assert "95% t-interval" in ax.get_ylabel()
   plt.close(fig)
