@@ -53,9 +53,10 @@ LEGEND = (
     "exchange to hide behind the compute it may overlap (`SimClock.advance`). `sim s`: "
     "simulated wall-clock seconds on that network (fixed compute time per "
     "step), `× ref` its ratio to the reference's (below 1 is faster); "
-    "`to ref loss ×`: simulated time until the run's eval loss first reaches "
-    "the reference's final loss, over the reference's whole time (mean over "
-    "seeds; `never` if a seed does not reach it)."
+    "`to ref loss ×`: simulated time until the run's training-time eval first "
+    "reaches the reference's last training-time eval on the same seed (one eval "
+    "set for both), over the reference's whole time (mean over seeds; `never` if "
+    "a seed does not reach it, with how many do)."
 )
 
 
@@ -263,8 +264,10 @@ def _table_row(study: Any, result: dict, label: str) -> list[str]:
   ]
   for n in nets:
     t = s.get(f"time_to_ref_loss@{n}")
+    reached = s.get(f"time_to_ref_loss_reached@{n}")
+    never = "never" if reached is None else f"never ({reached}/{len(s['seeds'])} reach)"
     cells.append(
-        "" if not r else "never" if t is None else f"{t / r[f'sim_time@{n}'][0]:.2f}"
+        "" if not r else never if t is None else f"{t / r[f'sim_time@{n}'][0]:.2f}"
     )
   return cells
 

@@ -326,3 +326,39 @@ def test_the_syncs_saved_table_names_the_tolerance_the_verdicts_read():
   assert f"10% fewer syncs costs {own:.4f} bits/byte" in text
   del result["power"]
   assert f"10% fewer syncs): {own:.4f} bits/byte." in report_text.syncs_saved_table(result)[0]
+
+
+def _curve_run(seed, curve, final):
+  """A finished run with a training-time eval curve (at simulated times 1, 2,
+  ...) and a final whole-split eval ``final``, as ``report.load_run`` reads it."""
+  t = [float(i + 1) for i in range(len(curve))]
+  summary = dict(final_eval_bpb=final, syncs=10.0, bytes_per_worker=1.0, wall_time=1.0,
+                 tokens_per_sec=1.0, network="homogeneous", sim_time=t[-1])
+  return dict(seed=seed, summary=summary,
+              eval=dict(step=[10 * x for x in t], eval_bpb=list(curve), sim_time=t))
+
+
+def test_time_to_the_reference_reads_its_last_training_time_eval_on_the_same_seed():
+  # The curves are training-time evals (a spread sample); the final eval is the
+  # whole split, here 0.02 lower. The candidate reaches the reference's last
+  # curve point on each seed (at 2.5 and 2.0) but never its whole-split loss.
+  import ml_collections
+
+  runs = dict(
+      ref=[_curve_run(1, [3.0, 2.5, 2.2], 2.18), _curve_run(2, [3.0, 2.6, 2.3], 2.28)],
+      cand=[_curve_run(1, [2.8, 2.2, 2.19], 2.17), _curve_run(2, [2.9, 2.3, 2.29], 2.27)],
+  )
+  study = ml_collections.ConfigDict(dict(
+      name="s", title="t", networks=("homogeneous",), labels=("ref", "cand"),
+      reference=dict(cand="ref"), claims={}, frontier=(), seeds=(1, 2), quick=False))
+  assert report.ref_targets(runs["ref"]) == {1: 2.2, 2: 2.3}
+  result = report.collect(study, runs)
+  assert result["stats"]["cand"]["time_to_ref_loss@homogeneous"] == pytest.approx(2.0)
+  # Against the whole-split final loss (the rule before), seed 1 never gets there.
+  assert report.time_to_loss(runs["cand"][0], "sim_time", 2.18) is None
+  # A seed the reference did not run has no target, so no time.
+  runs["cand"].append(_curve_run(3, [2.0], 2.0))
+  study.seeds = (1, 2, 3)
+  stats = report.collect(study, runs)["stats"]["cand"]
+  assert stats["time_to_ref_loss@homogeneous"] is None
+  assert stats["time_to_ref_loss_reached@homogeneous"] == 2
