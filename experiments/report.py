@@ -33,6 +33,7 @@ from experiments.seed_stats import (
     frontier_syncs_at,
     mean_std,
     paired_interval,
+    ref_targets,
     seed_frontier,
     stats,
     time_to_loss,
@@ -64,17 +65,6 @@ __all__ = [
     "write_plots",
     "write_report",
 ]
-
-
-def ref_targets(ref_runs: list[dict]) -> dict:
-  """Each seed's target for the time to the reference's loss: the reference
-  run's last training-time eval on that seed. The curves a time is read from
-  are training-time evals (the spread sample), so the target is on the same
-  eval set; the final whole-split eval is another set (in the many/Python
-  cell 0.005-0.026 bits/byte below the last training-time eval on the runs
-  checked), which a curve may never reach (``experiments/time_to_target.py``
-  takes the same targets)."""
-  return {r["seed"]: r["eval"]["eval_bpb"][-1] for r in ref_runs if r["eval"]["eval_bpb"]}
 
 
 def collect(study: Any, runs: dict[str, list[dict]]) -> dict:

@@ -3,10 +3,10 @@ the adaptive runs' round trace."""
 
 from __future__ import annotations
 
-import json
 import os
 
 from autoloco_jax.run import metrics as metrics_lib
+from autoloco_jax.run.config_check import stored_config
 
 #: Per-eval columns kept for curves, and per-round columns for adaptive runs.
 EVAL_KEYS = ("step", "tokens", "syncs", "bytes_per_worker", "sim_time", "eval_bpb")
@@ -35,11 +35,7 @@ def events_per_sync(workdir: str) -> int:
   """How many communication events sync every parameter once: a streaming run's
   ``P`` fragments (``stream.fragments`` in the run's ``config.json``) each take
   one event, every other run 1. A run dir without a config counts 1."""
-  path = os.path.join(workdir, "config.json")
-  if not os.path.exists(path):
-    return 1
-  with open(path) as f:
-    config = json.load(f)
+  config = stored_config(workdir) or {}
   return int(config.get("stream", {}).get("fragments", 1))
 
 

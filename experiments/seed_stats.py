@@ -79,6 +79,17 @@ def time_to_loss(run: dict, x_key: str, target: float) -> float | None:
   return None
 
 
+def ref_targets(ref_runs: list[dict]) -> dict:
+  """Each seed's target for the time to the reference's loss: the reference
+  run's last training-time eval on that seed. The curves a time is read from
+  are training-time evals (the spread sample), so the target is on the same
+  eval set; the final whole-split eval is another set (in the many/Python
+  cell 0.005-0.026 bits/byte below the last training-time eval on the runs
+  checked), which a curve may never reach (``experiments/report.py`` and
+  ``experiments/time_to_target.py`` both read times against these)."""
+  return {r["seed"]: r["eval"]["eval_bpb"][-1] for r in ref_runs if r["eval"]["eval_bpb"]}
+
+
 def frontier_points(all_stats: dict, labels: Sequence[str]) -> np.ndarray:
   """The Pareto frontier of the ``labels``' ``(syncs, loss)`` means (N x 2,
   sorted by syncs): the points no other point beats in both syncs and loss, so

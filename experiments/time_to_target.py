@@ -54,7 +54,7 @@ from autoloco_jax.model import transformer
 from autoloco_jax.sim import network as network_lib, planner
 from experiments import cli, sweep
 from experiments.runlog import load_run
-from experiments.seed_stats import paired_interval, time_to_loss
+from experiments.seed_stats import paired_interval, ref_targets, time_to_loss
 
 #: The grid of the issue: inter-site bandwidth (Gbit/s) and latency (ms).
 BANDWIDTHS = (0.1, 0.3, 1.0, 3.0, 10.0)
@@ -145,7 +145,7 @@ def speedups_in(runs: dict[str, list[dict]], reference: str, key: str) -> dict:
   """:func:`speedups` along the eval curves' ``key``: a network's simulated
   time, or ``step`` (the inner steps to the target, on any network)."""
   ref = {r["seed"]: r for r in runs[reference]}
-  targets = {s: r["eval"]["eval_bpb"][-1] for s, r in ref.items()}
+  targets = ref_targets(runs[reference])
   ref_t = {s: time_to_loss(r, key, targets[s]) for s, r in ref.items()}
   out = {}
   for label, label_runs in runs.items():

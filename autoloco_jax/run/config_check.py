@@ -80,6 +80,19 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
   return out
 
 
+CONFIG_FILE = "config.json"
+
+
+def stored_config(workdir: str) -> dict | None:
+  """The config stored in ``workdir/config.json`` by :func:`check_resume` (with
+  its ``provenance``), or None if the workdir stores none."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
 def check_resume(config: Any, workdir: str, allow_change: bool = False) -> None:
   """Refuses to resume a run under a config that changes its trajectory.
 
@@ -89,7 +102,7 @@ def check_resume(config: Any, workdir: str, allow_change: bool = False) -> None:
   config, else ``ValueError`` names the fields (``allow_change`` overrides).
   Then the current config is stored.
   """
-  path = os.path.join(workdir, "config.json")
+  path = os.path.join(workdir, CONFIG_FILE)
   new = json.loads(config.to_json_best_effort())
   ckpt_dir = os.path.join(workdir, "checkpoints")
   has_checkpoints = os.path.isdir(ckpt_dir) and any(
@@ -126,13 +139,10 @@ def changed_fields(config: Any, workdir: str) -> list[str]:
   ``config`` and the one stored in ``workdir/config.json`` (none stored: []).
   A field the stored config lacks counts only if the new value is not empty, so
   runs stored before an optional field existed (e.g. ``network.also``) resume."""
-  path = os.path.join(workdir, "config.json")
-  if not os.path.exists(path):
+  stored = stored_config(workdir)
+  if stored is None:
     return []
-  with open(path) as f:
-    old = {
-        k: v for k, v in _flatten(json.load(f)).items() if not k.startswith(RESUME_FREE)
-    }
+  old = {k: v for k, v in _flatten(stored).items() if not k.startswith(RESUME_FREE)}
   new = trajectory_fields(config)
   # A field added to the configs after the run was stored, left empty, is no change.
   added_empty = {
