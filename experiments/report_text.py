@@ -31,9 +31,37 @@ def _describe(config: Any) -> str:
       parts.append(f"momentum buffer {on_change}")
   elif a != "ddp":
     parts.append(f"H={config.interval.h}")
+  if a in ("diloco", "autoloco"):
+    parts.append(f"outer α={config.diloco.alpha:g} β={config.diloco.beta:g}")
+  parts += _sync_knobs(config)
   if config.data.partition != "iid":
     parts.append(config.data.partition)
   return ", ".join(parts)
+
+
+def _sync_knobs(config: Any) -> list[str]:
+  """What a run sends, where it differs from full float32 syncs of the whole
+  model: streaming's ``P``, ``τ``, mixing and eager updates, the codec with its
+  density and value bits (top-k) or block size, and error feedback."""
+  parts = []
+  st = config.get("stream")
+  if st is not None and st.fragments > 1:
+    parts.append(f"stream P={st.fragments} ({st.unit}) τ={st.tau}")
+    if st.tau >= 1:
+      parts.append(f"mix {st.mix:g}")
+    if st.eager:
+      parts.append("eager")
+  c = config.get("compress")
+  if c is not None and c.codec != "identity":
+    if c.codec == "topk":
+      parts.append(f"top-k {c.density:.1%} at {c.value_bits} bits")
+    elif c.codec in ("fp8", "fp4", "int8", "int4"):
+      parts.append(f"{c.codec} block {c.block_size}")
+    else:
+      parts.append(c.codec)
+    if c.ef_beta is not None and c.ef_beta >= 0:
+      parts.append(f"error feedback {c.ef_beta:g}")
+  return parts
 
 
 def _saving(value: float, reference: float) -> str:

@@ -281,6 +281,27 @@ def test_a_replayed_ratio_schedule_is_named_in_the_table():
   assert "r_t replayed (2 rounds)" in report_text._describe(cfg)
 
 
+def test_the_table_names_what_a_row_sends_and_its_outer_pair():
+  """A compression or streaming row's ``what`` says how it differs from a full
+  float32 sync (it read ``diloco, K=4, H=20`` for every row before)."""
+  from configs import diloco
+  from experiments import report_text
+
+  cfg = diloco.get_config("tiny")
+  plain = report_text._describe(cfg)
+  assert "stream" not in plain and "top-k" not in plain
+  assert f"outer α={cfg.diloco.alpha:g} β={cfg.diloco.beta:g}" in plain
+  cfg.stream.fragments, cfg.stream.unit, cfg.stream.tau, cfg.stream.mix = 4, "sublayer", 1, 0.0
+  cfg.compress.codec, cfg.compress.density, cfg.compress.value_bits = "topk", 0.01, 2
+  cfg.compress.ef_beta = 0.95
+  text = report_text._describe(cfg)
+  for part in ("stream P=4 (sublayer) τ=1", "mix 0", "top-k 1.0% at 2 bits",
+               "error feedback 0.95"):
+    assert part in text
+  cfg.compress.codec, cfg.compress.block_size = "fp4", 32
+  assert "fp4 block 32" in report_text._describe(cfg)
+
+
 def test_the_syncs_saved_table_reads_the_monotone_delta_on_the_union_interval():
   """The monotone frontier's Δ at equal syncs is a column, read on the union of
   its bootstrap and t intervals (the schedule study's committed base/Shakespeare
