@@ -38,10 +38,10 @@ DATA_LAYERS = tuple(
 )
 
 
-def _modules() -> dict[str, pathlib.Path]:
-  """Every module of the package by dotted name (`autoloco_jax.x.y`)."""
+def _modules(package: pathlib.Path = PACKAGE) -> dict[str, pathlib.Path]:
+  """Every module of ``package`` by dotted name (`autoloco_jax.x.y`)."""
   modules = {}
-  for path in PACKAGE.rglob("*.py"):
+  for path in package.rglob("*.py"):
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
       parts.pop()
@@ -86,8 +86,8 @@ def _imports(name: str, path: pathlib.Path, modules: dict) -> set[str]:
   return found
 
 
-def _graph() -> dict[str, set[str]]:
-  modules = _modules()
+def _graph(package: pathlib.Path = PACKAGE) -> dict[str, set[str]]:
+  modules = _modules(package)
   return {name: _imports(name, path, modules) for name, path in modules.items()}
 
 
@@ -176,3 +176,34 @@ def test_the_graph_sees_deferred_imports():
   graph = _graph()
   assert "autoloco_jax.data.shakespeare" in graph["autoloco_jax.data.sources"]
   assert graph["autoloco_jax.data.corpus"] >= {"autoloco_jax.data.sources", "autoloco_jax.data.tokenizers"}
+
+
+def _experiment_floors() -> dict[str, int | None]:
+  """``experiments.<file>`` -> its floor in ``docs/architecture.md``'s table of
+  ``experiments/`` (None: apart)."""
+  import re
+
+  doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+  section = doc.split("## From runs to verdicts", 1)[1].split("\n## ", 1)[0]
+  floors = {}
+  for floor, files in re.findall(r"^\| *(\d+|apart) *\| ([^|]+)\|", section, re.M):
+    for name in re.findall(r"`(\w+)\.py`", files):
+      floors[f"experiments.{name}"] = None if floor == "apart" else int(floor)
+  return floors
+
+
+def test_experiments_import_down_the_floors_of_architecture_md():
+  """Every file of ``experiments/`` has a floor in the architecture's table, and
+  imports only files on lower floors; a file marked apart imports none and none
+  imports it."""
+  graph = _graph(PACKAGE.parent / "experiments")
+  graph.pop("experiments")
+  floors = _experiment_floors()
+  assert sorted(floors) == sorted(graph), "the table and experiments/ differ"
+  wrong = []
+  for module, targets in graph.items():
+    for target in targets - {"experiments"}:
+      f, t = floors[module], floors[target]
+      if f is None or t is None or t >= f:
+        wrong.append(f"{module} (floor {f}) -> {target} (floor {t})")
+  assert not wrong, "\n".join(sorted(wrong))
