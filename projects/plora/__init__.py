@@ -51,21 +51,21 @@ from projects.plora.packed import (
     Group,
     GroupResult,
     GroupState,
-    SweepResult,
     _programs,
     evaluate_adapters,
     make_group,
     place_base,
     run_group,
-    run_plan,
 )
 from projects.plora.planner import (
     MIXED_RANKS,
     Plan,
     PlannedGroup,
+    SweepResult,
     _group_estimate,
     fixed_plan,
     plan,
+    run_plan,
     sequential_plan,
 )
 

@@ -18,14 +18,14 @@ staging its data through the project's round driver
 
 So a packed run gives each adapter the trajectory it would have alone, up to
 float summation order (``tests/test_plora.py``). Groups of a plan
-(:mod:`planner`) run one after another (:func:`run_plan`).
+run one after another (:func:`planner.run_plan`).
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -42,9 +42,6 @@ from projects.plora.jobs import (
     adapter_optimizer,
     union_targets,
 )
-
-if TYPE_CHECKING:
-  from projects.plora.planner import Plan
 
 # ----------------------------------------------------------------------------
 # A group: N adapters as one jitted program on the mesh.
@@ -499,51 +496,3 @@ def evaluate_adapters(
   loss_N = _eval_program(apply, mode)(base_params, stacked, jnp.asarray(tokens_MxBxL1))
   loss_N = jax.device_get(loss_N)
   return {n: float(loss_N[i]) for i, n in enumerate(names)}
-
-
-class SweepResult(NamedTuple):
-  """Per-config results of a whole plan and its timings (sums over groups)."""
-
-  final_loss: dict
-  mean_loss: dict
-  eval_loss: dict
-  adapters: dict
-  compile_s: float
-  train_s: float
-  train_cpu_s: float
-  wall_s: float
-  tokens: int
-  groups: list
-
-
-def run_plan(
-    plan: "Plan", apply: Callable, base_params: Any, streams: Mapping[str, Any], **kwargs
-) -> SweepResult:
-  """Runs the plan's groups one after another (kwargs as :func:`run_group`)."""
-  results = []
-  for g in plan.groups:
-    results.append(
-        run_group(
-            apply,
-            base_params,
-            g.configs,
-            streams,
-            rank=g.rank,
-            targets=g.targets,
-            num_devices=plan.num_devices,
-            **kwargs,
-        )
-    )
-  merged = lambda field: {k: v for r in results for k, v in getattr(r, field).items()}
-  return SweepResult(
-      merged("final_loss"),
-      merged("mean_loss"),
-      merged("eval_loss"),
-      merged("adapters"),
-      sum(r.compile_s for r in results),
-      sum(r.train_s for r in results),
-      sum(r.train_cpu_s for r in results),
-      sum(r.wall_s for r in results),
-      sum(r.tokens for r in results),
-      results,
-  )

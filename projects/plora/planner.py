@@ -1,4 +1,5 @@
-"""PLoRA planner: packing a sweep's jobs into groups under a memory budget.
+"""PLoRA planner: packing a sweep's jobs into groups under a memory budget, and
+running the groups one after another (:func:`run_plan`).
 
 Groups run one after another, each on the whole mesh (``ceil(n / D)`` adapter
 slots per device, idle slots filled with inert, fully masked adapters), with
@@ -17,10 +18,11 @@ largest ranks to the same groups minimises the padding. With
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from projects.plora.costs import CostModel, MemoryModel
 from projects.plora.jobs import LoraConfig, _check_configs, union_targets
+from projects.plora.packed import run_group
 
 MIXED_RANKS = ("pad", "group")
 _MIB = 2.0**20
@@ -218,3 +220,55 @@ def sequential_plan(
 ) -> Plan:
   """The baseline: every job alone on one device, one after another, in order."""
   return fixed_plan([[c] for c in _check_configs(configs)], memory, cost, steps=steps)
+
+
+# ----------------------------------------------------------------------------
+# Running a plan.
+
+
+class SweepResult(NamedTuple):
+  """Per-config results of a whole plan and its timings (sums over groups)."""
+
+  final_loss: dict
+  mean_loss: dict
+  eval_loss: dict
+  adapters: dict
+  compile_s: float
+  train_s: float
+  train_cpu_s: float
+  wall_s: float
+  tokens: int
+  groups: list
+
+
+def run_plan(
+    plan: Plan, apply: Callable, base_params: Any, streams: Mapping[str, Any], **kwargs
+) -> SweepResult:
+  """Runs the plan's groups one after another (kwargs as :func:`run_group`)."""
+  results = []
+  for g in plan.groups:
+    results.append(
+        run_group(
+            apply,
+            base_params,
+            g.configs,
+            streams,
+            rank=g.rank,
+            targets=g.targets,
+            num_devices=plan.num_devices,
+            **kwargs,
+        )
+    )
+  merged = lambda field: {k: v for r in results for k, v in getattr(r, field).items()}
+  return SweepResult(
+      merged("final_loss"),
+      merged("mean_loss"),
+      merged("eval_loss"),
+      merged("adapters"),
+      sum(r.compile_s for r in results),
+      sum(r.train_s for r in results),
+      sum(r.train_cpu_s for r in results),
+      sum(r.wall_s for r in results),
+      sum(r.tokens for r in results),
+      results,
+  )
