@@ -92,6 +92,23 @@ def _step_profile(result: dict) -> bool:
   return result["steps"] == 2 and result["model_flops_per_sec"] > 0
 
 
+def _stream_peak(result: dict) -> bool:
+  """Every depth × unit × mode read; the clock's peak ratio is the bound
+  ``max(τ, 1) · M / max_p m_p`` of the fragments' sizes (so the clock charges
+  each exchange its fragment's bytes); the study's own model (2 blocks,
+  sublayer units) has 4 fragments of which the largest holds 30.8%: 3.25×,
+  the 39.4 against 128 MB/s its tune report measured."""
+  rows = {(r["layers"], r["unit"], r["mode"]): r for r in result["rows"]}
+  assert len(rows) == 8 and (result["fragments"], result["tau"]) == (4, 1)
+  for r in rows.values():
+    assert sum(r["fragment_shares"]) == pytest.approx(1.0)
+    assert r["peak_ratio"] == pytest.approx(r["bound"], rel=1e-9)
+    assert r["peak_ratio"] <= result["fragments"] * max(result["tau"], 1)
+  study = rows[(2, "sublayer", "strided")]
+  assert study["largest_share"] == pytest.approx(0.308, abs=5e-4)
+  return study["peak_ratio"] == pytest.approx(3.25, abs=0.01)
+
+
 #: (module, its arguments at the smallest size, a check of the JSON it writes).
 COMMANDS = [
     (
@@ -184,6 +201,11 @@ COMMANDS = [
         "benchmarks.step_profile",
         ["--config", TINY, "--steps", "2", "--repeats", "1"],
         _step_profile,
+    ),
+    (
+        "benchmarks.stream_peak",
+        ["--layers", "2,4"],
+        _stream_peak,
     ),
     (
         "benchmarks.remat",
