@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-from configs.studies import evidence
+from configs.studies import compression_many, evidence
 from experiments import report_text
 from experiments.report import read_summary
 
@@ -253,6 +253,42 @@ def compression_section(
   return lines + [""]
 
 
+#: How each target kind reads in the table.
+TARGET_WORDS = {"bytes": "fewer bytes", "peak": "lower peak bandwidth"}
+
+
+def targets_section(summary: dict, ref: str, targets: dict) -> list[str]:
+  """The issue's targets row by row: the cost ratio against ``ref`` a row must
+  reach (``targets``: ``{"bytes" | "peak": (ratio, rows)}``), and whether its
+  quality is equal to ``ref``'s or better by the comparison's verdict (the
+  interval read against the cell's tolerance). A target is met when both are."""
+  stats = summary["stats"]
+  by_cand = {c["candidate"]: c for c in summary["comparisons"] if c["reference"] == ref}
+  cost = {
+      "bytes": lambda s: stats[ref]["bytes_per_worker"][0] / s["bytes_per_worker"][0],
+      "peak": lambda s: peak_of(stats[ref]) / peak_of(s) if peak_of(s) else float("inf"),
+  }
+  lines = [
+      f"Against the issue's targets (ratios are `{ref}`'s value over the row's; "
+      "quality: the Δ's verdict above):",
+      "",
+      "| run | target | reached | cost | quality | target met |",
+      "| --- | --- | ---: | --- | --- | --- |",
+  ]
+  for kind, (ratio, rows) in targets.items():
+    for label in [r for r in rows if r in stats and r in by_cand]:
+      got = cost[kind](stats[label])
+      verdict = by_cand[label]["verdict"]
+      cost_ok, quality_ok = got >= ratio, verdict in ("equal", "better")
+      met = "yes" if cost_ok and quality_ok else (
+          "no" if not cost_ok or verdict == "worse" else "not resolved")
+      lines.append(
+          f"| `{label}` | ≥ {ratio:g}× {TARGET_WORDS[kind]} | {got:.2f}× | "
+          f"{'met' if cost_ok else 'missed'} | {verdict} | {met} |"
+      )
+  return lines + [""]
+
+
 def plot_compression(summary: dict, out_dir: str) -> str:
   """Final loss (mean ± sd over seeds) against bytes per worker and against peak
   bandwidth, one point per row, log x; writes ``loss_vs_bytes_and_peak.png``."""
@@ -351,13 +387,14 @@ def main(argv: list[str]) -> None:
   interim = None if done else read_summary(
       os.path.join(many, "report", "interim", "summary.json"))
   if done or interim:
-    summary = done or interim
+    summary, ref = done or interim, f"diloco_h{evidence.h_ref(False)}"
     text = "\n".join(
         ["# Compressed and streaming syncs, many rounds: table", ""]
         + ([f"**Interim report**: {summary['interim']}, each with every label.", ""]
            if interim else [])
-        + compression_section(summary, ref=f"diloco_h{evidence.h_ref(False)}",
+        + compression_section(summary, ref=ref,
                               command="configs/studies/compression_many.py:report")
+        + targets_section(summary, ref, compression_many.TARGETS)
     )
     with open(os.path.join(many, "tables.md"), "w") as f:
       f.write(text + "\n")

@@ -66,3 +66,37 @@ def test_without_a_frontier_every_row_is_against_diloco():
   int8 = _cells(next(line for line in lines if line.startswith("| `int8`")))
   assert len(int8) == 11
   assert int8[4] == "1.9×" and int8[8] == "2" and int8[10] == "inconclusive"
+
+
+def test_each_target_is_met_only_with_its_cost_and_equal_quality():
+  """A row meets the issue's target when its cost ratio reaches it and its Δ's
+  verdict is equal or better; a reached cost with an inconclusive Δ is not
+  resolved; a missed cost or a worse Δ is a miss."""
+  summary = dict(
+      seeds=[100, 101, 102],
+      labels=["ref", "sparse_ok", "sparse_wide", "sparse_small", "stream_worse"],
+      stats=dict(
+          ref=_stats(2.16, 150, 384 * MB, 128 * MB),
+          sparse_ok=_stats(2.16, 150, 3.7 * MB, 1.2 * MB),
+          sparse_wide=_stats(2.16, 150, 3.7 * MB, 1.2 * MB),
+          sparse_small=_stats(2.16, 150, 10.8 * MB, 3.6 * MB),
+          stream_worse=_stats(2.20, 150, 384 * MB, 16 * MB),
+      ),
+      comparisons=[
+          _comparison("sparse_ok", "ref", -0.002, 0.003, "equal"),
+          _comparison("sparse_wide", "ref", -0.01, 0.01, "inconclusive"),
+          _comparison("sparse_small", "ref", -0.03, -0.01, "better"),
+          _comparison("stream_worse", "ref", 0.02, 0.05, "worse"),
+      ],
+  )
+  targets = {"bytes": (100.0, ("sparse_ok", "sparse_wide", "sparse_small")),
+             "peak": (4.0, ("stream_worse",))}
+  rows = {
+      _cells(l)[0]: _cells(l)
+      for l in evidence_tables.targets_section(summary, "ref", targets)
+      if l.startswith("| `")
+  }
+  assert rows["`sparse_ok`"][2:] == ["103.78×", "met", "equal", "yes"]
+  assert rows["`sparse_wide`"][3:] == ["met", "inconclusive", "not resolved"]
+  assert rows["`sparse_small`"][2:] == ["35.56×", "missed", "better", "no"]
+  assert rows["`stream_worse`"][1:] == ["≥ 4× lower peak bandwidth", "8.00×", "met", "worse", "no"]

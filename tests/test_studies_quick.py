@@ -221,6 +221,15 @@ def test_compression_many_rows_take_their_tuned_points_against_the_frontier(phas
   assert study.runs["stream_tau1"].stream.mix == points["stream_tau1"]["mix"]
   assert study.runs["stream_tau1"].stream.fragments == compression_many.FRAGMENTS
   assert set(summary["syncs_saved"]) == set(compression_many.QUICK_ROWS)
+  # The targets, read off the report: each trained row of a target's family.
+  from experiments import evidence_tables
+
+  targets = evidence_tables.targets_section(summary, ref, compression_many.TARGETS)
+  cells = {l.split("|")[1].strip(): l.split("|")[3].strip() for l in targets if l.startswith("| `")}
+  assert set(cells) == {f"`{r}`" for r in compression_many.QUICK_ROWS}
+  s = summary["stats"]
+  bytes_ratio = s[ref]["bytes_per_worker"][0] / s["sparseloco_d3"]["bytes_per_worker"][0]
+  assert cells["`sparseloco_d3`"] == f"{bytes_ratio:.2f}×"
   for x_key in ("bytes_per_worker", "peak_bandwidth"):
     png = os.path.join(study.report_dir, f"final_loss_vs_{x_key}.png")
     assert open(png, "rb").read(8) == PNG_MAGIC

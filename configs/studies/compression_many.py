@@ -29,7 +29,7 @@ Rows (``ROWS``):
   (``stream.unit = "sublayer"``: each block's attention and its MLP, strided):
   unequal, the largest (block 1's MLP with the final norm) 30.8% of the
   parameters, so the peak bandwidth can fall at most 3.25×, short of the 4×
-  target by construction. ``τ = 1`` is 5% of ``H = 20`` (the paper's 1-5% of
+  target by construction (``benchmarks/stream_peak.py`` reads it by depth). ``τ = 1`` is 5% of ``H = 20`` (the paper's 1-5% of
   ``H = 100``; 1% is below one step here); the slot of a fragment is ``H/P = 5``
   steps;
 * ``stream_fp4``: ``stream_tau1`` sending float4 (e2m1) with a scale per block;
@@ -124,6 +124,14 @@ ROWS = (
 QUICK_ROWS = ("stream_tau1", "sparseloco_d3")
 #: The defaults of a grid's field where a row takes no tuned point.
 DEFAULT_POINT = dict(mix=0.5, block=128)
+#: The issue's targets, read by ``experiments/evidence_tables.py``: the cost
+#: ratio against DiLoCo at ``H_ref`` (its value over the row's) each family
+#: must reach, with quality equal to DiLoCo's (or better) in the same table.
+TARGETS = {
+    "bytes": (100.0, ("sparseloco_d1", "sparseloco_d3")),
+    "peak": (4.0, ("stream_tau0", "stream_tau1", "stream_fp4", "stream_eager",
+                   "autoloco_stream_fp4")),
+}
 TOP = 2
 MIN_REPORT_SEEDS = 6
 MAX_REPORT_SEEDS = 20
