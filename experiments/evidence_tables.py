@@ -11,7 +11,8 @@ report with its intervals and seed count. Phases not yet run are listed as missi
 Beside ``<dir>``, the compression studies' reports, if written, give
 ``compression/tables.md`` (the 30-sync rows against DiLoCo) and
 ``compression_many/tables.md`` (issue 42's rows against DiLoCo at ``H_ref`` and
-the frontier; an interim report's if the study has not finished).
+the frontier, then the issue's targets row by row; an interim report's if the
+study has not finished).
 """
 
 from __future__ import annotations
