@@ -33,7 +33,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from autoloco_jax.algorithms import registry
-from autoloco_jax.algorithms.diloco import fragments
+from autoloco_jax.algorithms.diloco import fragments, stream
 from autoloco_jax.model import transformer as model_lib
 from autoloco_jax.sim import clock as clock_lib
 from experiments import cli
@@ -54,11 +54,14 @@ def peak_bandwidth(config, shapes) -> float:
   pattern = piece.comm_pattern(types.SimpleNamespace(get=lambda: shapes), k)
   num_params = sum(x.size for x in jax.tree.leaves(shapes))
   clock = clock_lib.clock_from_config(config, num_params, step_time=1.0)
-  h = config.interval.h
-  rounds = 2 * config.stream.fragments if config.stream.fragments > 1 else 1
-  steps = h // config.stream.fragments if config.stream.fragments > 1 else h
-  for r in range(rounds):
-    clock.advance(pattern(r, steps))
+  h, schedule = config.interval.h, stream.Stream.from_config(config)
+  # Round lengths as the trainer runs them: a first slot, then each round
+  # after the event that ends the one before.
+  steps = [schedule.slot_length(h)]
+  for r in range(len(schedule.events) - 1):
+    steps.append(piece.round_length(r, h))
+  for r, n in enumerate(steps):
+    clock.advance(pattern(r, n))
   return clock.peak_bandwidth
 
 
