@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from projects.plora.costs import CostModel, MemoryModel
 from projects.plora.jobs import LoraConfig, _check_configs, union_targets
-from projects.plora.packed import run_group
+from projects.plora.packed import GroupResult, run_group
 
 MIXED_RANKS = ("pad", "group")
 _MIB = 2.0**20
@@ -227,18 +227,22 @@ def sequential_plan(
 
 
 class SweepResult(NamedTuple):
-  """Per-config results of a whole plan and its timings (sums over groups)."""
+  """A whole plan's results: ``total`` joins the groups' (dicts merged, times
+  and tokens summed); ``groups`` holds each group's own, in plan order."""
 
-  final_loss: dict
-  mean_loss: dict
-  eval_loss: dict
-  adapters: dict
-  compile_s: float
-  train_s: float
-  train_cpu_s: float
-  wall_s: float
-  tokens: int
+  total: GroupResult
   groups: list
+
+
+def _join(results: Sequence[GroupResult]) -> GroupResult:
+  """One :class:`GroupResult` for many: per-config dicts merged, numbers summed."""
+
+  def join(*values):
+    if isinstance(values[0], dict):
+      return {k: v for d in values for k, v in d.items()}
+    return sum(values)
+
+  return GroupResult(*(join(*field) for field in zip(*results)))
 
 
 def run_plan(
@@ -259,16 +263,4 @@ def run_plan(
             **kwargs,
         )
     )
-  merged = lambda field: {k: v for r in results for k, v in getattr(r, field).items()}
-  return SweepResult(
-      merged("final_loss"),
-      merged("mean_loss"),
-      merged("eval_loss"),
-      merged("adapters"),
-      sum(r.compile_s for r in results),
-      sum(r.train_s for r in results),
-      sum(r.train_cpu_s for r in results),
-      sum(r.wall_s for r in results),
-      sum(r.tokens for r in results),
-      results,
-  )
+  return SweepResult(_join(results), results)

@@ -156,7 +156,7 @@ def timed_run(name, plan, apply, base, streams, cfg, eval_tokens):
   plora.packed._programs.cache_clear()
   load0 = os.getloadavg()
   log(f"{name}: {len(plan.groups)} group(s)")
-  res = plora.run_plan(
+  run = plora.run_plan(
       plan,
       apply,
       base,
@@ -167,6 +167,7 @@ def timed_run(name, plan, apply, base, streams, cfg, eval_tokens):
       chunk_steps=cfg.lora.chunk_steps,
   )
   load1 = os.getloadavg()
+  res = run.total
   evals = plora.evaluate_adapters(apply, base, res.adapters, eval_tokens)
   out = dict(
       groups=[
@@ -180,7 +181,7 @@ def timed_run(name, plan, apply, base, streams, cfg, eval_tokens):
               wall_s=r.wall_s,
               est_time_s=g.time_s,
           )
-          for g, r in zip(plan.groups, res.groups)
+          for g, r in zip(plan.groups, run.groups)
       ],
       compile_s=res.compile_s,
       train_s=res.train_s,

@@ -102,6 +102,17 @@ def test_packed_run_of_n_adapters_equals_n_separate_runs(setup):
   assert setup.packed.tokens == len(CONFIGS) * STEPS * B * L
 
 
+def test_a_plans_total_joins_its_groups_results(setup):
+  groups = [setup.lone[c.name] for c in CONFIGS]
+  total = plora.planner._join(groups)
+  for c, g in zip(CONFIGS, groups):
+    assert total.final_loss[c.name] == g.final_loss[c.name]
+    assert total.adapters[c.name] is g.adapters[c.name]
+  assert total.tokens == len(CONFIGS) * STEPS * B * L
+  assert total.train_s == pytest.approx(sum(g.train_s for g in groups))
+  assert total.wall_s == pytest.approx(sum(g.wall_s for g in groups))
+
+
 def test_rank4_adapter_in_a_rank16_group_is_the_lone_rank4_adapter(setup):
   packed = setup.packed.adapters["r4-attn"]
   assert lora.rank_of(packed) == 4
