@@ -13,11 +13,12 @@ Modules, each with its own part of the story:
   optimizer (:func:`adapter_optimizer`).
 * :mod:`packed`: a group of jobs as one jitted program over a leading adapter
   axis (:func:`make_group`), trained through the project's round driver
-  (:func:`run_group`, :func:`run_plan`), and evaluation.
+  (:func:`run_group`), and evaluation.
 * :mod:`costs`: the memory (:class:`MemoryModel`) and time
   (:class:`CostModel`, :func:`measure_cost_model`) of a group.
 * :mod:`planner`: the packing that fits the budget with the least makespan
-  (:func:`plan`; :func:`fixed_plan`, :func:`sequential_plan` for baselines).
+  (:func:`plan`; :func:`fixed_plan`, :func:`sequential_plan` for baselines)
+  and its run, group after group (:func:`run_plan`).
 
 Use as ``from projects import plora`` and ``plora.plan(...)``,
 ``plora.run_plan(...)``; the adapters are ``plora.lora``. The experiment that
