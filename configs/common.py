@@ -319,6 +319,10 @@ def _compress() -> ml_collections.ConfigDict:
   c.value_bits = 32
   # Error feedback's decay of the residual; None or < 0: no error feedback.
   c.ef_beta = ml_collections.FieldReference(None, field_type=float)
+  # How the DiLoCo family averages the decoded messages: mean (over all K
+  # workers, SparseLoCo's equation) | senders (each coordinate over the workers
+  # that sent it, the authors' code's scatter-mean).
+  c.aggregate = "mean"
   return c
 
 

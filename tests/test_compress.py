@@ -130,6 +130,60 @@ def test_sparseloco_two_rounds_by_hand():
   assert codecs.tree_encoded_bytes(compression.codec, delta1_K[0]) == 2 * 5 / 8 + 4
 
 
+def test_senders_mean_by_hand():
+  """``compress.aggregate = 'senders'`` (the SparseLoCo authors' scatter-mean):
+  each coordinate averaged over the workers that sent it. Round 1 of
+  :func:`test_sparseloco_two_rounds_by_hand`: worker 0 sent −2.5 at index 1 and
+  2.5 at 6; worker 1 −2.35 at 6 and 2.35 at 7. The mean over both workers halves
+  the lone senders' values; the senders' mean keeps them and averages index 6."""
+  from autoloco_jax.compression import exchange
+
+  sent_K = np.array(
+      [[0, -2.5, 0, 0, 0, 0, 2.5, 0], [0, 0, 0, 0, 0, 0, -2.35, 2.35]], np.float32)
+  mean = lambda tree_K: jax.tree.map(lambda x: x.mean(0), tree_K)
+  by = lambda rule: np.asarray(
+      exchange.average(exchange.Compression(codecs.identity(), None, rule), sent_K, mean))
+  np.testing.assert_allclose(by("mean"), [0, -1.25, 0, 0, 0, 0, 0.075, 1.175], atol=1e-6)
+  np.testing.assert_allclose(by("senders"), [0, -2.5, 0, 0, 0, 0, 0.075, 2.35], atol=1e-6)
+  # Dense messages (no zeros): the two rules agree.
+  dense_K = sent_K + 1.0
+  dense = lambda rule: exchange.average(
+      exchange.Compression(codecs.identity(), None, rule), dense_K, mean)
+  np.testing.assert_allclose(dense("senders"), dense("mean"), rtol=1e-6)
+
+
+def test_senders_mean_inside_the_sync_with_a_worker_absent():
+  cfg = _cfg("topk", chunk_size=16, density=0.125, value_bits=2)
+  cfg.compress.aggregate = "senders"
+  mesh = replicas.make_mesh(K, 2)
+  algo = registry.make(cfg, toy_loss, mesh)
+  state = state_lib.place(algo.init_state(toy_params()), mesh)
+  theta = get(state.algo.global_params)
+  state = algo.inner(state, replicas.put_workers(tokens(K, 2), mesh), np.int32(2))
+  delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
+  present = np.array([1, 1, 1, 0], np.float32)  # worker 3 left this round
+  state, _ = algo.sync(state, replicas.put_workers(present, mesh))
+  codec = codecs.from_config(cfg.compress)
+  momentum = get(state.algo.outer_opt.momentum)  # = the average (m_0 = 0)
+  for leaf in theta:
+    sent = np.stack([codecs.roundtrip(codec, d) for d in delta_K[leaf][:3]])
+    senders = (sent != 0).sum(0)
+    expected = np.where(senders > 0, sent.sum(0) / np.maximum(senders, 1), 0.0)
+    np.testing.assert_allclose(momentum[leaf], expected, atol=1e-6)
+    assert senders.max() >= 1 and np.any(senders == 1)
+
+
+def test_aggregate_is_checked_and_refused_where_a_gossip_mixes():
+  cfg = _cfg()
+  cfg.compress.aggregate = "median"
+  with pytest.raises(ValueError, match="compress.aggregate"):
+    registry.from_config(cfg)
+  gossip = config("noloco", K=K, h=4)
+  gossip.compress.aggregate = "senders"
+  with pytest.raises(ValueError, match="compress.aggregate must be 'mean'"):
+    registry.from_config(gossip)
+
+
 def test_without_error_feedback_the_average_is_the_mean_of_decoded_payloads():
   cfg = _cfg("int4", block_size=8)
   mesh = replicas.make_mesh(K, 1)

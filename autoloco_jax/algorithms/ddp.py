@@ -64,6 +64,7 @@ class DDP:
   #: streaming, no compression; any interval controller (it reads only ``h``).
   streams = False
   compresses = False
+  averages = False
   controllers = None
   #: Whether ``build`` reads ``config.seed`` (``assembly.setup`` reuses a build
   #: across seeds otherwise).

@@ -6,7 +6,7 @@ its own config group and the shared ones it composes (each through its typed
 group, which checks the group's ranges), ``build(setup) -> Algorithm``
 (``runtime/contract.py``) around a sync of the shape of ``round_sync.py``, and
 class attributes that say which shared settings it implements (``streams``,
-``compresses``, ``controllers``): :func:`from_config` refuses the others here,
+``compresses``, ``averages``, ``controllers``): :func:`from_config` refuses the others here,
 once, naming the setting. Adding one is a module and an entry in
 :data:`REGISTRY` (``docs/algorithms.md``, "Adding an algorithm").
 """
@@ -65,7 +65,8 @@ def _those(supports: str) -> str:
 def refuse_unsupported(hparams: Any, config: Any) -> None:
   """Refuses the shared settings the algorithm does not implement, as its
   class declares them: streaming (``streams``), compressed messages
-  (``compresses``) and interval controllers (``controllers``; None: any).
+  (``compresses``), the senders' mean of them (``averages``) and interval
+  controllers (``controllers``; None: any).
 
   Raises:
     ValueError: naming the setting.
@@ -81,6 +82,11 @@ def refuse_unsupported(hparams: Any, config: Any) -> None:
         f"{name} sends its messages uncompressed: compress.codec must be "
         "'identity' and compress.ef_beta unset (codecs and error feedback are "
         f"implemented for {_those('compresses')})"
+    )
+  if not hparams.averages and exchange.Compression.from_config(config).aggregate != "mean":
+    raise ValueError(
+        f"{name} mixes its messages by its own rule: compress.aggregate must be "
+        f"'mean' (the senders' mean is implemented for {_those('averages')})"
     )
   controller = hparams.interval.controller
   if hparams.controllers is not None and controller not in hparams.controllers:

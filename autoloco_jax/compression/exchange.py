@@ -11,10 +11,21 @@ residual ``e_k`` of what it has not yet sent,
   \qquad e_k ← a_k − \hat Δ_k ,
 
 so ``\hat Δ_k + e_k = a_k``: nothing is lost, only delayed. Every receiver
-decodes every payload and the average is ``\bar Δ = mean_k \hat Δ_k``, in
-float32. The residuals are per worker (``params_K``-shaped, sharded on the
-replica axis) and live in the run state, so a resumed run continues with
-them.
+decodes every payload and averages them in float32 (:func:`average`), by
+``compress.aggregate``:
+
+* ``mean``: ``\bar Δ = mean_k \hat Δ_k``, over all ``K`` workers (SparseLoCo's
+  equation, and DiLoCo's);
+* ``senders``: each coordinate over the workers that sent it,
+  ``\bar Δ_i = Σ_k \hat Δ_{k,i} / |\{k : \hat Δ_{k,i} ≠ 0\}|`` (0 where none
+  did): the scatter-mean of the SparseLoCo authors' code (Templar's
+  ``TopKCompressor.batch_decompress``, ``scatter_reduce(..., "mean",
+  include_self=False)``). With top-k messages whose supports barely overlap it
+  steps each sent coordinate by the sender's value, about ``K`` times the
+  ``mean``'s; with dense messages the two agree.
+
+The residuals are per worker (``params_K``-shaped, sharded on the replica
+axis) and live in the run state, so a resumed run continues with them.
 
 On the simulated clock the message is the encoded payload
 (``codecs.tree_encoded_bytes``: values, indices and scales), moved by a ring
@@ -36,13 +47,16 @@ Reference:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 
 from autoloco_jax import ranges
 from autoloco_jax.compression import codecs
+
+#: The ways :func:`average` combines the decoded messages (``compress.aggregate``).
+AGGREGATES = ("mean", "senders")
 
 #: The numeric fields of ``config.compress``, range-checked here once
 #: (``ranges.FIELDS['compress.<name>']``).
@@ -59,10 +73,13 @@ class Compression:
     codec: the codec of every message (``codecs.Codec``; static, hashable).
     ef_beta: ``β_e``, the residual's decay of error feedback; None: no error
       feedback.
+    aggregate: how the decoded messages are averaged, one of
+      :data:`AGGREGATES` (:func:`average`).
   """
 
   codec: codecs.Codec
   ef_beta: float | None
+  aggregate: str = "mean"
 
   @classmethod
   def from_config(cls, config: Any) -> "Compression":
@@ -74,9 +91,14 @@ class Compression:
     beta = cfg.ef_beta
     if beta is not None and float(beta) < 0:
       beta = None
+    if cfg.aggregate not in AGGREGATES:
+      raise ValueError(
+          f"compress.aggregate must be one of {AGGREGATES}, got {cfg.aggregate!r}"
+      )
     return cls(
         codec=codecs.from_config(cfg),
         ef_beta=codecs.ef_beta_from_config({"ef_beta": beta}),
+        aggregate=cfg.aggregate,
     )
 
   @property
@@ -116,3 +138,18 @@ def encode_workers(
   acc_K = jax.tree.map(lambda e, d: beta * e + d.astype(jnp.float32), residual_K, delta_K)
   sent_K = roundtrip(acc_K)
   return sent_K, jax.tree.map(jnp.subtract, acc_K, sent_K)
+
+
+def average(compression: Compression, sent_K: Any, mean: Callable[[Any], Any]) -> Any:
+  r"""``\bar Δ`` from the decoded messages ``sent_K`` (the module docstring's two
+  rules), where ``mean`` is the run's mean over the workers present (for
+  example ``replicas.worker_weighted_mean`` with the round's weights)."""
+  if compression.aggregate == "mean":
+    return mean(sent_K)
+  total = mean(sent_K)  # Σ_k Δ̂_k / n
+  share = mean(jax.tree.map(lambda x: (x != 0).astype(jnp.float32), sent_K))  # senders / n
+
+  def ratio(t, s):
+    return jnp.where(s > 0, t / jnp.where(s > 0, s, 1.0), 0.0)
+
+  return jax.tree.map(ratio, total, share)

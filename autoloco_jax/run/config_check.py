@@ -27,6 +27,7 @@ VALUES_BEFORE_THE_FIELD = {
     "compress.density": 1 / 64,
     "compress.value_bits": 32,
     "compress.ef_beta": None,
+    "compress.aggregate": "mean",
     "autoloco.on_change": "keep",
     "interval.syncs": 0,
     "interval.shape": "linear",

@@ -89,9 +89,11 @@ class DiLoCo:
 
   name = "diloco"
   #: The shared settings it implements (``registry.refuse_unsupported``):
-  #: streaming, compressed messages and every interval controller.
+  #: streaming, compressed messages averaged either way and every interval
+  #: controller.
   streams = True
   compresses = True
+  averages = True
   controllers = None
   #: Whether ``build`` reads ``config.seed`` (``assembly.setup`` reuses a build
   #: across seeds otherwise).

@@ -145,7 +145,8 @@ class Fragment:
     sent_K, residual_K = exchange.encode_workers(
         self.compression, delta_K, own.residual_K
     )
-    delta = mean(sent_K)  # the all-reduce (all-gather for sparse or scaled codecs)
+    # The all-reduce (all-gather for sparse or scaled codecs).
+    delta = exchange.average(self.compression, sent_K, mean)
     worker_sq = mean(replicas.sq_norm_K(self.only(delta_K)))
     present = sync.workers_present(present_K)
     lr_sum, steps, fragments = self.period(own, acc)

@@ -120,6 +120,7 @@ class GASLoC:
   #: compressed messages, a fixed interval, no streaming.
   streams = False
   compresses = True
+  averages = False  # the gossip mixes by its topology, not a mean
   controllers = ("fixed",)
   #: ``build`` reads ``config.seed``: the topology's tables are drawn from it
   #: and compiled into the sync.

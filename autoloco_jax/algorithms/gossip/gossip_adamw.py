@@ -58,6 +58,7 @@ class GossipAdamW:
   #: The shared settings it implements (``registry.refuse_unsupported``).
   streams = False
   compresses = True
+  averages = False  # the gossip mixes by its topology, not a mean
   controllers = ("fixed",)
   #: ``build`` reads ``config.seed`` (the topology's tables).
   seeded_build = True
