@@ -8,8 +8,10 @@ Sarfi, Thérien, Lidin, Belilovsky 2025 (arXiv 2508.15706), as we read it
 (autoloco_jax/compression/codecs.py, exchange.py): each worker keeps an error-feedback
 residual e <- 0.95 e + Delta, sends the top 1/64 of every chunk of 4096 values
 of e as ternary signs times a per-chunk scale (2 bits per value, 12 bits per
-index), and keeps what it did not send; the mean of the decoded payloads drives
-the outer step. The residual's decay plays the role of outer momentum, so that
+index), and keeps what it did not send; the mean of the decoded payloads over
+the K workers drives the outer step (the paper's equation;
+``--config.compress.aggregate=senders`` takes its authors' code's rule instead,
+each coordinate averaged over the workers that sent it: docs/algorithms.md §6). The residual's decay plays the role of outer momentum, so that
 step is plain SGD (beta = 0) with lr 1.
 Expected (on the first 8 KB eval, not yet re-run on the
 whole split; ``:study``, one seed, untuned, network.name=hetero,
