@@ -45,6 +45,26 @@ def test_rows_are_the_methods_of_their_papers():
   assert auto.stream.tau < auto.interval.h_min // cm.FRAGMENTS
 
 
+def test_the_aggregate_ablation_reuses_the_tuned_points_and_changes_only_the_rule():
+  """Each SparseLoCo family's tuned point with the mean is the tune phase's run
+  (same directory); its senders' twin differs in the rule and the outer lr only."""
+  s = cm.get_config("aggregate")
+  tune = cm.get_config("tune")
+  dirs = lambda study: {sweep.run_dir("r", c) for c in study.runs.values()}
+  points = cm.tuned_points(cm.parse("tune"))
+  for family in ("sparseloco_d1", "sparseloco_d3"):
+    p = points[family]
+    mean = cm._tag(f"{family}_mean_a{p['alpha']}_ef{p['ef_beta']}")
+    senders = cm._tag(f"{family}_senders_a1.0_ef{p['ef_beta']}")
+    assert sweep.run_dir("r", s.runs[mean]) in dirs(tune)
+    a, b = s.runs[mean], s.runs[senders]
+    assert (a.compress.aggregate, b.compress.aggregate) == ("mean", "senders")
+    assert b.diloco.alpha == 1.0
+    b.compress.aggregate, b.diloco.alpha = "mean", a.diloco.alpha
+    assert sweep.run_dir("r", a) == sweep.run_dir("r", b)
+  assert tuple(s.seeds) == tuple(evidence.TUNING_SEEDS)
+
+
 def test_parse_refuses_other_tokens():
   assert cm.parse("tune,quick")["cell"]["regime"] == "base"
   with pytest.raises(ValueError, match="unknown token"):

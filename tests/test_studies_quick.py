@@ -62,7 +62,11 @@ def studies(tmp_path_factory):
     # Issue 41: momentum schedules tuned around the evidence cell's tuned pairs.
     run_phases("schedule_", schedule.get_config, schedule.PHASES)
     # Issue 42: the compression rows in the evidence cell, against its frontier.
-    run_phases("compression_many_", compression_many.get_config, compression_many.PHASES)
+    run_phases(
+        "compression_many_",
+        compression_many.get_config,
+        compression_many.PHASES + compression_many.ABLATIONS,
+    )
     # The compression study starts from the evidence study's tuned pair and design.
     run_phases("compression_", compression.get_config, compression.PHASES)
     # GASLoC's claim G1: coarse grid, tune, report, each from the phase before;
@@ -183,6 +187,26 @@ def test_schedule_study_reuses_the_evidence_runs_and_reads_each_phase(phases, st
   assert f"sched_h{h}" in phases["schedule_report"][0].frontier
   constant = phases["schedule_constant"][0]
   assert constant.frontier == tuple(f"diloco_h{x}" for x in evidence.frontier_hs(True))
+
+
+@pytest.mark.slow
+def test_compression_many_aggregate_ablation_trains_both_rules(phases, studies):
+  """The ``aggregate`` ablation on the quick cell: the tuned point with the mean
+  is the tune phase's own run; its twin with the senders' mean is a new run
+  whose outer steps differ (another final loss on the same seed)."""
+  study, summary = phases["compression_many_aggregate"]
+  tune_study, _ = phases["compression_many_tune"]
+  tune_dirs = {w for *_, w in sweep.jobs(tune_study, studies["root"])}
+  by_rule = {}
+  for label, config in study.runs.items():
+    if label.startswith("sparseloco"):
+      by_rule[config.compress.aggregate] = label
+  assert set(by_rule) == {"mean", "senders"}
+  jobs = {j[0]: j[-1] for j in sweep.jobs(study, studies["root"])}
+  assert jobs[by_rule["mean"]] in tune_dirs
+  assert jobs[by_rule["senders"]] not in tune_dirs
+  loss = {rule: summary["stats"][label]["loss_by_seed"] for rule, label in by_rule.items()}
+  assert loss["mean"] != loss["senders"]
 
 
 @pytest.mark.slow

@@ -58,6 +58,15 @@ Phases (every choice on the tuning seeds 0-2; the report on fresh seeds):
   peak bandwidth, and the plots of final loss against both with the frontier
   drawn through its tuned points.
 
+An ablation beside the phases (after ``tune``; not part of the report):
+
+* ``aggregate``: each SparseLoCo family on the tuning seeds with the
+  averaging of its authors' code (``compress.aggregate = "senders"``: each
+  coordinate over the workers that sent it, docs/algorithms.md §6) at the
+  paper's ``α = 1``, beside its tuned point with the paper's equation (the mean
+  over all ``K``). Run: ``python -m experiments.sweep --study
+  configs/studies/compression_many.py:aggregate``.
+
 Targets (the issue's): SparseLoCo 100× fewer bytes than DiLoCo's float32 syncs,
 streaming 4× lower peak bandwidth, both equal to DiLoCo at the same syncs within
 the cell's tolerance. The reports: ``docs/studies/compression_many/<phase>``;
@@ -75,6 +84,10 @@ from configs.studies import base, evidence, seed_count
 
 NAME = "compression_many"
 PHASES = ("coarse", "tune", "report")
+#: Ablations run beside the phases, each reading the ``tune`` phase.
+ABLATIONS = ("aggregate",)
+#: The ``aggregate`` ablation's outer lrs with the senders' mean: the paper's.
+AGGREGATE_ALPHAS = (1.0,)
 FRAGMENTS = 4
 #: What a fragment is made of (``fragments.py``): the model's 2 blocks split
 #: into attention and MLP, so that ``P = 4`` fragments are all non-empty.
@@ -123,7 +136,7 @@ ROWS = (
 #: without training: tests/test_compression_many.py).
 QUICK_ROWS = ("stream_tau1", "sparseloco_d3")
 #: The defaults of a grid's field where a row takes no tuned point.
-DEFAULT_POINT = dict(mix=0.5, block=128)
+DEFAULT_POINT = dict(mix=0.5, block=128, aggregate="mean")
 #: The issue's targets, read by ``experiments/evidence_tables.py``: the cost
 #: ratio against DiLoCo at ``H_ref`` (its value over the row's) each family
 #: must reach, with quality equal to DiLoCo's (or better) in the same table.
@@ -146,7 +159,7 @@ def parse(arg: str) -> dict:
   for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
     if token == "quick":
       opts["quick"] = True
-    elif token in PHASES:
+    elif token in PHASES + ABLATIONS:
       opts["phase"] = token
     else:
       raise ValueError(f"compression_many study: unknown token {token!r} in {arg!r}")
@@ -180,7 +193,7 @@ def row_config(opts: dict, row: str, point: dict | None = None):
     c = evidence.diloco_config(cell, href, p["alpha"], 0.0)
     overrides = dict(compress__codec="topk", compress__chunk_size=4096,
                      compress__density=DENSITY[row], compress__value_bits=2,
-                     compress__ef_beta=p["ef_beta"])
+                     compress__ef_beta=p["ef_beta"], compress__aggregate=p["aggregate"])
   elif row == "autoloco_stream_fp4":
     design, _ = evidence.chosen_design(cell)
     c = evidence.autoloco_config(cell, pair, **evidence.DESIGNS[design])
@@ -285,7 +298,24 @@ def _report_runs(s, opts: dict) -> None:
   s.comparisons = tuple((row, r) for row in rows for r in ("frontier", ref))
 
 
-_PHASE_RUNS = dict(coarse=_coarse_runs, tune=_tune_runs, report=_report_runs)
+def _aggregate_runs(s, opts: dict) -> None:
+  """Each SparseLoCo family's tuned point (the mean over ``K``) beside the
+  senders' mean at :data:`AGGREGATE_ALPHAS`, on the tuning seeds."""
+  s.seeds = (0,) if opts["quick"] else evidence.TUNING_SEEDS
+  ref = _add_reference(s, opts)
+  points = tuned_points(opts)
+  for family in [f for f in grids(opts["quick"]) if f in SPARSELOCO_GRID]:
+    tuned = points[family]
+    for aggregate, alphas in (("mean", (tuned["alpha"],)), ("senders", AGGREGATE_ALPHAS)):
+      for alpha in alphas:
+        point = dict(tuned, alpha=alpha, aggregate=aggregate)
+        label = _tag(f"{family}_{aggregate}_a{alpha}_ef{tuned['ef_beta']}")
+        base.add_run(s, label, row_config(opts, family, point), ref)
+
+
+_PHASE_RUNS = dict(
+    coarse=_coarse_runs, tune=_tune_runs, report=_report_runs, aggregate=_aggregate_runs
+)
 
 
 def study(arg: str = "report") -> Any:
