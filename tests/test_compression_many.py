@@ -65,6 +65,21 @@ def test_the_aggregate_ablation_reuses_the_tuned_points_and_changes_only_the_rul
   assert tuple(s.seeds) == tuple(evidence.TUNING_SEEDS)
 
 
+def test_the_reports_senders_rows_are_the_ablations_runs_on_fresh_seeds():
+  """Each ``*_senders`` report row is its family's report row with the senders'
+  mean at the paper's ``α = 1``: on a tuning seed it would be the ablation's run."""
+  report, ablation = cm.get_config("report"), cm.get_config("aggregate")
+  for row, family in cm.SENDERS_ROWS.items():
+    ours, theirs = report.runs[row], report.runs[family]
+    assert (ours.compress.aggregate, ours.diloco.alpha) == ("senders", 1.0)
+    assert ours.compress.density == theirs.compress.density
+    twin = ablation.runs[cm._tag(f"{family}_senders_a1.0_ef{theirs.compress.ef_beta}")]
+    assert sweep.run_dir("r", ours) == sweep.run_dir("r", twin)
+    ours.compress.aggregate, ours.diloco.alpha = "mean", theirs.diloco.alpha
+    assert sweep.run_dir("r", ours) == sweep.run_dir("r", theirs)
+  assert set(cm.SENDERS_ROWS) <= set(cm.TARGETS["bytes"][1])
+
+
 def test_parse_refuses_other_tokens():
   assert cm.parse("tune,quick")["cell"]["regime"] == "base"
   with pytest.raises(ValueError, match="unknown token"):
