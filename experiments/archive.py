@@ -72,12 +72,13 @@ def cells(module: Any) -> list[str]:
 
 def study_workdirs(study: Any, root: str, quick: bool = False) -> list[str]:
   """The workdirs of every run of a study (its module, or its file's path): for
-  each of its :func:`cells`, of each phase of its ``PHASES``
-  (``get_config("<phase>[,<cell>][,quick]")``) up to the first whose earlier
-  phase has no report yet; or of ``get_config()`` for a study without phases."""
+  each of its :func:`cells`, of each phase of its ``PHASES`` and then its
+  ``ABLATIONS`` (``get_config("<phase>[,<cell>][,quick]")``) up to the first
+  whose earlier phase has no report yet; or of ``get_config()`` for a study
+  without phases."""
   module = base.load_module(study) if isinstance(study, str) else study
   suffix = ",quick" if quick else ""
-  phases = getattr(module, "PHASES", ())
+  phases = tuple(getattr(module, "PHASES", ())) + tuple(getattr(module, "ABLATIONS", ()))
   if not phases:
     return _workdirs(module, ["quick" if quick else "full"], root)
   out = {}

@@ -807,6 +807,24 @@ def test_archive_keeps_any_phased_studys_runs(studies, tmp_path):
   assert all(sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in wanted)
 
 
+def test_archive_keeps_a_studys_ablations(studies):
+  """A study's ``ABLATIONS`` are archived with its phases: compression_many's
+  ``aggregate`` runs (its senders' twins belong to no phase) are all kept."""
+  from experiments import archive
+
+  root = studies["root"]
+  ablation = studies["phases"]["compression_many_aggregate"][0]
+  wanted = {w for *_, w in sweep.jobs(ablation, root)}
+  got = set(archive.study_workdirs(compression_many, root, quick=True))
+  assert wanted <= got
+  phases = {
+      w
+      for phase in compression_many.PHASES
+      for *_, w in sweep.jobs(studies["phases"][f"compression_many_{phase}"][0], root)
+  }
+  assert wanted - phases  # the ablation trains runs no phase has
+
+
 def _finish(workdir: str) -> None:
   """What a finished run leaves for the sweep and the archive (no training)."""
   os.makedirs(workdir, exist_ok=True)

@@ -69,8 +69,9 @@ An ablation beside the phases (after ``tune``; not part of the report):
   averaging of its authors' code (``compress.aggregate = "senders"``: each
   coordinate over the workers that sent it, docs/algorithms.md §6) at the
   paper's ``α = 1``, beside its tuned point with the paper's equation (the mean
-  over all ``K``). Run: ``python -m experiments.sweep --study
-  configs/studies/compression_many.py:aggregate``.
+  over all ``K``). Run:
+
+    python -m experiments.sweep --study configs/studies/compression_many.py:aggregate
 
 Targets (the issue's): SparseLoCo 100× fewer bytes than DiLoCo's float32 syncs,
 streaming 4× lower peak bandwidth, both equal to DiLoCo at the same syncs within
