@@ -20,9 +20,11 @@ worker (DiLoCo: 2.106 nats, 76.8 MB). Under the protocol (5 fresh seeds, against
 a tuned DiLoCo): docs/results.md §2. In the many-rounds regime (150 syncs) the
 paper's lr 1 is far too small for this model: the coarse pass of
 ``configs/studies/compression_many.py`` put the best outer lr at 4-8 with the
-mean over K, and its ``aggregate`` ablation found why: with the senders' mean
-of the authors' code, the paper's lr 1 was ahead of that tuned lr 4 on all
-six tuning-seed pairs (docs/studies/compression_many/README.md). The defaults
+mean over K. One plausible reading, not tested apart: the authors' code
+averages each coordinate over its senders, about K times the equation's step
+on barely overlapping supports. Its ``aggregate`` ablation found that with the
+senders' mean the paper's lr 1 was ahead of that tuned lr 4 on all six
+tuning-seed pairs (docs/studies/compression_many/README.md). The defaults
 stay the paper's equation and lr until that study reports on fresh seeds.
 """
 

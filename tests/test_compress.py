@@ -29,6 +29,25 @@ def _cfg(codec="identity", fragments_=1, tau=0, ef_beta=None, **codec_args):
   return cfg
 
 
+def _built(cfg, num_devices):
+  """The algorithm of ``cfg`` on a mesh of ``num_devices``, its state placed."""
+  mesh = replicas.make_mesh(K, num_devices)
+  algo = registry.make(cfg, toy_loss, mesh)
+  return algo, state_lib.place(algo.init_state(toy_params()), mesh), mesh
+
+
+def _round(algo, state, mesh, data, present=None):
+  """One round: the inner steps on ``data`` (one per step), then the sync with
+  the ``present`` workers (everyone where None). Returns the synced state, the
+  round's start ``θ`` and the pseudo-gradients ``Δ_k = θ − θ_k``."""
+  theta = get(state.algo.global_params)
+  state = algo.inner(state, replicas.put_workers(data, mesh), np.int32(data.shape[1]))
+  delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
+  present = everyone(K, mesh) if present is None else replicas.put_workers(present, mesh)
+  state, _ = algo.sync(state, present)
+  return state, theta, delta_K
+
+
 # ----------------------------------------------------------------------------
 # Error feedback inside the sync.
 
@@ -36,16 +55,11 @@ def _cfg(codec="identity", fragments_=1, tau=0, ef_beta=None, **codec_args):
 def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients():
   beta_e, beta = 0.5, 0.9
   cfg = _cfg("topk", ef_beta=beta_e, chunk_size=16, density=0.125, value_bits=2)
-  mesh = replicas.make_mesh(K, 2)
-  algo = registry.make(cfg, toy_loss, mesh)
-  state = state_lib.place(algo.init_state(toy_params()), mesh)
+  algo, state, mesh = _built(cfg, 2)
   data = tokens(K, 6)
   codec = codecs.from_config(cfg.compress)
 
-  theta = get(state.algo.global_params)
-  state = algo.inner(state, replicas.put_workers(data[:, :3], mesh), np.int32(3))
-  delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
-  state, _ = algo.sync(state, everyone(K, mesh))
+  state, theta, delta_K = _round(algo, state, mesh, data[:, :3])
   e1_K = get(state.algo.residual_K)
   m1 = get(state.algo.outer_opt.momentum)  # = mean_k sent_k (m_0 = 0)
   for leaf in theta:
@@ -59,10 +73,7 @@ def test_error_feedback_sent_plus_residual_is_the_accumulated_pseudo_gradients()
         m1[leaf] + e1_K[leaf].mean(0), delta_K[leaf].mean(0), atol=1e-6
     )
 
-  theta = get(state.algo.global_params)
-  state = algo.inner(state, replicas.put_workers(data[:, 3:], mesh), np.int32(3))
-  delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
-  state, _ = algo.sync(state, everyone(K, mesh))
+  state, theta, delta_K = _round(algo, state, mesh, data[:, 3:])
   e2_K = get(state.algo.residual_K)
   sent_mean = jax.tree.map(
       lambda m2, m1_: m2 - beta * m1_, get(state.algo.outer_opt.momentum), m1
@@ -155,14 +166,9 @@ def test_senders_mean_by_hand():
 def test_senders_mean_inside_the_sync_with_a_worker_absent():
   cfg = _cfg("topk", chunk_size=16, density=0.125, value_bits=2)
   cfg.compress.aggregate = "senders"
-  mesh = replicas.make_mesh(K, 2)
-  algo = registry.make(cfg, toy_loss, mesh)
-  state = state_lib.place(algo.init_state(toy_params()), mesh)
-  theta = get(state.algo.global_params)
-  state = algo.inner(state, replicas.put_workers(tokens(K, 2), mesh), np.int32(2))
-  delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
+  algo, state, mesh = _built(cfg, 2)
   present = np.array([1, 1, 1, 0], np.float32)  # worker 3 left this round
-  state, _ = algo.sync(state, replicas.put_workers(present, mesh))
+  state, theta, delta_K = _round(algo, state, mesh, tokens(K, 2), present)
   codec = codecs.from_config(cfg.compress)
   momentum = get(state.algo.outer_opt.momentum)  # = the average (m_0 = 0)
   for leaf in theta:
@@ -186,13 +192,8 @@ def test_aggregate_is_checked_and_refused_where_a_gossip_mixes():
 
 def test_without_error_feedback_the_average_is_the_mean_of_decoded_payloads():
   cfg = _cfg("int4", block_size=8)
-  mesh = replicas.make_mesh(K, 1)
-  algo = registry.make(cfg, toy_loss, mesh)
-  state = state_lib.place(algo.init_state(toy_params()), mesh)
-  theta = get(state.algo.global_params)
-  state = algo.inner(state, replicas.put_workers(tokens(K, 2), mesh), np.int32(2))
-  delta_K = jax.tree.map(lambda g, p: g[None] - p, theta, get(state.params_K))
-  state, _ = algo.sync(state, everyone(K, mesh))
+  algo, state, mesh = _built(cfg, 1)
+  state, theta, delta_K = _round(algo, state, mesh, tokens(K, 2))
   assert state.algo.residual_K is None
   codec = codecs.int4(8)
   for leaf in theta:

@@ -72,18 +72,19 @@ def refuse_unsupported(hparams: Any, config: Any) -> None:
     ValueError: naming the setting.
   """
   name = hparams.name
+  compression = exchange.Compression.from_config(config)
   if not hparams.streams and not stream.Stream.from_config(config).plain:
     raise ValueError(
         f"{name} does not stream: stream.fragments must be 1 and stream.tau 0 "
         f"(streaming and overlapped syncs are implemented for {_those('streams')})"
     )
-  if not hparams.compresses and not exchange.Compression.from_config(config).plain:
+  if not hparams.compresses and not compression.plain:
     raise ValueError(
         f"{name} sends its messages uncompressed: compress.codec must be "
         "'identity' and compress.ef_beta unset (codecs and error feedback are "
         f"implemented for {_those('compresses')})"
     )
-  if not hparams.averages and exchange.Compression.from_config(config).aggregate != "mean":
+  if not hparams.averages and compression.aggregate != "mean":
     raise ValueError(
         f"{name} mixes its messages by its own rule: compress.aggregate must be "
         f"'mean' (the senders' mean is implemented for {_those('averages')})"

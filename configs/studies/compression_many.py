@@ -127,7 +127,8 @@ QUICK_GRIDS = {
     "sparseloco_d3": {"a1.0_ef0.95": dict(alpha=1.0, ef_beta=0.95)},
     "stream_tau1": {"mix0.5": dict(mix=0.5)},
 }
-DENSITY = {"sparseloco_d1": 0.01, "sparseloco_d3": 0.03}
+DENSITY = {"sparseloco_d1": 0.01, "sparseloco_d3": 0.03,
+           "sparseloco_d1_senders": 0.01, "sparseloco_d3_senders": 0.03}
 ROWS = (
     "stream_tau0",
     "stream_tau1",
@@ -203,7 +204,7 @@ def row_config(opts: dict, row: str, point: dict | None = None):
   if row.startswith("sparseloco"):
     c = evidence.diloco_config(cell, href, p["alpha"], 0.0)
     overrides = dict(compress__codec="topk", compress__chunk_size=4096,
-                     compress__density=DENSITY[SENDERS_ROWS.get(row, row)], compress__value_bits=2,
+                     compress__density=DENSITY[row], compress__value_bits=2,
                      compress__ef_beta=p["ef_beta"], compress__aggregate=p["aggregate"])
   elif row == "autoloco_stream_fp4":
     design, _ = evidence.chosen_design(cell)
