@@ -127,8 +127,12 @@ QUICK_GRIDS = {
     "sparseloco_d3": {"a1.0_ef0.95": dict(alpha=1.0, ef_beta=0.95)},
     "stream_tau1": {"mix0.5": dict(mix=0.5)},
 }
-DENSITY = {"sparseloco_d1": 0.01, "sparseloco_d3": 0.03,
-           "sparseloco_d1_senders": 0.01, "sparseloco_d3_senders": 0.03}
+#: The report's rows with the senders' mean: row -> its family (whose tuned
+#: error-feedback decay it takes, with ``α`` the ablation's, the paper's).
+SENDERS_ROWS = {"sparseloco_d1_senders": "sparseloco_d1", "sparseloco_d3_senders": "sparseloco_d3"}
+#: Top-k density of each SparseLoCo row; a senders row takes its family's.
+FAMILY_DENSITY = {"sparseloco_d1": 0.01, "sparseloco_d3": 0.03}
+DENSITY = {**FAMILY_DENSITY, **{row: FAMILY_DENSITY[f] for row, f in SENDERS_ROWS.items()}}
 ROWS = (
     "stream_tau0",
     "stream_tau1",
@@ -141,9 +145,6 @@ ROWS = (
     "sparseloco_d1_senders",
     "sparseloco_d3_senders",
 )
-#: The report's rows with the senders' mean: row -> its family (whose tuned
-#: error-feedback decay it takes, with ``α`` the ablation's, the paper's).
-SENDERS_ROWS = {"sparseloco_d1_senders": "sparseloco_d1", "sparseloco_d3_senders": "sparseloco_d3"}
 #: The rows the quick pipeline check trains (every row's config is checked
 #: without training: tests/test_compression_many.py).
 QUICK_ROWS = ("stream_tau1", "sparseloco_d3")
