@@ -14,7 +14,8 @@ Expected (on the first 8 KB eval, not yet re-run on the
 whole split; ``:study``, one seed, untuned, network.name=hetero,
 network.step_time=0.075): eval loss 2.072 nats/token in 120 fragment syncs, 20.4
 MB sent per worker (plain DiLoCo: 2.106 nats, 30 syncs, 76.8 MB). Under the
-protocol (5 fresh seeds, against a tuned DiLoCo): docs/results.md §2.
+protocol (5 fresh seeds, against a tuned DiLoCo, 30 syncs): docs/results.md
+§2.2; in the many-rounds regime (20 fresh seeds, 150 syncs): §2.1.
 """
 
 from configs import common
