@@ -191,21 +191,24 @@ def paired_interval(diffs: Sequence[float], level: float = 0.95) -> dict:
   )
 
 
-def verdict(ci: dict, tolerance: float) -> str:
-  """The plain verdict of a loss difference's interval (lower loss is better):
+def verdict(ci: dict, tolerance: float, lower_is_better: bool = True) -> str:
+  """The plain verdict of a difference's interval, one rule for both signs:
 
-  * ``better``: the interval excludes 0 below;
-  * ``equal``: it lies inside ``±tolerance`` (even if it excludes 0 above: a
-    difference too small to matter, see ``significant`` in :func:`compare`);
-  * ``worse``: it excludes 0 above and leaves the tolerance;
+  * ``equal``: the interval lies inside ``±tolerance`` (ends included), whether
+    or not it excludes 0: a resolved difference too small to matter, a gain as
+    much as a loss;
+  * ``better`` / ``worse``: otherwise, the interval excludes 0 on the better /
+    worse side (a loss difference is better below 0; a saving, with
+    ``lower_is_better=False``, above it);
   * ``inconclusive``: none of these (too few seeds or too much spread).
   """
-  if ci["high"] < 0:
-    return "better"
-  if -tolerance <= ci["low"] and ci["high"] <= tolerance:
+  low, high = ci["low"], ci["high"]
+  if -tolerance <= low and high <= tolerance:
     return "equal"
-  if ci["low"] > 0:
-    return "worse"
+  if high < 0:
+    return "better" if lower_is_better else "worse"
+  if low > 0:
+    return "worse" if lower_is_better else "better"
   return "inconclusive"
 
 

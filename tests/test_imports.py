@@ -207,3 +207,56 @@ def test_experiments_import_down_the_floors_of_architecture_md():
       if f is None or t is None or t >= f:
         wrong.append(f"{module} (floor {f}) -> {target} (floor {t})")
   assert not wrong, "\n".join(sorted(wrong))
+
+
+def _third_party_imports(folders: tuple[str, ...]) -> dict[str, str]:
+  """The top-level names imported anywhere under ``folders`` (relative to the
+  repository root) that are neither the standard library nor the repository's own,
+  each with one file that imports it."""
+  import sys
+
+  root = PACKAGE.parent
+  own = {p.name for p in root.iterdir() if p.is_dir()} | {p.stem for p in root.glob("*.py")}
+  found = {}
+  for folder in folders:
+    for path in (root / folder).rglob("*.py"):
+      for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+          names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+          names = [node.module]
+        else:
+          continue
+        for name in names:
+          top = name.split(".")[0]
+          if top not in sys.stdlib_module_names and top not in own:
+            found.setdefault(top, str(path.relative_to(root)))
+  return found
+
+
+#: Imported only where the code says it is optional (a torch reference that the
+#: tests skip without torch; benchmarks that compare against torch on a device).
+OPTIONAL = {"torch"}
+
+
+def test_every_imported_package_is_declared():
+  # Each third-party package the code imports is pinned in requirements.txt by
+  # its distribution's name, not only pulled in as another package's dependency.
+  import importlib.metadata
+  import re
+
+  root = PACKAGE.parent
+  pinned = {
+      re.split(r"[=<>\[ ]", line.strip(), maxsplit=1)[0].lower().replace("_", "-")
+      for line in (root / "requirements.txt").read_text().splitlines()
+      if line.strip() and not line.startswith("#")
+  }
+  dists = importlib.metadata.packages_distributions()
+  imports = _third_party_imports(("autoloco_jax", "experiments", "configs", "benchmarks", "tests"))
+  missing = {
+      name: where
+      for name, where in imports.items()
+      if name not in OPTIONAL
+      and not any(d.lower().replace("_", "-") in pinned for d in dists.get(name, [name]))
+  }
+  assert not missing, f"imported but not in requirements.txt: {missing}"

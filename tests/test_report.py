@@ -55,15 +55,18 @@ def test_paired_interval_of_identical_differences_has_zero_width():
   assert out["half_width"] == 0.0
   assert out["low"] == out["high"] == pytest.approx(-0.02)
   assert report.verdict(out, 0.01) == "better"
+  assert report.verdict(out, 0.03) == "equal"
 
 
 @pytest.mark.parametrize(
     "low, high, want",
     [
         (-0.05, -0.01, "better"),  # below 0: lower loss
-        (-0.004, -0.001, "better"),  # excluding 0 wins over "inside the tolerance"
+        (-0.004, -0.001, "equal"),  # better, but by less than the tolerance
         (0.01, 0.03, "worse"),
         (0.001, 0.005, "equal"),  # worse, but by less than the tolerance
+        (-0.012, -0.001, "better"),  # excludes 0, leaves the tolerance below
+        (0.001, 0.012, "worse"),  # excludes 0, leaves the tolerance above
         (-0.005, 0.004, "equal"),
         (-0.01, 0.01, "equal"),  # the tolerance's ends count as inside
         (-0.02, 0.005, "inconclusive"),
@@ -73,6 +76,20 @@ def test_paired_interval_of_identical_differences_has_zero_width():
 )
 def test_verdict(low, high, want):
   assert report.verdict(ci(low, high), tolerance=0.01) == want
+
+
+MIRROR = {"better": "worse", "worse": "better", "equal": "equal", "inconclusive": "inconclusive"}
+
+
+@pytest.mark.parametrize(
+    "low, high", [(-0.05, -0.01), (-0.004, -0.001), (0.001, 0.005), (-0.02, 0.005), (0.0, 0.02)]
+)
+def test_verdict_is_the_same_rule_for_both_signs(low, high):
+  # The mirrored interval reads the mirrored word, and a quantity where higher is
+  # better (a saving) reads the mirror of the same interval as a loss.
+  word = report.verdict(ci(low, high), tolerance=0.01)
+  assert report.verdict(ci(-high, -low), tolerance=0.01) == MIRROR[word]
+  assert report.verdict(ci(low, high), 0.01, lower_is_better=False) == MIRROR[word]
 
 
 def test_verdict_of_the_hand_computed_interval():
