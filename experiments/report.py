@@ -112,6 +112,15 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
       }
       for model in ("loglinear", "monotone")
   )
+  # One reading of each: the line, or the monotone frontier where the line is
+  # rejected, and no saving on a flat stretch (syncs_saved.reading).
+  readings = {}
+  if saved:
+    fit = syncs_saved.lack_of_fit(*syncs_saved.frontier_arrays(runs, tuple(study.frontier)))
+    readings = {
+        label: dict(syncs_saved.reading(saved[label], saved_monotone[label], fit), fit=fit)
+        for label in saved
+    }
   # The same comparisons paired per document, where the runs wrote their losses.
   documents = [
       per_document.paired(runs, c["candidate"], c["reference"])
@@ -124,6 +133,7 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
       comparisons=comparisons,
       syncs_saved=saved,
       syncs_saved_monotone=saved_monotone,
+      syncs_saved_reading=readings,
       per_document=[d for d in documents if d is not None],
       power=dict(study.get("power") or {}),
       interim=str(study.get("interim", "")),

@@ -173,11 +173,12 @@ def syncs_saved_table(result: dict) -> list[str]:
       label: syncs_saved.from_runs(result["runs"], first["frontier"], label, model="monotone")
       for label in entries
   }
-  frontier_runs = [result["runs"][label] for label in first["frontier"]]
-  fit = syncs_saved.lack_of_fit(
-      [[r["summary"]["syncs"] for r in rs] for rs in zip(*frontier_runs)],
-      [[r["summary"]["final_eval_bpb"] for r in rs] for rs in zip(*frontier_runs)],
-  )
+  fs, fl = syncs_saved.frontier_arrays(result["runs"], first["frontier"])
+  fit = syncs_saved.lack_of_fit(fs, fl)
+  for label, m in monotone.items():  # a summary written before flat stretches were read
+    if "flat_stretch" not in m:
+      loss_S = [r["summary"]["final_eval_bpb"] for r in result["runs"][label]]
+      m["flat_stretch"] = syncs_saved.on_flat_stretch(fs, fl, loss_S, m["tolerance"])
   lines = [
       f"Syncs saved at equal loss against the tuned frontier ({', '.join(first['frontier'])}:"
       f" pooled log-linear fit, slope {first['slope']:.4f} bits/byte per e-fold of syncs,"
@@ -191,8 +192,9 @@ def syncs_saved_table(result: dict) -> list[str]:
       + _lack_of_fit_text(fit),
       "",
       "| run | syncs | syncs saved at equal loss | (t) | Δ loss at equal syncs | (t) "
-      "| seeds with S* in range | monotone: syncs saved (seeds) | monotone: Δ loss at equal syncs |",
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+      "| seeds with S* in range | monotone: syncs saved (seeds) | monotone: Δ loss at equal syncs "
+      "| reading (syncs saved) |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
   ]
   for label, e in entries.items():
     syncs = sum(r["summary"]["syncs"] for r in result["runs"][label]) / e["n"]
@@ -202,7 +204,9 @@ def syncs_saved_table(result: dict) -> list[str]:
         f"{_t_ci(e, 'saved', '{:+.1%}')} | {interval(e['delta'], '{:+.4f}')} | "
         f"{_t_ci(e, 'delta', '{:+.4f}')} | {e['needed_in_range']}/{e['n']} | "
         + (f"{interval(syncs_saved.widest(m), '{:+.1%}')}" if m["needed_in_range"] else "none reached")
-        + f" ({m['needed_in_range']}) | {interval(syncs_saved.widest(m, 'delta'), '{:+.4f}')} |"
+        + f" ({m['needed_in_range']}) | {interval(syncs_saved.widest(m, 'delta'), '{:+.4f}')} | "
+        + _reading_text(syncs_saved.reading(e, m, fit))
+        + " |"
     )
   gains = [
       f"`{label}` {result['stats'][label]['late_gain'][0]:+.4f}"
@@ -228,12 +232,20 @@ def syncs_saved_table(result: dict) -> list[str]:
   return lines
 
 
+def _reading_text(r: dict) -> str:
+  """A syncs-saved reading (``syncs_saved.reading``) in a table cell: its verdict,
+  the model read, and on a flat stretch why no saving is read."""
+  if r["saved"] is None:
+    return f"**{r['verdict']}** (monotone: flat stretch, no saving read)"
+  return f"**{r['verdict']}** ({'line' if r['model'] == 'loglinear' else 'monotone'})"
+
+
 def _lack_of_fit_text(fit: dict) -> str:
   """The sentence on ``syncs_saved.lack_of_fit``'s test of the line."""
   if not math.isfinite(fit["p"]):
     return " The line's lack of fit is not testable here (too few sync counts or seeds)."
   verdict = (
-      " (the line misses the frontier's shape: read the monotone column)."
+      " (the line is rejected: the reading column reads the monotone frontier)."
       if fit["p"] < 0.05
       else " (no lack of fit shown)."
   )

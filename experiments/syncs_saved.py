@@ -54,8 +54,16 @@ against the method).
 Which shape the data support is tested, not assumed: :func:`lack_of_fit` is
 the classical F-test of the line against a free level at every sync count
 (seed intercepts in both), ``F = ((RSS_line - RSS_free) / (I - 2)) /
-(RSS_free / ((S - 1)(I - 1)))``. Where it rejects the line, the monotone
-fit's saving is the one to read.
+(RSS_free / ((S - 1)(I - 1)))``.
+
+One reading for every study (:func:`reading`): the line's saving, unless the
+F-test rejects the line (``p < 0.05``); then the monotone fit's, unless the
+candidate's loss lies on one of its **flat stretches** (sync counts whose means
+ran the wrong way and were pooled into one level, :func:`flat_stretches`): there
+a few thousandths of loss move ``S*`` across the whole stretch, so the saving is
+not read at all (neither a saving nor a cost) and the loss at equal syncs
+decides. "On" a stretch means the candidate's seed-centred mean loss
+``mean_s (L_s - a_s)`` lies within the tolerance of its level.
 """
 
 from __future__ import annotations
@@ -67,8 +75,11 @@ import numpy as np
 
 from experiments import seed_stats
 
-#: Fewer syncs whose loss cost defines "equal quality" (see ``tolerance``).
+#: Fewer syncs whose loss cost defines "equal quality" (see ``tolerance``); also
+#: the tolerance of a syncs-saved verdict (:func:`reading`).
 TOLERANCE_FRACTION = 0.10
+#: The lack-of-fit test's level below which the line is rejected (:func:`reading`).
+LINE_REJECTED_BELOW = 0.05
 BOOTSTRAP_SAMPLES = 10_000
 
 
@@ -115,6 +126,75 @@ def fit_monotone_frontier(
   residuals = y - (a[:, None] + g)
   dof = max(y.size - x.shape[0] - len(np.unique(g)) + 1, 1)
   return a, x[0], g, float(math.sqrt((residuals**2).sum() / dof))
+
+
+def flat_stretches(x_I: np.ndarray, g_I: np.ndarray) -> list[tuple[float, float, float]]:
+  """``(level, syncs_from, syncs_to)`` of each stretch of the monotone frontier
+  ``(x_I, g_I)`` (log syncs ascending) where two or more sync counts were pooled
+  into one level: their means ran the wrong way (more syncs, higher loss)."""
+  out, start = [], 0
+  for j in range(1, len(g_I) + 1):
+    if j == len(g_I) or not math.isclose(g_I[j], g_I[start], rel_tol=0.0, abs_tol=1e-12):
+      if j - start > 1:
+        out.append((float(g_I[start]), float(np.exp(x_I[start])), float(np.exp(x_I[j - 1]))))
+      start = j
+  return out
+
+
+def on_flat_stretch(
+    frontier_syncs_SxI: np.ndarray,
+    frontier_loss_SxI: np.ndarray,
+    loss_S: np.ndarray,
+    tolerance_bpb: float,
+) -> list[float] | None:
+  """``[syncs_from, syncs_to]`` of the monotone frontier's flat stretch whose
+  level lies within ``tolerance_bpb`` of the candidate's seed-centred mean loss
+  (module docstring), or None where it lies on none."""
+  a_S, x_I, g_I, _ = fit_monotone_frontier(frontier_syncs_SxI, frontier_loss_SxI)
+  v = float(np.mean(np.asarray(loss_S, np.float64) - a_S))
+  for level, low, high in flat_stretches(x_I, g_I):
+    if abs(v - level) <= tolerance_bpb:
+      return [low, high]
+  return None
+
+
+def reading(line: dict, monotone: dict, fit: dict) -> dict:
+  """The syncs-saved reading of one candidate, the same rule in every study
+  (module docstring): ``dict(model, saved, delta, verdict, why)``.
+
+  ``line`` and ``monotone`` are :func:`bootstrap` entries of the two frontier
+  models (``monotone["flat_stretch"]`` from :func:`on_flat_stretch`), ``fit``
+  the line's :func:`lack_of_fit`. ``saved`` and ``delta`` are the intervals read
+  (:func:`widest`); ``saved`` is None on a flat stretch. ``verdict`` reads
+  ``saved`` by ``seed_stats.verdict`` (higher is better; "equal" inside
+  ``±TOLERANCE_FRACTION``), and is "inconclusive" where no saving is read.
+  """
+  rejected = math.isfinite(fit["p"]) and fit["p"] < LINE_REJECTED_BELOW
+  entry, model = (monotone, "monotone") if rejected else (line, "loglinear")
+  why = (
+      f"the line is rejected (F test p = {fit['p']:.4f}): the monotone frontier"
+      if rejected
+      else "the line (its F test does not reject it)"
+  )
+  flat = entry.get("flat_stretch") if rejected else None
+  saved = None if flat else widest(entry)
+  if flat:
+    why += (
+        f", flat from {flat[0]:.0f} to {flat[1]:.0f} syncs at this loss: no saving"
+        " or cost is read; the loss at equal syncs decides"
+    )
+  readable = saved is not None and math.isfinite(saved["low"])
+  return dict(
+      model=model,
+      saved=saved,
+      delta=widest(entry, "delta"),
+      verdict=(
+          seed_stats.verdict(saved, TOLERANCE_FRACTION, lower_is_better=False)
+          if readable
+          else "inconclusive"
+      ),
+      why=why,
+  )
 
 
 def lack_of_fit(syncs_SxI: np.ndarray, loss_SxI: np.ndarray) -> dict:
@@ -296,6 +376,15 @@ def widest(entry: dict, quantity: str = "saved") -> dict:
   return dict(mean=float(boot["mean"]), low=low, high=high, half_width=(high - low) / 2)
 
 
+def frontier_arrays(
+    runs: dict[str, list[dict]], frontier: Sequence[str], key: str = "final_eval_bpb"
+) -> tuple[np.ndarray, np.ndarray]:
+  """``(syncs_SxI, loss_SxI)``: the ``frontier`` labels' runs, seeds by rows."""
+  fs = np.array([[r["summary"]["syncs"] for r in runs[l]] for l in frontier]).T
+  fl = np.array([[r["summary"][key] for r in runs[l]] for l in frontier]).T
+  return fs, fl
+
+
 def from_runs(
     runs: dict[str, list[dict]],
     frontier: Sequence[str],
@@ -310,12 +399,9 @@ def from_runs(
   for label in frontier:
     if [r["seed"] for r in runs[label]] != seeds:
       raise ValueError(f"{label} and {candidate} are not on the same seeds")
-  fs = np.array([[r["summary"]["syncs"] for r in runs[l]] for l in frontier]).T
-  fl = np.array([[r["summary"][key] for r in runs[l]] for l in frontier]).T
-  out = bootstrap(
-      fs, fl,
-      [r["summary"]["syncs"] for r in runs[candidate]],
-      [r["summary"][key] for r in runs[candidate]],
-      model=model,
-  )
+  fs, fl = frontier_arrays(runs, frontier, key)
+  loss_S = [r["summary"][key] for r in runs[candidate]]
+  out = bootstrap(fs, fl, [r["summary"]["syncs"] for r in runs[candidate]], loss_S, model=model)
+  if model == "monotone":
+    out["flat_stretch"] = on_flat_stretch(fs, fl, loss_S, out["tolerance"])
   return dict(out, candidate=candidate, frontier=list(frontier), seeds=seeds)

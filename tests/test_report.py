@@ -334,12 +334,39 @@ def test_the_syncs_saved_table_reads_the_monotone_delta_on_the_union_interval():
   with open(path) as f:
     result = json.load(f)
   lines = report_text.syncs_saved_table(result)
-  assert lines[2].endswith("| monotone: Δ loss at equal syncs |")
+  assert lines[2].endswith("| monotone: Δ loss at equal syncs | reading (syncs saved) |")
   row = next(l for l in lines if l.startswith("| `adaptive_on_schedule` |"))
   cells = [c.strip() for c in row.strip("|").split("|")]
   assert len(cells) == len(lines[2].strip("|").split("|"))
-  assert cells[-1] == "+0.0002 [-0.0042, +0.0046]"
-  assert cells[-2] == "-1.6% [-6.8%, +4.4%] (17)"
+  assert cells[-2] == "+0.0002 [-0.0042, +0.0046]"
+  assert cells[-3] == "-1.6% [-6.8%, +4.4%] (17)"
+  # The line is rejected there (F test), so the monotone saving is read: inside
+  # ±10% of syncs, "equal".
+  assert cells[-1] == "**equal** (monotone)"
+
+
+def test_a_saving_on_a_flat_stretch_of_the_frontier_is_not_read():
+  """The schedule study's many/Python report: the schedule-tuned frontier's means
+  at 100 and 150 syncs run the wrong way (2.155, 2.158), the monotone fit pools
+  them, and AutoLoCo's loss lies on that level. Its monotone "saving" (−33.4%)
+  is the flat stretch's artifact: the reading is inconclusive, not a cost."""
+  import json
+  import os
+
+  from experiments import report_text
+  from tests.helpers import ROOT
+
+  path = os.path.join(ROOT, "docs/studies/schedule/many_python/report/summary.json")
+  with open(path) as f:
+    result = json.load(f)
+  lines = report_text.syncs_saved_table(result)
+  row = next(l for l in lines if l.startswith("| `autoloco` |"))
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert cells[-3].startswith("-33.4%")
+  assert cells[-1] == "**inconclusive** (monotone: flat stretch, no saving read)"
+  # The paper's `both` lies below the stretch: its cost is read.
+  row = next(l for l in lines if l.startswith("| `autoloco_both` |"))
+  assert row.rstrip().endswith("| **worse** (monotone) |")
 
 
 def test_the_syncs_saved_table_names_the_tolerance_the_verdicts_read():

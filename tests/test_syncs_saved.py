@@ -185,3 +185,70 @@ def test_lack_of_fit_by_hand():
   fs, fl, _, _ = _exact_case()
   noisy = fl + np.array([[0.001, -0.001, 0.0], [-0.001, 0.001, 0.0]])
   assert syncs_saved.lack_of_fit(fs, noisy)["p"] > 0.05
+
+
+# --- the one reading: line, monotone, flat stretch ----------------------------------
+
+
+def _wrong_way_frontier():
+  """Four sync counts 25, 50, 100, 200 on two seeds (offsets 0 and +0.1); the
+  means at 100 and 200 run the wrong way (2.10 then 2.12), so the monotone fit
+  pools them into one level 2.11 (seed-centred: 2.11 - 2.2 = -0.09)."""
+  fs = np.array([[25.0, 50.0, 100.0, 200.0]] * 2)
+  base = np.array([2.40, 2.25, 2.10, 2.12])
+  return fs, np.stack([base, base + 0.1])
+
+
+def test_flat_stretches_by_hand():
+  fs, fl = _wrong_way_frontier()
+  a, x, g, _ = syncs_saved.fit_monotone_frontier(fs, fl)
+  np.testing.assert_allclose(a, [2.2175, 2.3175])
+  # Centred column means: 0.1825, 0.0325, -0.1175, -0.0975 -> the last two pool.
+  np.testing.assert_allclose(g, [0.1825, 0.0325, -0.1075, -0.1075])
+  (level, low, high), = syncs_saved.flat_stretches(x, g)
+  assert (level, low, high) == (pytest.approx(-0.1075), pytest.approx(100.0), pytest.approx(200.0))
+  # A strictly falling frontier has none.
+  assert syncs_saved.flat_stretches(x, np.array([0.3, 0.2, 0.1, 0.0])) == []
+
+
+def test_on_flat_stretch_uses_the_tolerance_around_the_level():
+  fs, fl = _wrong_way_frontier()
+  a = np.array([2.2175, 2.3175])
+  # A candidate 0.003 above the level on average, tolerance 0.005: on it.
+  on = a + (-0.1075 + 0.003)
+  assert syncs_saved.on_flat_stretch(fs, fl, on, 0.005) == [pytest.approx(100.0), pytest.approx(200.0)]
+  # 0.01 above it: not.
+  assert syncs_saved.on_flat_stretch(fs, fl, a + (-0.1075 + 0.01), 0.005) is None
+
+
+def _entry(low, high, flat=None):
+  """A bootstrap entry whose saved and delta intervals are [low, high]."""
+  ci = dict(mean=(low + high) / 2, low=low, high=high, half_width=(high - low) / 2)
+  return dict(saved=ci, delta=ci, saved_t=ci, delta_t=ci, flat_stretch=flat)
+
+
+KEPT, REJECTED = dict(p=0.4, F=1.0, df1=4, df2=95), dict(p=0.001, F=9.0, df1=4, df2=95)
+
+
+@pytest.mark.parametrize(
+    "line, monotone, fit, model, verdict",
+    [
+        # The line is kept: its saving is read, whatever the monotone one says.
+        (_entry(0.15, 0.35), _entry(-0.5, -0.2), KEPT, "loglinear", "better"),
+        (_entry(-0.35, -0.15), _entry(0.2, 0.5), KEPT, "loglinear", "worse"),
+        (_entry(-0.05, 0.08), _entry(0.2, 0.5), KEPT, "loglinear", "equal"),
+        (_entry(-0.2, 0.3), _entry(0.2, 0.5), KEPT, "loglinear", "inconclusive"),
+        # Rejected: the monotone saving, both signs.
+        (_entry(-0.1, 0.1), _entry(0.1, 0.3), REJECTED, "monotone", "better"),
+        (_entry(-0.1, 0.1), _entry(-0.5, -0.1), REJECTED, "monotone", "worse"),
+        # Rejected and on a flat stretch: neither a saving nor a cost.
+        (_entry(-0.1, 0.1), _entry(-0.5, -0.1, [100.0, 150.0]), REJECTED, "monotone", "inconclusive"),
+        (_entry(-0.1, 0.1), _entry(0.1, 0.5, [100.0, 150.0]), REJECTED, "monotone", "inconclusive"),
+    ],
+)
+def test_one_reading_for_every_study(line, monotone, fit, model, verdict):
+  out = syncs_saved.reading(line, monotone, fit)
+  assert out["model"] == model and out["verdict"] == verdict
+  flat = model == "monotone" and monotone["flat_stretch"]
+  assert (out["saved"] is None) == bool(flat)
+  assert ("flat from 100 to 150 syncs" in out["why"]) == bool(flat)
