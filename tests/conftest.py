@@ -58,3 +58,28 @@ def _fresh_builds():
 def pytest_collection_modifyitems(config, items):
   rank = {name: i for i, name in enumerate(SLOW_FIRST)}
   items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))
+
+
+def training_fixtures(item) -> list[str]:
+  """The fixtures ``item`` requests, directly or through other fixtures, that
+  train (``tests.helpers.trains``)."""
+  info = getattr(item, "_fixtureinfo", None)
+  if info is None:
+    return []
+  return sorted(
+      name
+      for name, defs in info.name2fixturedefs.items()
+      if any(getattr(d.func, "trains", False) for d in defs)
+  )
+
+
+def pytest_runtest_setup(item):
+  """A test that requests a training fixture without the slow mark fails before
+  the fixture runs: ``-m "not slow"`` must never train a module's fixture."""
+  trains = training_fixtures(item)
+  if trains and item.get_closest_marker("slow") is None:
+    pytest.fail(
+        f"{item.nodeid} requests the training fixture(s) {trains} but is not "
+        "marked @pytest.mark.slow",
+        pytrace=False,
+    )

@@ -7,6 +7,8 @@ or ``from tests.helpers import ...``).
 * Host-drawn model parameters (``host_params``).
 * ``assert_trees_close``: ``chex.assert_trees_all_close`` at the tolerance the
   suite's tree comparisons share (rtol 1e-5, atol 1e-6).
+* ``trains``: marks a fixture that trains (``tests/conftest.py`` fails a test
+  that requests one without ``@pytest.mark.slow``).
 """
 
 import json
@@ -25,6 +27,15 @@ from configs import common
 from configs import diloco as diloco_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def trains(fixture_function):
+  """Marks ``fixture_function`` as one that trains models or runs a training
+  command (put it under ``@pytest.fixture``). A test that requests it, directly
+  or through another fixture, must be marked slow: ``tests/conftest.py`` fails
+  it otherwise, so ``-m "not slow"`` never trains behind a fast test's back."""
+  fixture_function.trains = True
+  return fixture_function
 
 
 # ----------------------------------------------------------------------------

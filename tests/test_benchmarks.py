@@ -34,6 +34,7 @@ from benchmarks.throughput.workload import (
 )
 from benchmarks.throughput.report import SAME_DEVICES, targets
 from tests import torch_wheel
+from tests.helpers import trains
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -43,6 +44,7 @@ OPTIONAL = ("noloco", "gasloc")  # rows a config may refuse (then 'skipped: why'
 
 
 @pytest.fixture(scope="module")
+@trains
 def quick(tmp_path_factory):
   """One run of ``python -m benchmarks.throughput --quick``: (result, markdown)."""
   out = tmp_path_factory.mktemp("throughput")

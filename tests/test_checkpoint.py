@@ -15,7 +15,7 @@ from autoloco_jax.algorithms import registry
 from autoloco_jax.run import checkpoint, trainer
 from autoloco_jax.runtime import replicas, state as state_lib
 from autoloco_jax.sim import faults
-from tests.helpers import ROOT, config as toy_config, rounds, tiny, tokens, toy_loss, toy_params
+from tests.helpers import ROOT, config as toy_config, rounds, tiny, tokens, toy_loss, toy_params, trains
 
 # A run long enough to be interrupted (about 40 rounds of a tiny model). The
 # simulated clock's step time is fixed: a measured one differs between processes.
@@ -98,6 +98,7 @@ def final_params(workdir):
 
 
 @pytest.fixture(scope="module")
+@trains
 def uninterrupted(tmp_path_factory):
   workdir = tmp_path_factory.mktemp("uninterrupted")
   summary = trainer.train_and_evaluate(tiny(**LONG), str(workdir))

@@ -22,13 +22,14 @@ from configs.studies import compression_many, noloco_n1, schedule
 from configs.studies import evidence
 from experiments import sweep, time_to_target
 from tests import test_documented_commands as documented
-from tests.helpers import ROOT
+from tests.helpers import ROOT, trains
 
 STUDIES = (ablations, decentralized, heterogeneity, attention)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
+@trains
 def studies(tmp_path_factory):
   """Every quick study, trained into one root: ``root``, ``reports`` (the three
   studies' report folders), ``results`` (their summaries by study name) and

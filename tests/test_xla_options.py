@@ -12,12 +12,15 @@ import sys
 
 import pytest
 
+from tests.helpers import trains
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = ("fast_math", "bf16", "attention_library")
 UNKNOWN = "no_such_flag"
 
 
 @pytest.fixture(scope="module")
+@trains
 def quick(tmp_path_factory):
   """One run of the quick mode on a few variants: (result, markdown)."""
   out = tmp_path_factory.mktemp("xla_options")
