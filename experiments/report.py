@@ -97,11 +97,9 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
           study.claims.items(), key=lambda item: order.index(item[1].candidate)
       )
   }
-  tolerance = float(study.get("tolerance", 0.01))
-  comparisons = [
-      compare(runs, cand, ref, tuple(study.frontier), tolerance)
-      for cand, ref in study.get("comparisons", ())
-  ]
+  both = collect_comparisons(study, runs)
+  comparisons = [c for c in both if c["model"] == "headline"]
+  worker_comparisons = [c for c in both if c["model"] == "worker"]
   # The paper's metric: syncs the tuned frontier needs for each label's loss,
   # against the pooled log-linear frontier and, as a check on its shape, the
   # pooled monotone one.
@@ -131,6 +129,7 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
       name=study.name,
       title=study.title,
       comparisons=comparisons,
+      worker_comparisons=worker_comparisons,
       syncs_saved=saved,
       syncs_saved_monotone=saved_monotone,
       syncs_saved_reading=readings,
@@ -149,6 +148,31 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
       stats=all_stats,
       claims=claims,
       runs={label: runs[label] for label in study.labels},
+  )
+
+
+def collect_comparisons(study: Any, runs: dict[str, list[dict]]) -> list[dict]:
+  """The study's paired comparisons (``seed_stats.compare`` at the study's
+  tolerance) on the headline model, and, where a label's workers hold models of
+  their own, the same on the model one worker holds (``model="worker"``): a
+  decentralized method's headline is the average of every worker's weights,
+  which the method never forms."""
+  tolerance = float(study.get("tolerance", 0.01))
+  frontier = tuple(study.frontier)
+  out = []
+  for cand, ref in study.get("comparisons", ()):
+    out.append(compare(runs, cand, ref, frontier, tolerance))
+    if any(_own_worker_model(runs[label]) for label in (cand, ref) if label in runs):
+      out.append(compare(runs, cand, ref, frontier, tolerance, key="final_eval_bpb_worker"))
+  return out
+
+
+def _own_worker_model(runs: list[dict]) -> bool:
+  """Whether a label's workers hold models of their own at the end (their
+  model differs from the headline's on some seed)."""
+  return any(
+      r["summary"].get("final_eval_bpb_worker") not in (None, r["summary"]["final_eval_bpb"])
+      for r in runs
   )
 
 

@@ -115,6 +115,16 @@ def markdown(study: Any, result: dict) -> str:
         "",
     ]
     lines += [f"* {comparison_sentence(c)}" for c in result["comparisons"]]
+  if result.get("worker_comparisons"):
+    lines += [
+        "",
+        "The same, on the model one worker holds (worker 0's own weights; a "
+        "decentralized method's headline above is the average of every worker's "
+        "weights, a model it never forms; DiLoCo's and DDP's workers hold the "
+        "global model):",
+        "",
+    ]
+    lines += [f"* {comparison_sentence(c)}" for c in result["worker_comparisons"]]
   if result.get("syncs_saved"):
     lines += ["", *syncs_saved_table(result)]
   if result.get("per_document"):
@@ -361,7 +371,7 @@ def comparison_sentence(c: dict) -> str:
       better="**better** (the interval excludes 0)",
       worse="**worse** (the interval excludes 0)",
       equal=f"**equal quality** (inside ±{c['tolerance']:.4g}"
-      + (", though the interval excludes 0 above" if ci["low"] > 0 else "")
+      + (", though the interval excludes 0" if ci["low"] > 0 or ci["high"] < 0 else "")
       + ")",
       inconclusive=f"**inconclusive** (neither excludes 0 nor inside ±{c['tolerance']:.4g})",
   )[c["verdict"]]

@@ -3,6 +3,7 @@ the adaptive runs' round trace."""
 
 from __future__ import annotations
 
+import math
 import os
 
 from autoloco_jax.run import metrics as metrics_lib
@@ -39,11 +40,24 @@ def events_per_sync(workdir: str) -> int:
   return int(config.get("stream", {}).get("fragments", 1))
 
 
+def worker_bpb(summary: dict) -> float | None:
+  """Bits/byte of the model one worker holds at the end: worker 0's own model
+  (``final_eval_loss_replica``, nats per token) where a decentralized method logs
+  it beside its headline (the average of every worker's weights, a model the
+  methods never form); otherwise the headline's, the global model every worker
+  holds after the last sync. None for a run without a final evaluation."""
+  if summary.get("final_eval_loss_replica") is None:
+    return summary.get("final_eval_bpb")
+  bytes_per_token = float(summary["final_eval_bytes"]) / float(summary["final_eval_tokens"])
+  return float(summary["final_eval_loss_replica"]) / math.log(2) / bytes_per_token
+
+
 def load_run(workdir: str, seed: int | None = None) -> dict:
   """One finished run: its final numbers, eval curve and adaptive round trace.
 
   Returns ``dict(seed, workdir, summary, eval, rounds)``; ``eval`` and
-  ``rounds`` map a column to a list (``sim_time_<network>`` columns included).
+  ``rounds`` map a column to a list (``sim_time_<network>`` columns included);
+  ``summary["final_eval_bpb_worker"]`` is :func:`worker_bpb`.
 
   ``syncs`` (summary and eval curve) counts full-model syncs, the times every
   parameter was synchronized: the trainer's count of communication events
@@ -74,6 +88,7 @@ def load_run(workdir: str, seed: int | None = None) -> dict:
       summary={
           **{k: summary.get(k) for k in SUMMARY_KEYS + tuple(extra)},
           "sync_events": summary.get("syncs"),
+          "final_eval_bpb_worker": worker_bpb(summary),
           "syncs": None if summary.get("syncs") is None else summary["syncs"] / per_sync,
       },
       eval=eval_cols,

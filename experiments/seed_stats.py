@@ -212,13 +212,12 @@ def verdict(ci: dict, tolerance: float, lower_is_better: bool = True) -> str:
   return "inconclusive"
 
 
-def seed_frontier(runs: dict[str, list[dict]], frontier: Sequence[str], i: int):
+def seed_frontier(
+    runs: dict[str, list[dict]], frontier: Sequence[str], i: int, key: str = "final_eval_bpb"
+):
   """Seed ``i``'s (syncs, loss) frontier points of the ``frontier`` labels, sorted
-  by syncs."""
-  return sorted(
-      (runs[l][i]["summary"]["syncs"], runs[l][i]["summary"]["final_eval_bpb"])
-      for l in frontier
-  )
+  by syncs; the loss is the summary's ``key``."""
+  return sorted((runs[l][i]["summary"]["syncs"], runs[l][i]["summary"][key]) for l in frontier)
 
 
 def frontier_loss_at(points, syncs: float) -> float:
@@ -252,6 +251,7 @@ def compare(
     frontier: Sequence[str],
     tolerance: float,
     level: float = 0.95,
+    key: str = "final_eval_bpb",
 ) -> dict:
   """A paired comparison of ``candidate`` against ``reference`` on the same seeds.
 
@@ -260,15 +260,17 @@ def compare(
   difference's interval (candidate minus reference, bits/byte), its verdict at
   ``tolerance``, the sync ratio, and against the frontier the syncs it needs for
   the candidate's loss (``syncs_saved``: 1 - candidate syncs / those syncs, with
-  its interval over the seeds where the frontier reaches that loss).
+  its interval over the seeds where the frontier reaches that loss). The loss is
+  the summary's ``key``: the headline model's, or ``final_eval_bpb_worker``, the
+  model one worker holds (``runlog.worker_bpb``).
   """
   cand = runs[candidate]
   seeds = [r["seed"] for r in cand]
   diffs, saved, ref_syncs = [], [], []
   for i, r in enumerate(cand):
-    loss, syncs = r["summary"]["final_eval_bpb"], r["summary"]["syncs"]
+    loss, syncs = r["summary"][key], r["summary"]["syncs"]
     if reference == "frontier":
-      pts = seed_frontier(runs, frontier, i)
+      pts = seed_frontier(runs, frontier, i, key)
       diffs.append(loss - frontier_loss_at(pts, syncs))
       need = frontier_syncs_at(pts, loss)
       if need:
@@ -278,13 +280,14 @@ def compare(
       ref = runs[reference][i]
       if ref["seed"] != r["seed"]:
         raise ValueError(f"{candidate} and {reference} are not on the same seeds")
-      diffs.append(loss - ref["summary"]["final_eval_bpb"])
+      diffs.append(loss - ref["summary"][key])
       ref_syncs.append(ref["summary"]["syncs"])
       saved.append(1.0 - syncs / ref["summary"]["syncs"])
   ci = paired_interval(diffs, level)
   return dict(
       candidate=candidate,
       reference=reference,
+      model="worker" if key == "final_eval_bpb_worker" else "headline",
       seeds=seeds,
       loss=ci,
       verdict=verdict(ci, tolerance),

@@ -427,3 +427,58 @@ def test_time_to_the_reference_reads_its_last_training_time_eval_on_the_same_see
   stats = report.collect(study, runs)["stats"]["cand"]
   assert stats["time_to_ref_loss@homogeneous"] is None
   assert stats["time_to_ref_loss_reached@homogeneous"] == 2
+
+
+# --- the model a worker holds ---------------------------------------------------------
+
+
+def test_worker_bpb_is_worker_0s_own_model_where_a_decentralized_run_logs_it():
+  from experiments import runlog
+
+  # 2.0 nats per token on 1.25 bytes per token: 2 / ln 2 / 1.25 bits per byte.
+  gossip = dict(
+      final_eval_bpb=2.0, final_eval_loss_replica=2.0, final_eval_bytes=125.0,
+      final_eval_tokens=100,
+  )
+  assert runlog.worker_bpb(gossip) == pytest.approx(2.0 / math.log(2) / 1.25)
+  # DiLoCo's workers hold the global model: the headline.
+  assert runlog.worker_bpb(dict(final_eval_bpb=2.1)) == 2.1
+
+
+def test_decentralized_comparisons_are_also_read_on_a_workers_model():
+  """Two gossip methods whose worker averages tie but whose workers' own models
+  differ by 0.03 on every seed: the headline comparison reads equal, the worker
+  one reads worse; against DiLoCo (no model of its own) only the candidate's
+  side moves."""
+  import ml_collections
+
+  def gossip(seed, mean_bpb, worker_bpb):
+    r = run(seed, mean_bpb, 30)
+    r["summary"]["final_eval_bpb_worker"] = worker_bpb
+    return r
+
+  def diloco(seed, bpb):
+    r = run(seed, bpb, 30)
+    r["summary"]["final_eval_bpb_worker"] = bpb
+    return r
+
+  noise = [0.0, 0.004, -0.003]
+  runs = {
+      "a": [gossip(s, 2.0 + n, 2.05 + n) for s, n in enumerate(noise)],
+      "b": [gossip(s, 2.0 + n, 2.02 + n) for s, n in enumerate(noise)],
+      "diloco": [diloco(s, 2.0 + n) for s, n in enumerate(noise)],
+  }
+  study = ml_collections.ConfigDict(
+      dict(comparisons=(("a", "b"), ("a", "diloco")), frontier=(), tolerance=0.01)
+  )
+  by_pair = {}
+  for c in report.collect_comparisons(study, runs):
+    by_pair[(c["candidate"], c["reference"], c["model"])] = c
+  assert by_pair["a", "b", "headline"]["verdict"] == "equal"
+  assert by_pair["a", "b", "worker"]["loss"]["mean"] == pytest.approx(0.03)
+  assert by_pair["a", "b", "worker"]["verdict"] == "worse"
+  assert by_pair["a", "diloco", "worker"]["loss"]["mean"] == pytest.approx(0.05)
+  text = "\n".join(
+      report.comparison_sentence(c) for c in by_pair.values() if c["model"] == "worker"
+  )
+  assert "`a` vs `b`: +0.0300" in text
