@@ -102,8 +102,10 @@ def test_every_documented_command_runs_at_tiny(tmp_path):
     run = out["runs"][key]
     assert run["train_s"] > 0 and run["tokens_per_s"] > 0
     for name in names:
-      # A few steps at a small lr move the loss only a little from the base's.
-      assert abs(run["eval_loss"][name] - base) < 0.1, (key, name)
+      # A few steps at a small lr move the loss from the base's, but only a
+      # little (at :tiny by 0.0016-0.0069 nats/byte); an adapter that did not
+      # train would leave it where it was (LoRA's B starts at zero).
+      assert 1e-4 < abs(run["eval_loss"][name] - base) < 0.1, (key, name)
   # Packed training is each job's own run, up to float32 summation order.
   assert out["equality"]["max_eval_loss_diff"] < 1e-4
   assert max(out["equality"]["max_param_diff"].values()) < 1e-3
