@@ -1,51 +1,52 @@
-"""One evidence cell's finished runs, kept across fresh checkouts.
+"""A study's finished runs, kept across fresh checkouts as records in ``docs/runs``.
 
-A phase's report (``<phase>/summary.json``) is written only when all its runs are
-done, and ``runs/`` is not committed, so a session that stops mid-phase would lose
-its finished runs on a fresh checkout. The archive holds the small files of every
-finished run of the cell's phases (``config.json``, ``metrics.jsonl``,
-``final_eval.json``, and ``diverged.json`` for a run that diverged; no checkpoints), which is all ``sweep.is_finished`` and the
-reports read. A phase whose earlier phase has no report yet has no runs to keep,
-so the archive stops at the first such phase.
+``runs/`` is not committed, and a phase's report (``<phase>/summary.json``) is
+written only when all its runs are done, so a session that stops mid-phase would
+lose its finished runs on a fresh checkout. This command keeps each settled run
+(finished, or diverged) of a study as a record (``experiments/records.py``:
+what ``sweep.is_finished`` and the reports read, no checkpoints), appended as a
+new batch under ``docs/runs/<study>``; nothing committed is rewritten, and a
+run another study's records already hold is not stored again. A phase whose
+earlier phase has no report yet has no runs to keep, so the runs stop at the
+first such phase.
 
-  python -m experiments.archive many python            # write the cell's archive
-  python -m experiments.archive many python --restore  # unpack it into runs/studies
+An evidence cell's runs (``docs/runs/evidence_v2/<regime>_<corpus>``)::
+
+  python -m experiments.archive many python            # record the cell's new runs
+  python -m experiments.archive many python --restore  # write them into runs/studies
   EVIDENCE_FROM=report experiments/evidence.sh many python
 
-The archive is ``docs/studies/evidence_v2/<regime>_<corpus>/finished_runs.tar.xz``
-(``--file`` for another, ``--root`` for another runs folder). Any other study
-file's runs the same way, every phase of its ``PHASES`` that can be built, in
-each of its cells (:func:`cells`: N1's worker counts, G2's corpora)::
+Any other study file's runs the same way (``docs/runs/<file's name>``), every
+phase of its ``PHASES`` and ``ABLATIONS`` that can be built, in each of its
+cells (:func:`cells`: N1's worker counts, G2's corpora)::
 
-  python -m experiments.archive --study configs/studies/gossip_g1.py \
-      --file docs/studies/gossip_g1/finished_runs.tar.xz
-  python -m experiments.archive --restore --file docs/studies/gossip_g1/finished_runs.tar.xz
+  python -m experiments.archive --study configs/studies/gossip_g1.py
+  python -m experiments.archive --study configs/studies/gossip_g1.py --restore
 
-A study that reuses an evidence cell's runs (its frontier, its fresh seeds) can
-leave them to that cell's archive, restored first::
-
-  python -m experiments.archive --study configs/studies/compression_many.py \
-      --file docs/studies/compression_many/finished_runs.tar.xz \
-      --leave_out docs/studies/evidence_v2/many_python/finished_runs.tar.xz
+Restoring writes the runs the study lists from the records of every study, so a
+study that reuses another's runs (compression_many the evidence cell's frontier)
+finds them; ``--restore`` alone writes every record. A run already in
+``--root`` is left as it is.
 """
 
 import os
-import tarfile
 from typing import Any
 
 from absl import app, flags
 
 from configs.studies import base, evidence
-from experiments import sweep
-
-#: The files of a finished run that the sweep and the reports read.
-RUN_FILES = ("config.json", "metrics.jsonl", "final_eval.json", sweep.DIVERGED)
+from experiments import cli, records, sweep
 
 
-def path(regime: str, corpus: str, quick: bool = False) -> str:
-  """Where the cell's archive lives, beside its phases' reports."""
-  cell = os.path.dirname(evidence.report_dir("report", regime, corpus, quick))
-  return os.path.join(cell, "finished_runs.tar.xz")
+def cell_name(regime: str, corpus: str) -> str:
+  """The records folder of an evidence cell, named as its reports' folder
+  (``evidence_v2/many_python``)."""
+  return os.path.join(os.path.basename(evidence.DOCS_DIR), f"{regime}_{corpus}")
+
+
+def study_name(path: str) -> str:
+  """The records folder of a study file: its name (``gossip_g1``)."""
+  return os.path.splitext(os.path.basename(path))[0]
 
 
 def cell_workdirs(regime: str, corpus: str, root: str, quick: bool = False) -> list[str]:
@@ -101,95 +102,67 @@ def _workdirs(module: Any, args: list[str], root: str) -> list[str]:
   return list(out)
 
 
-def write(regime: str, corpus: str, root: str, out: str | None = None, quick: bool = False) -> int:
-  """Archive the cell's finished runs under ``root`` into ``out`` (default
-  ``path(...)``); returns how many runs it holds."""
-  out = out or path(regime, corpus, quick)
-  return write_runs(cell_workdirs(regime, corpus, root, quick), out)
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> dict:
+  """The command line's flags, in ``flag_values`` (defined when run as a
+  program, so a test can parse its own)."""
+  return dict(
+      root=flags.DEFINE_string(
+          "root", "runs/studies", "Where the runs' workdirs are.", flag_values=flag_values
+      ),
+      restore=flags.DEFINE_bool(
+          "restore",
+          False,
+          "Write the runs from the records into --root instead.",
+          flag_values=flag_values,
+      ),
+      study=flags.DEFINE_string(
+          "study",
+          None,
+          "A study file whose phases' runs to keep.",
+          flag_values=flag_values,
+      ),
+      records=flags.DEFINE_string(
+          "records",
+          records.RECORDS_DIR,
+          "Where the records are.",
+          flag_values=flag_values,
+      ),
+  )
 
 
-def runs_in(archive_file: str) -> set[str]:
-  """The names of the runs (workdir basenames) an archive holds."""
-  with tarfile.open(archive_file, "r:xz") as tar:
-    return {member.name.split("/")[0] for member in tar.getmembers()}
-
-
-def write_runs(workdirs: list[str], out: str, leave_out: tuple[str, ...] = ()) -> int:
-  """Archive the finished ones of ``workdirs`` into ``out``, except the runs
-  that the archives ``leave_out`` already hold (a study that reuses an evidence
-  cell's runs restores that cell's archive first, so it need not hold them
-  twice); returns how many it holds."""
-  held = set().union(*(runs_in(a) for a in leave_out))
-  finished = [
-      w for w in workdirs if sweep.is_settled(w) and os.path.basename(w) not in held
-  ]
-  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-  tmp = out + ".tmp"
-  with tarfile.open(tmp, "w:xz") as tar:
-    for workdir in finished:
-      for name in RUN_FILES:
-        if os.path.exists(os.path.join(workdir, name)):
-          tar.add(os.path.join(workdir, name), arcname=f"{os.path.basename(workdir)}/{name}")
-  os.replace(tmp, out)  # never a half-written archive in place of the old one
-  return len(finished)
-
-
-def restore(source: str, root: str) -> int:
-  """Unpack an archive into ``root``; a run already there is left as it is.
-  Returns how many runs were added."""
-  os.makedirs(root, exist_ok=True)
-  present = set(os.listdir(root))  # this checkout's own runs: kept whole
-  added = set()
-  with tarfile.open(source, "r:xz") as tar:
-    for member in tar.getmembers():
-      run = member.name.split("/")[0]
-      if member.isfile() and run not in present:
-        tar.extract(member, root, filter="data")
-        added.add(run)
-  return len(added)
+_FLAGS: dict = {}
+USAGE = (
+    "usage: python -m experiments.archive <regime> <corpus> [--restore], or "
+    "--study FILE [--restore], or --restore"
+)
 
 
 def main(argv):
-  if FLAGS.leave_out and not FLAGS.study:
-    raise app.UsageError("--leave_out is for writing a study's archive (--study)")
-  if FLAGS.study or (FLAGS.restore and FLAGS.file and len(argv) == 1):
-    if not FLAGS.file:
-      raise app.UsageError("--study needs --file, the archive to write")
-    if FLAGS.restore:
-      print(f"{restore(FLAGS.file, FLAGS.root)} runs restored from {FLAGS.file}")
-    else:
-      count = write_runs(
-          study_workdirs(FLAGS.study, FLAGS.root), FLAGS.file, tuple(FLAGS.leave_out)
-      )
-      print(f"{count} finished runs archived in {FLAGS.file}")
+  f = {name: holder.value for name, holder in _FLAGS.items()}
+  root, records_dir = f["root"], f["records"]
+  if len(argv) == 1 and f["restore"] and not f["study"]:
+    print(f"{records.restore(root, records_dir)} runs restored into {root}")
     return
-  if len(argv) != 3:
-    raise app.UsageError(
-        "usage: python -m experiments.archive <regime> <corpus> [--restore], or "
-        "--study FILE --file ARCHIVE, or --restore --file ARCHIVE"
-    )
-  regime, corpus = argv[1], argv[2]
-  if regime not in evidence.REGIMES or corpus not in evidence.CORPORA:
-    raise app.UsageError(
-        f"unknown cell {regime} {corpus}: regime in {evidence.REGIMES}, corpus in {evidence.CORPORA}"
-    )
-  archive = FLAGS.file or path(regime, corpus)
-  if FLAGS.restore:
-    print(f"{restore(archive, FLAGS.root)} runs restored from {archive} into {FLAGS.root}")
+  if len(argv) == 1 and f["study"]:
+    workdirs, name = study_workdirs(f["study"], root), study_name(f["study"])
+  elif len(argv) == 3 and not f["study"]:
+    regime, corpus = argv[1], argv[2]
+    if regime not in evidence.REGIMES or corpus not in evidence.CORPORA:
+      raise app.UsageError(
+          f"unknown cell {regime} {corpus}: regime in {evidence.REGIMES}, "
+          f"corpus in {evidence.CORPORA}"
+      )
+    workdirs, name = cell_workdirs(regime, corpus, root), cell_name(regime, corpus)
   else:
-    count = write(regime, corpus, FLAGS.root, archive)
-    print(f"{count} finished runs archived in {archive}")
+    raise app.UsageError(USAGE)
+  if f["restore"]:
+    names = [os.path.basename(w) for w in workdirs]
+    print(f"{records.restore(root, records_dir, names)} runs restored into {root}")
+  else:
+    count, batch = records.add(workdirs, name, records_dir)
+    print(f"{count} new finished runs recorded" + (f" in {batch}" if batch else ""))
 
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("root", "runs/studies", "Where the runs' workdirs are.")
-flags.DEFINE_bool("restore", False, "Unpack the cell's archive into --root instead.")
-flags.DEFINE_string("file", None, "The archive (default: the cell's, beside its reports).")
-flags.DEFINE_string("study", None, "A study file whose phases' runs to archive.")
-flags.DEFINE_multi_string(
-    "leave_out", [], "With --study: archives whose runs this one leaves out "
-    "(restore them before this one)."
-)
 
 if __name__ == "__main__":
-  app.run(main)
+  _FLAGS.update(define_flags())
+  cli.run(main)

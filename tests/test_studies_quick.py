@@ -765,67 +765,6 @@ def test_finished_runs_are_skipped(quick, monkeypatch, tmp_path):
   assert set(result["stats"]) == set(study.labels)
 
 
-@pytest.mark.slow
-def test_archive_keeps_a_cells_finished_runs_for_a_fresh_checkout(studies, tmp_path):
-  """The archive holds every run of the cell's phases, and a fresh root restored
-  from it has each of them finished, so the sweep would train none again."""
-  from experiments import archive
-
-  root = studies["root"]
-  wanted = {
-      workdir
-      for study, _ in (studies["phases"][phase] for phase in evidence.PHASES)
-      for *_, workdir in sweep.jobs(study, root)
-  }
-  out = str(tmp_path / "finished_runs.tar.xz")
-  assert archive.write("base", "shakespeare", root, out, quick=True) == len(wanted)
-  fresh = str(tmp_path / "fresh")
-  assert archive.restore(out, fresh) == len(wanted)
-  assert all(sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in wanted)
-  assert archive.restore(out, fresh) == 0  # runs already there are kept as they are
-  assert archive.path("many", "python").endswith(
-      os.path.join("evidence_v2", "many_python", "finished_runs.tar.xz")
-  )
-
-
-@pytest.mark.slow
-def test_archive_keeps_any_phased_studys_runs(studies, tmp_path):
-  """``--study``: every run of the G1 study's three phases, archived and restored."""
-  from experiments import archive
-
-  root = studies["root"]
-  wanted = {
-      workdir
-      for phase in gossip_g1.PHASES
-      for *_, workdir in sweep.jobs(studies["phases"][f"gossip_g1_{phase}"][0], root)
-  }
-  got = archive.study_workdirs(gossip_g1, root, quick=True)
-  assert set(got) == wanted
-  out = str(tmp_path / "g1.tar.xz")
-  assert archive.write_runs(got, out) == len(wanted)
-  fresh = str(tmp_path / "fresh")
-  assert archive.restore(out, fresh) == len(wanted)
-  assert all(sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in wanted)
-
-
-def test_archive_keeps_a_studys_ablations(studies):
-  """A study's ``ABLATIONS`` are archived with its phases: compression_many's
-  ``aggregate`` runs (its senders' twins belong to no phase) are all kept."""
-  from experiments import archive
-
-  root = studies["root"]
-  ablation = studies["phases"]["compression_many_aggregate"][0]
-  wanted = {w for *_, w in sweep.jobs(ablation, root)}
-  got = set(archive.study_workdirs(compression_many, root, quick=True))
-  assert wanted <= got
-  phases = {
-      w
-      for phase in compression_many.PHASES
-      for *_, w in sweep.jobs(studies["phases"][f"compression_many_{phase}"][0], root)
-  }
-  assert wanted - phases  # the ablation trains runs no phase has
-
-
 def _finish(workdir: str) -> None:
   """What a finished run leaves for the sweep and the archive (no training)."""
   os.makedirs(workdir, exist_ok=True)
@@ -835,59 +774,6 @@ def _finish(workdir: str) -> None:
   for name in ("config.json", "final_eval.json"):
     with open(os.path.join(workdir, name), "w") as f:
       json.dump(dict(name=name), f)
-
-
-def test_archive_of_a_study_with_cells_keeps_every_cell(tmp_path, monkeypatch):
-  """A study whose argument picks a cell (N1's worker counts) has every cell's
-  runs in its archive, not only the default's: with no phase report, each
-  cell's coarse pass."""
-  from experiments import archive
-
-  monkeypatch.setattr(noloco_n1, "DOCS_DIR", str(tmp_path / "reports"))
-  root = str(tmp_path / "runs")
-  assert archive.cells(noloco_n1) == ["k4", "k8", "k16"]
-  wanted = {
-      workdir
-      for k in noloco_n1.WORKERS
-      for *_, workdir in sweep.jobs(noloco_n1.get_config(f"coarse,k{k}"), root)
-  }
-  got = archive.study_workdirs(noloco_n1, root)
-  assert set(got) == wanted and len(got) == len(wanted)
-  assert {archive.cells(m)[0] for m in (gossip_g1, gossip_g2, schedule)} == {
-      "", "shakespeare", "many,python"
-  }
-
-
-def test_archive_of_the_phases_that_can_be_built(tmp_path, monkeypatch):
-  """The fast twin of the archive test, nothing trained: with no phase report
-  yet only the ``regime`` and ``coarse`` phases can be built; their finished
-  runs are archived (an unfinished one is not) and restored into a fresh root,
-  where each is finished."""
-  from experiments import archive
-
-  monkeypatch.setattr(evidence, "QUICK_DIR", str(tmp_path / "reports"))
-  root = str(tmp_path / "runs")
-  wanted = {
-      workdir
-      for phase in ("regime", "coarse")
-      for *_, workdir in sweep.jobs(
-          evidence.study(f"{phase},base,shakespeare,quick"), root
-      )
-  }
-  assert set(archive.cell_workdirs("base", "shakespeare", root, quick=True)) == wanted
-  unfinished, *finished = sorted(wanted)
-  for workdir in finished:
-    _finish(workdir)
-  os.makedirs(unfinished)
-  out = str(tmp_path / "cell.tar.xz")
-  assert archive.write("base", "shakespeare", root, out, quick=True) == len(finished)
-  fresh = str(tmp_path / "fresh")
-  assert archive.restore(out, fresh) == len(finished)
-  assert sorted(os.listdir(fresh)) == sorted(os.path.basename(w) for w in finished)
-  assert all(
-      sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in finished
-  )
-  assert archive.restore(out, fresh) == 0
 
 
 def test_interim_study_keeps_the_complete_seeds_and_the_report_says_so(tmp_path):
@@ -917,63 +803,6 @@ def test_interim_study_keeps_the_complete_seeds_and_the_report_says_so(tmp_path)
       os.remove(os.path.join(workdir, "metrics.jsonl"))
   with pytest.raises(ValueError, match="1 seeds have every label finished"):
     sweep.with_complete_seeds(study, root)
-
-
-def test_archive_command_line_writes_restores_and_refuses_an_unknown_cell(tmp_path):
-  """The module docstring's commands, on an empty root (this checkout's full
-  cells have no runs in it)."""
-  import subprocess
-  import sys
-
-  def command(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.archive", *args, f"--root={tmp_path / 'runs'}"],
-        cwd=ROOT, capture_output=True, text=True,
-    )
-
-  out = f"--file={tmp_path / 'cell.tar.xz'}"
-  written = command("base", "shakespeare", out)
-  assert written.returncode == 0 and "0 finished runs archived" in written.stdout
-  restored = command("base", "shakespeare", "--restore", out)
-  assert restored.returncode == 0 and "0 runs restored" in restored.stdout
-  wrong = command("base", "shakespear", out)
-  assert wrong.returncode != 0 and "unknown cell base shakespear" in wrong.stderr
-
-
-def test_a_study_archive_leaves_out_the_runs_another_archive_holds(tmp_path):
-  """The module docstring's ``--leave_out`` command: compression_many's archive
-  without the runs the evidence cell's archive already holds; restoring both
-  gives back every finished run."""
-  import subprocess
-  import sys
-
-  from experiments import archive
-
-  root = str(tmp_path / "runs")
-  workdirs = archive.study_workdirs(compression_many, root)[:4]
-  for workdir in workdirs:
-    _finish(workdir)
-  cell = str(tmp_path / "cell.tar.xz")
-  assert archive.write_runs(workdirs[:2], cell) == 2
-  out = str(tmp_path / "study.tar.xz")
-  written = subprocess.run(
-      [sys.executable, "-m", "experiments.archive",
-       "--study", "configs/studies/compression_many.py", "--file", out,
-       "--leave_out", cell, f"--root={root}"],
-      cwd=ROOT, capture_output=True, text=True,
-  )
-  assert written.returncode == 0, written.stderr
-  assert "2 finished runs archived" in written.stdout
-  assert archive.runs_in(out) == {os.path.basename(w) for w in workdirs[2:]}
-  fresh = str(tmp_path / "fresh")
-  assert archive.restore(cell, fresh) + archive.restore(out, fresh) == 4
-  assert all(sweep.is_finished(os.path.join(fresh, os.path.basename(w))) for w in workdirs)
-  alone = subprocess.run(
-      [sys.executable, "-m", "experiments.archive", "many", "python", "--file", out,
-       "--leave_out", cell, f"--root={root}"],
-      cwd=ROOT, capture_output=True, text=True,
-  )
-  assert alone.returncode != 0 and "--leave_out is for writing a study's archive" in alone.stderr
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """Every study variant keeps its run names (``experiments/study_names.py``): a
 change of code or config that renamed them would orphan the finished runs in
-``runs/studies`` and the committed archives."""
+``runs/studies`` and the committed run records (``docs/runs``)."""
 
 import json
 import os
