@@ -185,7 +185,11 @@ def write_report(study: Any, runs: dict[str, list[dict]], report_dir: str) -> di
     json.dump(_finite(result), f, indent=1)
   plots = write_plots(result, report_dir)
   body = [f"# {study.title}", "", markdown(study, result)]
-  body += [f"![{name[:-4]}]({name})" for name in plots]
+  if plots:
+    body.append(
+        "Plots, drawn beside this file by the report command (not kept in the "
+        "repository's docs/): " + ", ".join(f"[{name[:-4]}]({name})" for name in plots) + "."
+    )
   with open(os.path.join(report_dir, "results.md"), "w") as f:
     f.write("\n".join(body) + "\n")
   result["plots"] = plots
