@@ -34,10 +34,11 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 # first, so that with ``pytest -n 2 --dist loadfile`` (the README's command) the
 # workers start on them and the short files fill in around them; in collection
 # order they would start last and leave one worker running alone at the end.
-# Every quick study trains in one file (test_studies_quick.py): a fixture shared
-# by several files would be built once per worker that runs one of them.
+# The quick studies run on synthetic runs (test_study_modules.py); the few labels
+# whose trained numbers a check reads train in test_studies_quick.py.
 SLOW_FIRST = (
     "test_studies_quick.py",
+    "test_study_modules.py",
     "test_benchmarks.py",
     "test_multihost.py",
     # projects/plora/tests: the PLoRA sweep's documented commands at :tiny

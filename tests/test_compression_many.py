@@ -1,7 +1,7 @@
 """Issue 42's study (``configs/studies/compression_many.py``) as built from the
 evidence study's committed many/Python reports: its rows, its reuse of the
 evidence runs, its grids. Its phases run end to end in
-``tests/test_studies_quick.py``."""
+``tests/test_study_modules.py``."""
 
 import pytest
 

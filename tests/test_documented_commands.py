@@ -5,8 +5,10 @@ Commands are read from the README's code and from each config file's docstring.
 Each entry point has one rule for its smallest size (:data:`SMALLEST`); a command
 whose module has no rule fails :func:`test_every_documented_command_has_a_rule`,
 so a new documented command cannot go untested. Study commands
-(``experiments.sweep``) run in ``tests/test_studies_quick.py``, on the quick
-studies that file trains once; PLoRA's in ``projects/plora/tests``.
+(``experiments.sweep``) run in ``tests/test_study_modules.py``, on the quick
+studies that file runs once on synthetic runs; ``experiments.time_to_target``'s
+in ``tests/test_studies_quick.py``, on runs trained for real; PLoRA's in
+``projects/plora/tests``.
 """
 
 import ast
@@ -25,7 +27,7 @@ from tests.helpers import ROOT
 
 #: Modules whose commands another test file runs at their smallest size.
 ELSEWHERE = {
-    "experiments.sweep": "tests/test_studies_quick.py",
+    "experiments.sweep": "tests/test_study_modules.py",
     "experiments.time_to_target": "tests/test_studies_quick.py",
     "experiments.noloco_claims": "tests/test_noloco_claims.py",
     "experiments.gasloc_claims": "tests/test_gasloc_claims.py",

@@ -1,6 +1,6 @@
 """The evidence study's configs (configs/studies/evidence.py): its argument, its
 labels, the runs of each phase and how a phase reads the one before it. Configs only: nothing is trained
-(tests/test_studies_quick.py runs the phases)."""
+(tests/test_study_modules.py runs the phases)."""
 
 import json
 import os

@@ -2,7 +2,7 @@
 starts, in which order, how many copies, and where it starts for ``many``,
 ``long`` or
 ``EVIDENCE_FROM``. A stand-in ``python`` on the PATH records each call instead
-of training (the phases themselves: tests/test_studies_quick.py)."""
+of training (the phases themselves: tests/test_study_modules.py)."""
 
 import pytest
 

@@ -2,7 +2,7 @@
 order, how many copies, and that a failed phase stops it. A stand-in ``python``
 records each call instead of training. Every ``experiments/phases.sh`` line of a
 config's docstring starts only sweeps that the docstring also shows as
-``python -m experiments.sweep`` commands, which tests/test_studies_quick.py runs
+``python -m experiments.sweep`` commands, which tests/test_study_modules.py runs
 at their quick size."""
 
 import ast

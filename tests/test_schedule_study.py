@@ -1,6 +1,6 @@
 """Issue 41's study grid (``configs/studies/schedule.py``): the candidates
 around a tuned constant ``β*``, and the cells it accepts. Its phases run end to
-end in ``tests/test_studies_quick.py``."""
+end in ``tests/test_study_modules.py``."""
 
 import pytest
 

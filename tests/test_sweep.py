@@ -1,6 +1,6 @@
 """The sweep runner and its report without training: interruption, malformed
 studies, run directories and locks, and the claim arithmetic (the studies' quick
-modes end to end: test_studies_quick.py)."""
+modes end to end: test_study_modules.py)."""
 
 import os
 
