@@ -1184,3 +1184,49 @@ def _quick_study(command: str):
   path, _, arg = study.partition(":")
   module = base.load_module(os.path.join(ROOT, path))
   return module.get_config(f"{arg},quick" if arg else "quick")
+
+
+@pytest.mark.slow
+def test_command_line_quick_mode_reports_finished_runs(synthetic, tmp_path):
+  """``--quick`` loads the study's quick mode; ``--report_only`` trains nothing
+  and reports the finished runs as ``sweep.run_study`` did."""
+  import subprocess
+  import sys
+
+  out = tmp_path / "report"
+  proc = subprocess.run(
+      [sys.executable, "-m", "experiments.sweep", "--study",
+       "configs/studies/heterogeneity.py", "--quick", "--report_only",
+       "--root", synthetic["root"], "--report_dir", str(out)],
+      cwd=ROOT, capture_output=True, text=True, timeout=300,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "0 runs trained, 4 already finished" in proc.stdout
+  summary = json.load(open(out / "summary.json"))
+  assert summary["quick"] and summary["stats"] == json.loads(
+      json.dumps(synthetic["results"]["heterogeneity"]["stats"])
+  )
+
+
+@pytest.mark.slow
+def test_time_to_target_command_line(synthetic, tmp_path):
+  """``experiments.time_to_target`` from the command line on finished runs (the
+  study's own reference, a grid of its flags): the tables and plots; no
+  ``--out`` is bad input (exit 2, one line)."""
+  import subprocess
+  import sys
+
+  base_cmd = [sys.executable, "-m", "experiments.time_to_target", "--study",
+              "configs/studies/heterogeneity.py:quick", "--root", synthetic["root"]]
+  run = lambda args: subprocess.run(  # noqa: E731
+      base_cmd + args, cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
+  out = tmp_path / "time"
+  proc = run(["--out", str(out), "--bandwidths", "0.3,3", "--latencies", "20"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "## Inter-site latency 20 ms" in proc.stdout and "| run | 0.3 | 3 |" in proc.stdout
+  result = json.load(open(out / "time_to_target.json"))
+  assert set(result["speedups"]) == {"0.3gbps_20ms", "3gbps_20ms"}
+  assert (out / "speedup_vs_bandwidth.png").read_bytes().startswith(PNG_MAGIC)
+  bad = run([])
+  assert bad.returncode == 2 and bad.stderr.strip().startswith("error: give --out"), bad.stderr
