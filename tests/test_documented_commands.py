@@ -29,8 +29,7 @@ from tests.helpers import ROOT
 ELSEWHERE = {
     "experiments.sweep": "tests/test_study_modules.py",
     "experiments.time_to_target": "tests/test_studies_quick.py",
-    "experiments.noloco_claims": "tests/test_noloco_claims.py",
-    "experiments.gasloc_claims": "tests/test_gasloc_claims.py",
+    "experiments.results_page": "tests/test_results_page.py",
     "projects.plora.sweep": "projects/plora/tests/test_plora_commands.py",
     # The planner's docstring and docs/planning.md examples.
     "experiments.plan": "tests/test_plan.py",

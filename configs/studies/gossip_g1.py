@@ -49,7 +49,7 @@ if on no graph it is lower than both and on at least two graphs one of them is
 equal or lower; *inconclusive* otherwise. ``gossip`` (the step untuned) is
 reported beside them, not counted. The claim's table and verdict by this rule,
 from the report (``docs/studies/gossip_g1/claims.md``):
-  python -m experiments.gasloc_claims --g1 docs/studies/gossip_g1 --g2 docs/studies/gossip_g2
+  python -m experiments.results_page
 The reports: ``docs/studies/gossip_g1/<phase>``; the verdict: docs/results.md §3.
 """
 

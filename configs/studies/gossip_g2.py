@@ -62,7 +62,7 @@ the tolerance cannot resolve). Over both corpora: their verdict where they
 agree, else *inconclusive*, naming each. (This wording, one interval rule for
 every table, replaced "inside the tolerance or below it" before any G2 report.) The claim's tables and verdict by this rule, from the reports
 (``docs/studies/gossip_g2/claims.md``, with G1's):
-  python -m experiments.gasloc_claims --g1 docs/studies/gossip_g1 --g2 docs/studies/gossip_g2
+  python -m experiments.results_page
 Claim G3 (heterogeneous bandwidth) reads the same report runs replayed on the
 two-site grid (``time_to_target`` above): GASLoC's speed-up over DiLoCo at
 ``H_ref`` in simulated time to DiLoCo's final loss, paired by seed, by claim
@@ -70,7 +70,7 @@ N2's rule, fixed before G2's report ran: *reproduced* if on some network
 GASLoC reaches that loss on every seed with its speed-up's interval above 1;
 *not reproduced* if on every network it misses on most seeds or its interval
 lies at or below 1; *inconclusive* otherwise; over both corpora as G2
-(``experiments/gasloc_claims.py`` writes it beside G2's, in ``claims.md``).
+(``experiments/results_page.py`` writes it beside G2's, in ``claims.md``).
 The reports: ``docs/studies/gossip_g2/<corpus>/<phase>``; the verdict:
 docs/results.md §3.
 """

@@ -84,7 +84,7 @@ and ``K = 16`` reported:
 
 The three claims' tables and verdicts, by these rules, from every ``K``'s
 reports (``docs/studies/noloco_n1/claims.md``):
-  python -m experiments.noloco_claims --dir docs/studies/noloco_n1
+  python -m experiments.results_page
 The reports: ``docs/studies/noloco_n1/k<K>/<phase>``; the verdicts:
 docs/results.md §3.
 """
