@@ -14,10 +14,10 @@ An evidence cell's runs (``docs/runs/evidence_v2/<regime>_<corpus>``)::
 
   python -m experiments.archive many python            # record the cell's new runs
   python -m experiments.archive many python --restore  # write them into runs/studies
-  EVIDENCE_FROM=report experiments/evidence.sh many python
+  python -m experiments.sweep --study configs/studies/evidence.py:many,python --phases report
 
 Any other study file's runs the same way (``docs/runs/<file's name>``), every
-phase of its ``PHASES`` and ``ABLATIONS`` that can be built, in each of its
+phase of its ``PHASES`` that can be built, in each of its
 cells (:func:`cells`: N1's worker counts, G2's corpora)::
 
   python -m experiments.archive --study configs/studies/gossip_g1.py
@@ -35,7 +35,7 @@ from typing import Any
 from absl import app, flags
 
 from configs.studies import base, evidence
-from experiments import cli, records, sweep
+from experiments import cli, engine, records, sweep
 
 
 def cell_name(regime: str, corpus: str) -> str:
@@ -55,7 +55,7 @@ def cell_workdirs(regime: str, corpus: str, root: str, quick: bool = False) -> l
   out = {}  # an ordered set: later phases share runs with earlier ones
   for phase in evidence.regime_phases(regime):
     try:
-      study = evidence.study(f"{phase},{regime},{corpus}" + (",quick" if quick else ""))
+      study = engine.build(evidence, f"{phase},{regime},{corpus}" + (",quick" if quick else ""))
     except ValueError:  # an earlier phase has no report yet
       break
     out.update(dict.fromkeys(workdir for *_, workdir in sweep.jobs(study, root)))
@@ -73,13 +73,12 @@ def cells(module: Any) -> list[str]:
 
 def study_workdirs(study: Any, root: str, quick: bool = False) -> list[str]:
   """The workdirs of every run of a study (its module, or its file's path): for
-  each of its :func:`cells`, of each phase of its ``PHASES`` and then its
-  ``ABLATIONS`` (``get_config("<phase>[,<cell>][,quick]")``) up to the first
+  each of its :func:`cells`, of each phase of its ``PHASES`` (``engine.build(module, "<phase>[,<cell>][,quick]")``) up to the first
   whose earlier phase has no report yet; or of ``get_config()`` for a study
   without phases."""
   module = base.load_module(study) if isinstance(study, str) else study
   suffix = ",quick" if quick else ""
-  phases = tuple(getattr(module, "PHASES", ())) + tuple(getattr(module, "ABLATIONS", ()))
+  phases = tuple(getattr(module, "PHASES", ()))
   if not phases:
     return _workdirs(module, ["quick" if quick else "full"], root)
   out = {}
@@ -90,12 +89,13 @@ def study_workdirs(study: Any, root: str, quick: bool = False) -> list[str]:
 
 
 def _workdirs(module: Any, args: list[str], root: str) -> list[str]:
-  """The workdirs of ``module.get_config(arg)`` for each arg in order, up to the
-  first that cannot be built (an earlier phase has no report yet)."""
+  """The workdirs of the study of each arg in order (``engine.build``, or
+  ``get_config`` without phases), up to the first that cannot be built (an
+  earlier phase has no report yet)."""
   out = {}
   for arg in args:
     try:
-      study = module.get_config(arg)
+      study = engine.build(module, arg) if engine.is_phased(module) else module.get_config(arg)
     except ValueError:
       break
     out.update(dict.fromkeys(workdir for *_, workdir in sweep.jobs(study, root)))

@@ -74,15 +74,25 @@ def tune_section(summary: dict, regime: str, corpus: str, quick: bool) -> list[s
         if label.startswith(f"diloco_h{h}_")
     )
     (best, bl), rest = scored[0], scored[1:]
-    _, a, b = evidence.parse_label(bl)
+    a, b = _pair(h, bl)
     cells = [str(h), f"({a:g}, {b:g})", f"{best[0]:.4f} ± {best[1]:.4f}"]
     if rest:
-      _, a2, b2 = evidence.parse_label(rest[0][1])
+      a2, b2 = _pair(h, rest[0][1])
       cells += [f"({a2:g}, {b2:g})", f"{rest[0][0][0]:.4f} ± {rest[0][0][1]:.4f}"]
     else:
       cells += ["", ""]
     lines.append("| " + " | ".join(cells) + " |")
   return lines + [""]
+
+
+def _pair(h: int, label: str) -> tuple[float, float]:
+  """The ``(alpha, beta)`` of a tune run at ``H``, found among every grid's
+  pairs by its label (a run's hyperparameters come from the study's grids,
+  not from parsing its name)."""
+  grids = set(evidence.QUICK_GRID) | {
+      (a, b) for a in evidence.ALPHAS for betas in evidence.BETAS.values() for b in betas
+  }
+  return next(p for p in grids if evidence.diloco_label(h, *p) == label)
 
 
 def design_section(summary: dict, regime: str, corpus: str) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from experiments.runlog import sim_key
+from experiments import seed_stats
 from experiments.seed_stats import frontier_points
 
 X_LABELS = {
@@ -221,9 +222,7 @@ def plot_frontier(result: dict, x_key: str = "syncs", band: str = "range"):
 
 
 def _t95(n: int) -> float:
-  from scipy import stats as sstats
-
-  return float(sstats.t.ppf(0.975, n - 1))
+  return seed_stats.t_quantile(n)
 
 
 def _zoom(ax, best: float) -> None:

@@ -163,6 +163,62 @@ def evaluate_claim(
   return out
 
 
+def t_quantile(n: int, level: float = 0.95) -> float:
+  """``t_{(1+level)/2, n-1}``: the Student-t quantile of a two-sided interval
+  over ``n`` paired seeds."""
+  from scipy import stats as sstats
+
+  return float(sstats.t.ppf(0.5 + level / 2, n - 1))
+
+
+def half_width(sd: float, n: int, level: float = 0.95) -> float:
+  """``t_{(1+level)/2, n-1} sd / sqrt(n)``: the half-width of a paired
+  t-interval over ``n`` seeds whose differences have spread ``sd`` (infinite
+  below two seeds)."""
+  if n < 2:
+    return float("inf")
+  return t_quantile(n, level) * sd / math.sqrt(n)
+
+
+def seeds_needed(sd: float, tolerance: float, level: float = 0.95, minimum: int = 10) -> int:
+  """The smallest ``n >= minimum`` whose :func:`half_width` at ``sd`` is at
+  most ``tolerance``: the seeds a report needs to resolve its tolerance."""
+  if tolerance <= 0:
+    raise ValueError(f"tolerance must be > 0, got {tolerance}")
+  n = max(minimum, 2)
+  while half_width(sd, n, level) > tolerance and n < 100_000:
+    n += 1
+  return n
+
+
+def seed_plan(
+    sds: dict,
+    tolerance: float,
+    minimum: int,
+    maximum: int,
+    quick: bool = False,
+    fixed: int | None = None,
+) -> dict:
+  """A report's fresh seeds from the tuning seeds' spreads ``sds`` (one per
+  paired difference it decides): the largest ``sd``, the count that resolves
+  ``tolerance`` at it (:func:`seeds_needed`) kept in ``[minimum, maximum]``,
+  and the half-width that count reaches (a quick check: 2 seeds). A report
+  whose seeds are ``fixed`` (another report's) gets the count it needed and
+  the half-width its ``fixed`` seeds reach. ``sds`` comes back as pairs (a
+  study field holds no nested dict)."""
+  sd = max(sds.values())
+  out = dict(sd=sd, sds=tuple(sds.items()), tolerance=tolerance)
+  if fixed is not None:
+    needed = seeds_needed(sd, tolerance, minimum=minimum)
+    reached = half_width(sd, fixed) if fixed > 1 else None
+    return dict(out, seeds=fixed, needed=needed, half_width=reached)
+  if quick:
+    return dict(out, seeds=2, needed=2, half_width=None)
+  needed = seeds_needed(sd, tolerance, minimum=minimum)
+  seeds = min(needed, maximum)
+  return dict(out, seeds=seeds, needed=needed, half_width=half_width(sd, seeds))
+
+
 def paired_interval(diffs: Sequence[float], level: float = 0.95) -> dict:
   """Mean of paired per-seed differences with its Student-t interval.
 
@@ -172,15 +228,10 @@ def paired_interval(diffs: Sequence[float], level: float = 0.95) -> dict:
   Returns:
     ``dict(n, mean, half_width, low, high, per_seed)``.
   """
-  from scipy import stats as sstats
-
   d = np.asarray(diffs, np.float64)
   n = int(d.size)
   mean = float(d.mean()) if n else float("nan")
-  if n > 1:
-    half = float(sstats.t.ppf(0.5 + level / 2, n - 1) * d.std(ddof=1) / math.sqrt(n))
-  else:
-    half = float("inf")
+  half = half_width(float(d.std(ddof=1)) if n > 1 else 0.0, n, level)
   return dict(
       n=n,
       mean=mean,

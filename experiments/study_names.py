@@ -20,31 +20,37 @@ import json
 
 from absl import app, flags
 
-from configs.studies import evidence
-from experiments import sweep
+from experiments import engine, sweep
 
 _OUT = flags.DEFINE_string("out", None, "Where the JSON goes.")
 
 #: Studies whose argument is ``full`` or ``quick``.
-SIMPLE = ("ablations", "decentralized", "heterogeneity")
+SIMPLE = ("ablations", "attention", "decentralized", "heterogeneity")
+#: Studies with phases (``experiments/engine.py``).
+PHASED = (
+    "evidence", "schedule", "compression", "compression_many", "gossip_g1", "gossip_g2",
+    "noloco_n1",
+)
 
 
 def variants() -> list[tuple[str, str]]:
-  """``(study module, argument)`` of every variant."""
+  """``(study module, argument)`` of every variant: every phase of every cell
+  (a phased study's ``CELLS``, else each of its ``TOKENS``, else none)."""
   out = [(name, mode) for name in SIMPLE for mode in ("full", "quick")]
-  compression = importlib.import_module("configs.studies.compression")
-  out += [("compression", phase) for phase in compression.PHASES]
-  for phase, regime, corpus in itertools.product(
-      evidence.PHASES, evidence.REGIMES, evidence.CORPORA
-  ):
-    out.append(("evidence", f"{phase},{regime},{corpus}"))
+  for name in PHASED:
+    module = importlib.import_module(f"configs.studies.{name}")
+    cells = [",".join(c) for c in getattr(module, "CELLS", ())] or list(
+        getattr(module, "TOKENS", {})
+    ) or [""]
+    for phase, cell in itertools.product(module.PHASES, cells):
+      out.append((name, ",".join(x for x in (phase, cell) if x)))
   return out
 
 
 def names(module: str, arg: str) -> list[str]:
   """The sorted run names of one variant (``ValueError``/``OSError`` when it
   cannot be built from the committed reports)."""
-  study = importlib.import_module(f"configs.studies.{module}").get_config(arg)
+  study = engine.load(f"configs/studies/{module}.py:{arg}")
   return sorted({workdir for *_, workdir in sweep.jobs(study, "")})
 
 

@@ -3,6 +3,13 @@
   python -m experiments.sweep --study configs/studies/heterogeneity.py \
       --report_dir docs/studies/heterogeneity
   python -m experiments.sweep --study configs/studies/decentralized.py --quick
+  python -m experiments.sweep --study configs/studies/evidence.py:base,shakespeare,quick \
+      --phases all
+
+A phased study (``experiments/engine.py`` builds it) runs one phase per
+command (``--study configs/studies/<name>.py:<phase>,<words>``), or, with
+``--phases``, the cell's phases in order, each when the one before has
+reported; ``--copies 2`` runs each phase by two sweeps pinned one per core.
 
 Every run is an ordinary training job (``trainer.train_and_evaluate``) in
 ``<root>/<algorithm>-<hash>``, where the hash is that of the config's
@@ -32,23 +39,33 @@ from typing import Any, Iterator
 
 import filelock
 from absl import app, flags
-from ml_collections import config_flags
 
 from autoloco_jax.run import config_check, trainer
-from configs import common
 from configs.studies import base as study_base
-from experiments import cli, report
+from experiments import cli, engine, report
 
 
 def define_flags() -> dict:
   """The command line's flags (defined when run as a program, so importing this
   module next to other absl programs, as the tests do, defines nothing)."""
   out = dict(
-      study=config_flags.DEFINE_config_file(
+      study=flags.DEFINE_string(
           "study",
           None,
-          "A study config (configs/studies/*.py, optional :quick).",
-          lock_config=True,
+          "A study file and its argument: configs/studies/<name>.py[:phase,words][,quick].",
+      ),
+      phases=flags.DEFINE_list(
+          "phases",
+          [],
+          "Run these phases of the study's cell in order (`all`: every phase the "
+          "cell has), each starting when the one before has reported.",
+      ),
+      copies=flags.DEFINE_integer(
+          "copies",
+          1,
+          "Sweeps per phase, each a process pinned to one core, sharing the "
+          "phase's runs by locks (on 2 cores, 2 finish a batch 1.47x sooner: "
+          "docs/parallel_runs.json).",
       ),
       root=flags.DEFINE_string("root", "runs/studies", "Where the runs' workdirs go."),
       quick=flags.DEFINE_bool(
@@ -369,13 +386,40 @@ def run_study(
   return report.write_report(study, runs, report_dir)
 
 
-def _load_quick(path: str) -> Any:
-  """``get_config("quick")`` of the study file at ``path``, with the
-  ``--study.*`` overrides of the command line applied."""
-  study = study_base.load_module(path).get_config("quick")
-  for dotted, value in config_flags.get_override_values(flags.FLAGS["study"]).items():
-    common.set_field(study, dotted, value)
-  return study
+def phase_args(spec: str, phases: list[str]) -> list[str]:
+  """``path:phase,words`` for each of ``phases`` (``all``: every phase the
+  cell runs), the words of ``spec``'s argument kept."""
+  path, _, arg = spec.partition(":")
+  module = study_base.load_module(path)
+  if not engine.is_phased(module):
+    raise ValueError(f"--phases: {path} has no phases")
+  tokens = [t for t in arg.split(",") if t.strip() and t.strip() not in module.PHASES]
+  if phases == ["all"]:
+    phases = list(engine.phases(module, engine.parse(module, ",".join(tokens))))
+  unknown = [p for p in phases if p not in module.PHASES]
+  if unknown:
+    raise ValueError(f"--phases: {unknown} are not phases of {path}: {module.PHASES}")
+  return [f"{path}:{','.join([phase] + tokens)}" for phase in phases]
+
+
+def run_copies(spec: str, copies: int, argv: list[str]) -> None:
+  """One phase by ``copies`` sweeps, each pinned to a core where there are
+  enough (``os.sched_setaffinity``), sharing its runs by locks; raises
+  ``RuntimeError`` if one fails (the next phase would read its report)."""
+  import subprocess
+
+  cores = sorted(os.sched_getaffinity(0))
+  procs = []
+  for i in range(copies):
+    pin = {cores[i]} if copies <= len(cores) else None
+    cmd = [sys.executable, "-m", "experiments.sweep", f"--study={spec}", *argv]
+    procs.append(
+        subprocess.Popen(cmd, preexec_fn=(lambda p=pin: os.sched_setaffinity(0, p)) if pin else None)
+    )
+    time.sleep(1)
+  failed = [p.args for p in procs if p.wait() != 0]
+  if failed:
+    raise RuntimeError(f"{len(failed)} of {copies} sweeps of {spec} failed")
 
 
 def main(argv):
@@ -392,9 +436,17 @@ def main(argv):
 
   distributed.set_host_devices(1)
   f = {name: holder.value for name, holder in _FLAGS.items()}
-  study = f["study"]
-  if f["quick"] and not study.quick:
-    study = _load_quick(config_flags.get_config_filename(flags.FLAGS["study"]))
+  specs = phase_args(f["study"], f["phases"]) if f["phases"] else [f["study"]]
+  passed = [f"--root={f['root']}"] + (["--quick"] if f["quick"] else [])
+  for spec in specs:
+    if f["copies"] > 1:
+      run_copies(spec, f["copies"], passed)
+    else:
+      run_one(engine.load(spec, quick=f["quick"]), f)
+
+
+def run_one(study: Any, f: dict) -> None:
+  """Trains one phase (or a study without phases) and writes its report."""
   report_dir = (
       f["report_dir"]
       or study.get("report_dir")

@@ -267,3 +267,11 @@ def _outer_step(config: Any, r: int, n: int) -> dict:
   if "momentum" in a.correction or a.correction == "both":
     beta = beta**ratio
   return dict(ratio=ratio, outer_lr=alpha, outer_momentum=beta)
+
+
+def diloco_hab(label: str) -> tuple[int, float, float]:
+  """``(H, alpha, beta)`` of an evidence label ``diloco_h20_a0p7_b0p9``: a
+  test's check that a study's labels name its configs (the studies never
+  parse them)."""
+  h, a, b = label[len("diloco_h") :].split("_")
+  return int(h), float(a[1:].replace("p", ".")), float(b[1:].replace("p", "."))

@@ -8,6 +8,7 @@ import pytest
 
 from autoloco_jax.algorithms import registry
 from autoloco_jax.run import assembly, trainer
+from experiments import engine
 from configs import default, gasloc
 from tests.helpers import records_without_timing
 
@@ -72,8 +73,8 @@ def test_a_report_trained_seed_by_seed_builds_each_label_once():
   from configs.studies import evidence, gossip_g2
 
   for study in (
-      evidence.study("report,many,python"),
-      evidence.study("report,base,shakespeare"),
-      gossip_g2.get_config("report,shakespeare"),
+      engine.build(evidence, "report,many,python"),
+      engine.build(evidence, "report,base,shakespeare"),
+      engine.build(gossip_g2, "report,shakespeare"),
   ):
     assert len(study.labels) <= assembly.KEEP_BUILDS, study.name

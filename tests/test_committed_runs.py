@@ -15,7 +15,7 @@ import os
 import pytest
 
 from configs.studies import evidence
-from experiments import sweep
+from experiments import engine, sweep
 from tests.helpers import ROOT
 
 REPORTS = sorted(
@@ -32,7 +32,7 @@ def test_there_are_committed_reports():
 )
 def test_committed_runs_keep_their_names(path):
   regime, corpus = os.path.basename(os.path.dirname(os.path.dirname(path))).split("_")
-  study = evidence.study(f"report,{regime},{corpus}")
+  study = engine.build(evidence, f"report,{regime},{corpus}")
   with open(path) as f:
     recorded = json.load(f)["runs"]
   checked = 0

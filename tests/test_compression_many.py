@@ -7,14 +7,14 @@ import pytest
 
 from configs.studies import compression_many as cm
 from configs.studies import evidence
-from experiments import sweep
+from experiments import engine, sweep
 
-OPTS = cm.parse("coarse")
+OPTS = engine.parse(cm, "coarse")
 
 
 def test_the_coarse_phase_reuses_the_evidence_reference_run():
-  s = cm.get_config("coarse")
-  cell = OPTS["cell"]
+  s = engine.build(cm, "coarse")
+  cell = cm._evidence(OPTS)
   pair = evidence.tuned_pairs(cell)[20]
   ours = s.runs["diloco_h20"].copy_and_resolve_references()
   theirs = evidence.diloco_config(cell, 20, *pair)
@@ -48,10 +48,10 @@ def test_rows_are_the_methods_of_their_papers():
 def test_the_aggregate_ablation_reuses_the_tuned_points_and_changes_only_the_rule():
   """Each SparseLoCo family's tuned point with the mean is the tune phase's run
   (same directory); its senders' twin differs in the rule and the outer lr only."""
-  s = cm.get_config("aggregate")
-  tune = cm.get_config("tune")
+  s = engine.build(cm, "aggregate")
+  tune = engine.build(cm, "tune")
   dirs = lambda study: {sweep.run_dir("r", c) for c in study.runs.values()}
-  points = cm.tuned_points(cm.parse("tune"))
+  points = cm.tuned_points(engine.parse(cm, "tune"))
   for family in ("sparseloco_d1", "sparseloco_d3"):
     p = points[family]
     mean = cm._tag(f"{family}_mean_a{p['alpha']}_ef{p['ef_beta']}")
@@ -68,7 +68,7 @@ def test_the_aggregate_ablation_reuses_the_tuned_points_and_changes_only_the_rul
 def test_the_reports_senders_rows_are_the_ablations_runs_on_fresh_seeds():
   """Each ``*_senders`` report row is its family's report row with the senders'
   mean at the paper's ``α = 1``: on a tuning seed it would be the ablation's run."""
-  report, ablation = cm.get_config("report"), cm.get_config("aggregate")
+  report, ablation = engine.build(cm, "report"), engine.build(cm, "aggregate")
   for row, family in cm.SENDERS_ROWS.items():
     ours, theirs = report.runs[row], report.runs[family]
     assert (ours.compress.aggregate, ours.diloco.alpha) == ("senders", 1.0)
@@ -81,9 +81,9 @@ def test_the_reports_senders_rows_are_the_ablations_runs_on_fresh_seeds():
 
 
 def test_parse_refuses_other_tokens():
-  assert cm.parse("tune,quick")["cell"]["regime"] == "base"
+  assert cm._evidence(engine.parse(cm, "tune,quick"))["regime"] == "base"
   with pytest.raises(ValueError, match="unknown token"):
-    cm.parse("tune,python")
+    engine.parse(cm, "tune,python")
 
 
 def test_the_four_fragments_are_non_empty_and_the_largest_bounds_the_peak():

@@ -8,7 +8,8 @@ import os
 import pytest
 
 from configs.studies import evidence
-from experiments import sweep
+from experiments import engine, sweep
+from tests import synthetic_runs
 
 
 @pytest.fixture
@@ -20,9 +21,14 @@ def dirs(tmp_path, monkeypatch):
   return docs, quick
 
 
+def _cell(regime: str, corpus: str, quick: bool):
+  """The engine's evidence cell (its report phase) of ``regime`` and ``corpus``."""
+  return engine.parse(evidence, f"{regime},{corpus}" + (",quick" if quick else ""))
+
+
 def write_coarse(quick, losses, regime="base", corpus="shakespeare"):
   """A coarse phase's summary.json with ``losses[label]`` as mean final losses."""
-  path = evidence.report_dir("coarse", regime, corpus, quick)
+  path = engine.report_dir(evidence, dict(regime=regime, corpus=corpus, quick=quick), "coarse")
   os.makedirs(path)
   stats = {
       label: {"final_eval_bpb": [loss, 0.01], "syncs": [10.0, 0.0]}
@@ -38,22 +44,22 @@ def write_coarse(quick, losses, regime="base", corpus="shakespeare"):
 
 def test_parse_takes_tokens_in_any_order():
   want = dict(phase="tune", regime="long", corpus="python", quick=True)
-  assert evidence.parse("tune,long,python,quick") == want
-  assert evidence.parse("quick, python ,long,tune") == want
-  assert evidence.parse("python,tune,quick,long,") == want
-  assert evidence.parse("") == dict(
+  assert engine.parse(evidence, "tune,long,python,quick") == want
+  assert engine.parse(evidence, "quick, python ,long,tune") == want
+  assert engine.parse(evidence, "python,tune,quick,long,") == want
+  assert engine.parse(evidence, "") == dict(
       phase="report", regime="base", corpus="shakespeare", quick=False
   )
-  assert evidence.parse("coarse") == dict(
+  assert engine.parse(evidence, "coarse") == dict(
       phase="coarse", regime="base", corpus="shakespeare", quick=False
   )
-  assert evidence.parse("quick,full")["quick"] is False  # the last one wins
+  assert engine.parse(evidence, "quick,full")["quick"] is False  # the last one wins
 
 
 @pytest.mark.parametrize("arg, token", [("coarse,bogus", "bogus"), ("tune,Base", "Base")])
 def test_parse_names_an_unknown_token(arg, token):
   with pytest.raises(ValueError, match=f"unknown token '{token}'"):
-    evidence.parse(arg)
+    engine.parse(evidence, arg)
 
 
 @pytest.mark.parametrize(
@@ -63,7 +69,7 @@ def test_parse_names_an_unknown_token(arg, token):
 def test_diloco_label_round_trips(h, alpha, beta, label):
   assert evidence.diloco_label(h, alpha, beta) == label
   assert "." not in label  # labels are config keys
-  assert evidence.parse_label(label) == (h, alpha, beta)
+  assert synthetic_runs.diloco_hab(label) == (h, alpha, beta)
 
 
 def test_every_grid_label_is_distinct_and_round_trips():
@@ -71,36 +77,35 @@ def test_every_grid_label_is_distinct_and_round_trips():
     labels = {
         evidence.diloco_label(h, a, b): (h, a, b)
         for h in evidence.frontier_hs(quick)
-        for a, b in evidence.grid(quick)
+        for a, b in evidence.grid(_cell("base", "shakespeare", quick))
     }
-    assert len(labels) == len(evidence.frontier_hs(quick)) * len(evidence.grid(quick))
+    assert len(labels) == len(evidence.frontier_hs(quick)) * len(evidence.grid(_cell("base", "shakespeare", quick)))
     for label, key in labels.items():
-      assert evidence.parse_label(label) == key
+      assert synthetic_runs.diloco_hab(label) == key
 
 
 # --- the phases -----------------------------------------------------------------------
 
 
-def test_the_config_file_is_an_entry_point_to_the_study(dirs):
-  from configs.studies import evidence as entry
-
+def test_the_study_file_is_an_entry_point_to_the_study(dirs):
+  path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "configs/studies/evidence.py")
   for arg in ("coarse,base,python", "regime,long,shakespeare,quick"):
-    assert entry.get_config(arg).to_dict() == evidence.study(arg).to_dict()
+    assert engine.load(f"{path}:{arg}").to_dict() == engine.build(evidence, arg).to_dict()
 
 
 def test_coarse_is_the_whole_grid_at_each_frontier_interval_on_one_seed(dirs):
-  s = evidence.study("coarse,base,shakespeare")
+  s = engine.build(evidence, "coarse,base,shakespeare")
   assert len(s.labels) == 36 == len(evidence.ALPHAS) * len(evidence.BETAS["shakespeare"]) * 6
   assert tuple(s.seeds) == (0,)
   assert evidence.frontier_hs(False) == (10, 14, 20, 30, 40, 60)
   sweep.check_study(s)
   for label in s.labels:
-    h, a, b = evidence.parse_label(label)
+    h, a, b = synthetic_runs.diloco_hab(label)
     run = s.runs[label]
     assert (run.algorithm, run.interval.h) == ("diloco", h)
     assert (run.diloco.alpha, run.diloco.beta) == (a, b)
     assert run.num_workers == 4 and run.data.source == "shakespeare"
-  hab = {evidence.parse_label(label) for label in s.labels}
+  hab = {synthetic_runs.diloco_hab(label) for label in s.labels}
   assert {h for h, _, _ in hab} == {10, 14, 20, 30, 40, 60}
   assert {a for _, a, _ in hab} == set(evidence.ALPHAS)
   assert {b for _, _, b in hab} == set(evidence.BETAS["shakespeare"])
@@ -108,7 +113,7 @@ def test_coarse_is_the_whole_grid_at_each_frontier_interval_on_one_seed(dirs):
 
 
 def test_long_python_regime_runs(dirs):
-  s = evidence.study("regime,long,python")
+  s = engine.build(evidence, "regime,long,python")
   sweep.check_study(s)
   assert tuple(s.labels) == ("diloco_h10", "diloco_h60")
   assert tuple(s.seeds) == evidence.TUNING_SEEDS
@@ -123,10 +128,10 @@ def test_long_python_regime_runs(dirs):
     assert run.interval.h == h
     assert (run.diloco.alpha, run.diloco.beta) == (0.7, 0.9)
   # The base regime on shakespeare keeps the study defaults.
-  b = evidence.study("regime,base,shakespeare").runs["diloco_h10"]
+  b = engine.build(evidence, "regime,base,shakespeare").runs["diloco_h10"]
   assert (b.num_workers, b.data.partition, b.data.source) == (4, "iid", "shakespeare")
   # The many-rounds regime: the base regime run 3,000 steps (150 syncs at H_ref).
-  m = evidence.study("regime,many,python").runs["diloco_h60"]
+  m = engine.build(evidence, "regime,many,python").runs["diloco_h60"]
   assert (m.num_workers, m.total_steps, m.data.source) == (4, 3000, "files")
   assert m.eval.final_num_batches == 0  # the whole validation split
 
@@ -136,7 +141,7 @@ def test_tune_without_coarse_names_the_command_to_run(dirs, quick):
   arg = "tune,base,shakespeare" + (",quick" if quick else "")
   want = "coarse,base,shakespeare" + (",quick" if quick else "")
   with pytest.raises(ValueError) as e:
-    evidence.study(arg)
+    engine.build(evidence, arg)
   message = str(e.value)
   assert "'coarse' phase has no report" in message
   assert (
@@ -159,7 +164,7 @@ def test_tune_keeps_the_best_pairs_of_each_interval(dirs):
   losses[l(30, 1.0, 0.9)] = 2.05
   losses[l(30, 0.5, 0.8)] = 1.0  # not on the grid: never a candidate, however good
   write_coarse(True, losses)
-  s = evidence.study("tune,base,shakespeare,quick")
+  s = engine.build(evidence, "tune,base,shakespeare,quick")
   sweep.check_study(s)
   assert tuple(s.labels) == (
       l(10, 0.7, 0.9),
@@ -169,7 +174,7 @@ def test_tune_keeps_the_best_pairs_of_each_interval(dirs):
   )
   assert tuple(s.seeds) == (0,)
   for label in s.labels:
-    h, a, b = evidence.parse_label(label)
+    h, a, b = synthetic_runs.diloco_hab(label)
     run = s.runs[label]
     assert (run.interval.h, run.diloco.alpha, run.diloco.beta) == (h, a, b)
   assert s.report_dir == os.path.join(dirs[1], "base_shakespeare", "tune")
@@ -180,29 +185,29 @@ def test_tune_keeps_the_top_pairs_per_interval_in_full_mode(dirs):
   # the best: the kept ones are the last pair and the first TOP - 1.
   losses = {}
   for h in evidence.frontier_hs(False):
-    pairs = evidence.grid(False)
+    pairs = evidence.grid(_cell("base", "shakespeare", False))
     for i, (a, b) in enumerate(pairs):
       losses[evidence.diloco_label(h, a, b)] = 2.0 + 0.01 * i + 0.001 * h
     losses[evidence.diloco_label(h, *pairs[-1])] = 1.5
   write_coarse(False, losses)
-  s = evidence.study("tune,base,shakespeare")
+  s = engine.build(evidence, "tune,base,shakespeare")
   assert tuple(s.seeds) == evidence.TUNING_SEEDS
   assert len(s.labels) == evidence.TOP * len(evidence.frontier_hs(False))
-  pairs = evidence.grid(False)
+  pairs = evidence.grid(_cell("base", "shakespeare", False))
   for h in evidence.frontier_hs(False):
     kept = {
-        evidence.parse_label(x)[1:] for x in s.labels if x.startswith(f"diloco_h{h}_")
+        synthetic_runs.diloco_hab(x)[1:] for x in s.labels if x.startswith(f"diloco_h{h}_")
     }
     assert kept == set(pairs[: evidence.TOP - 1]) | {pairs[-1]}
 
 
 def write_tune(regime="base", corpus="python", quick=False):
   """A tune summary whose best pair at every H is the grid's last."""
-  path = evidence.report_dir("tune", regime, corpus, quick)
+  path = engine.report_dir(evidence, dict(regime=regime, corpus=corpus, quick=quick), "tune")
   os.makedirs(path)
   stats = {}
   for h in evidence.frontier_hs(quick):
-    for i, (a, b) in enumerate(evidence.grid(quick, regime, corpus)):
+    for i, (a, b) in enumerate(evidence.grid(_cell(regime, corpus, quick))):
       stats[evidence.diloco_label(h, a, b)] = {"final_eval_bpb": [3.0 - 0.01 * i, 0.0]}
   with open(os.path.join(path, "summary.json"), "w") as f:
     json.dump({"stats": stats}, f)
@@ -210,10 +215,10 @@ def write_tune(regime="base", corpus="python", quick=False):
 
 def test_design_runs_every_design_beside_the_tuned_frontier(dirs):
   write_tune()
-  design = evidence.study("design,base,python")
+  design = engine.build(evidence, "design,base,python")
   sweep.check_study(design)
-  best = evidence.grid(False, "base", "python")[-1]
-  assert best == (1.0, 0.7) and evidence.grid(False, "base", "python")[0] == (0.7, 0.3)
+  best = evidence.grid(_cell("base", "python", False))[-1]
+  assert best == (1.0, 0.7) and evidence.grid(_cell("base", "python", False))[0] == (0.7, 0.3)
   assert design.frontier == tuple(f"diloco_h{h}" for h in (10, 14, 20, 30, 40, 60))
   assert design.labels == design.frontier + tuple(evidence.DESIGNS)
   assert design.syncs_saved == tuple(evidence.DESIGNS)
@@ -254,7 +259,7 @@ def _design_summary(saved, per_seed_delta, tolerance):
 
 def test_report_takes_the_design_that_saves_most_on_as_many_seeds_as_needed(dirs):
   write_tune()
-  path = evidence.report_dir("design", "base", "python", False)
+  path = engine.report_dir(evidence, dict(regime="base", corpus="python", quick=False), "design")
   os.makedirs(path)
   # Deltas with sd 0.02 against a tolerance of 0.01: 18 seeds (the t-interval's
   # half-width t_{0.975,17} 0.02 / sqrt(18) = 0.00995).
@@ -265,7 +270,7 @@ def test_report_takes_the_design_that_saves_most_on_as_many_seeds_as_needed(dirs
   )
   with open(os.path.join(path, "summary.json"), "w") as f:
     json.dump(summary, f)
-  opts = dict(regime="base", corpus="python", quick=False)
+  opts = engine.parse(evidence, "report,base,python")
   assert evidence.chosen_design(opts)[0] == "loss_ratio_hmin_ref"
   # A flat frontier defines no saving: the design lowest at equal syncs instead.
   flat = _design_summary({"budget_linear_r4": float("nan"), "loss_ratio_hmin_ref": float("nan")}, deltas, 0.0)
@@ -278,7 +283,7 @@ def test_report_takes_the_design_that_saves_most_on_as_many_seeds_as_needed(dirs
   power = evidence.report_seed_count(opts, "loss_ratio_hmin_ref")
   assert (power["seeds"], power["needed"]) == (18, 18)
   assert power["half_width"] <= 0.01
-  report = evidence.study("report,base,python")
+  report = engine.build(evidence, "report,base,python")
   sweep.check_study(report)
   assert report.seeds == tuple(range(100, 118))
   assert report.design == "loss_ratio_hmin_ref"
@@ -301,7 +306,7 @@ def test_report_takes_the_design_that_saves_most_on_as_many_seeds_as_needed(dirs
   summary["stats"]["loss_ratio_hmin_ref"]["syncs"] = [30.0, 0.0]
   with open(os.path.join(path, "summary.json"), "w") as f:
     json.dump(summary, f)
-  report = evidence.study("report,base,python")
+  report = engine.build(evidence, "report,base,python")
   sweep.check_study(report)
   assert report.syncs_saved == (
       "autoloco", "ctrl_adaptation_only", "ctrl_correction_replay", "ctrl_ratio_median",
@@ -330,28 +335,28 @@ def test_many_is_pruned_by_the_base_cell(dirs):
   # shortest H, (0.7, 0.5) second at every other: the many grid is those three.
   losses = {}
   for h in evidence.frontier_hs(False):
-    for a, b in evidence.grid(False, "base", "python"):
+    for a, b in evidence.grid(_cell("base", "python", False)):
       losses[evidence.diloco_label(h, a, b)] = 3.0
     losses[evidence.diloco_label(h, 1.0, 0.7)] = 2.0
     second = (0.7, 0.3) if h == 10 else (0.7, 0.5)
     losses[evidence.diloco_label(h, *second)] = 2.5
   write_coarse(False, losses, "base", "python")
-  assert evidence.grid(False, "many", "python") == ((0.7, 0.3), (0.7, 0.5), (1.0, 0.7))
-  coarse = evidence.study("coarse,many,python")
+  assert evidence.grid(_cell("many", "python", False)) == ((0.7, 0.3), (0.7, 0.5), (1.0, 0.7))
+  coarse = engine.build(evidence, "coarse,many,python")
   assert len(coarse.labels) == 3 * len(evidence.frontier_hs(False))
   assert {r.total_steps for r in coarse.runs.values()} == {3000}
   # Its design phase tries PRUNED_DESIGNS only.
   write_tune("many", "python")
-  design = evidence.study("design,many,python")
+  design = engine.build(evidence, "design,many,python")
   assert design.syncs_saved == evidence.PRUNED_DESIGNS
   assert set(evidence.PRUNED_DESIGNS) < set(evidence.DESIGNS)
   # The long regime is pruned the same way, on its own 1,200 steps and 8 workers.
-  assert evidence.grid(False, "long", "python") == evidence.grid(False, "many", "python")
-  long_coarse = evidence.study("coarse,long,python")
+  assert evidence.grid(_cell("long", "python", False)) == evidence.grid(_cell("many", "python", False))
+  long_coarse = engine.build(evidence, "coarse,long,python")
   assert set(long_coarse.labels) == set(coarse.labels)
   assert {(r.total_steps, r.num_workers) for r in long_coarse.runs.values()} == {(1200, 8)}
   write_tune("long", "python")
-  assert evidence.study("design,long,python").syncs_saved == evidence.PRUNED_DESIGNS
+  assert engine.build(evidence, "design,long,python").syncs_saved == evidence.PRUNED_DESIGNS
   assert evidence.regime_phases("long") == evidence.regime_phases("many") == evidence.PHASES[1:]
 
 
@@ -365,16 +370,16 @@ def test_the_first_protocols_long_cells_back_their_pruning(corpus):
     stats = json.load(f)["stats"]
   best = {}
   for label, s in stats.items():
-    h, a, b = evidence.parse_label(label)
+    h, a, b = synthetic_runs.diloco_hab(label)
     best[h] = min(best.get(h, (float("inf"), None)), (s["final_eval_bpb"][0], (a, b)))
   assert len(best) == 4  # the first protocol's H in {20, 30, 40, 60}
-  keep = set(evidence.base_top_pairs(corpus))
+  keep = set(evidence.base_top_pairs(_cell("base", corpus, False).read("coarse"), corpus))
   assert {pair for _, pair in best.values()} <= keep
 
 
 def test_many_without_the_base_coarse_pass_names_its_command(dirs):
   with pytest.raises(ValueError, match="coarse,base,python"):
-    evidence.study("coarse,many,python")
+    engine.build(evidence, "coarse,many,python")
 
 
 def test_tables_read_an_interim_report_and_many_has_no_regime_phase(tmp_path):

@@ -6,6 +6,7 @@ import types
 import pytest
 
 from configs.studies import base, gossip_g1, gossip_phases
+from experiments import engine
 
 
 def _cell(prune_gap):
@@ -72,15 +73,15 @@ def test_a_widening_joins_the_grid_only_for_its_word_and_its_best_is_tuned():
 def test_g2_widens_python_only():
   from configs.studies import gossip_g2
 
-  s_py = gossip_g2.get_config("coarse,python")
-  s_sh = gossip_g2.get_config("coarse,shakespeare")
+  s_py = engine.build(gossip_g2, "coarse,python")
+  s_sh = engine.build(gossip_g2, "coarse,shakespeare")
   assert len(s_py.runs) == len(s_sh.runs) + 7
   assert "noloco_matching_alpha1p0_beta0p0" in s_py.runs
   assert "noloco_matching_alpha1p0_beta0p0" not in s_sh.runs
 
 
 def test_g1_tunes_ddps_learning_rate_on_the_coarse_pass_and_runs_its_best_later(monkeypatch):
-  coarse = gossip_g1.get_config("coarse")
+  coarse = engine.build(gossip_g1, "coarse")
   lrs = {l: coarse.runs[l].inner.lr for l in coarse.labels if l.startswith("ddp")}
   shared = gossip_g1.run_config("ddp", dict(quick=False)).inner.lr
   assert lrs == {gossip_g1.ddp_label(x): x * shared for x in gossip_g1.DDP_LR_SCALES}
@@ -89,8 +90,8 @@ def test_g1_tunes_ddps_learning_rate_on_the_coarse_pass_and_runs_its_best_later(
   # Later phases run the coarse pass's lowest, read against it.
   scores = {"ddp": 2.70, "ddp_lr2p0x": 2.65, "ddp_lr3p0x": 2.68}
   summary = dict(stats={l: dict(final_eval_bpb=[v, 0.0]) for l, v in scores.items()})
-  monkeypatch.setattr(gossip_phases, "read_summary", lambda cell, opts, phase: summary)
-  opts = dict(phase="tune", quick=False)
+  monkeypatch.setattr(engine.Cell, "read", lambda cell, phase: summary)
+  opts = engine.parse(gossip_g1, "tune")
   assert gossip_g1.ddp_scale(opts) == 2.0
   s = base.new_study("t", "t", False)
   assert gossip_g1.add_references(s, opts) == "ddp_lr2p0x"
@@ -102,9 +103,9 @@ def test_g1_report_reads_every_method_against_ddp_at_its_tuned_rate():
   """The full report, on the committed tune phase (DDP tuned to 2x the shared
   rate): every comparison names a run of the study (it read "ddp", the shared
   rate's label, which the report no longer runs)."""
-  from experiments import sweep
+  from experiments import engine, sweep
 
-  report = gossip_g1.get_config("report")
+  report = engine.build(gossip_g1, "report")
   sweep.check_study(report)
   ddp = [l for l in report.labels if l.startswith("ddp")]
   assert len(ddp) == 1

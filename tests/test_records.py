@@ -16,7 +16,7 @@ from autoloco_jax.run import config_check
 from autoloco_jax.sim import planner
 from configs.studies import compression_many, evidence, gossip_g1, gossip_g2
 from configs.studies import noloco_n1, schedule
-from experiments import archive, per_document, records, runlog, sweep
+from experiments import archive, engine, per_document, records, runlog, sweep
 from tests.helpers import ROOT
 
 RECORDS = os.path.join(ROOT, records.RECORDS_DIR)
@@ -260,7 +260,7 @@ def test_a_cells_phases_that_can_be_built_are_kept_and_restored(tmp_path, monkey
       workdir
       for phase in ("regime", "coarse")
       for *_, workdir in sweep.jobs(
-          evidence.study(f"{phase},base,shakespeare,quick"), root
+          engine.build(evidence, f"{phase},base,shakespeare,quick"), root
       )
   }
   got = archive.cell_workdirs("base", "shakespeare", root, quick=True)
@@ -289,7 +289,7 @@ def test_a_study_with_cells_keeps_every_cell(tmp_path, monkeypatch):
   wanted = {
       workdir
       for k in noloco_n1.WORKERS
-      for *_, workdir in sweep.jobs(noloco_n1.get_config(f"coarse,k{k}"), root)
+      for *_, workdir in sweep.jobs(engine.build(noloco_n1, f"coarse,k{k}"), root)
   }
   got = archive.study_workdirs(noloco_n1, root)
   assert set(got) == wanted and len(got) == len(wanted)

@@ -4,9 +4,10 @@ end in ``tests/test_study_modules.py``."""
 
 import pytest
 
+from experiments import engine
 from configs.studies import schedule
 
-MANY = dict(phase="coarse", regime="many", corpus="python", quick=False)
+MANY = engine.parse(schedule, "coarse,many,python")
 
 
 def test_candidates_are_finer_constants_and_schedules_around_beta_star():
@@ -37,12 +38,12 @@ def test_candidates_clip_beta_and_drop_duplicates():
 
 
 def test_parse_accepts_its_two_cells_only():
-  assert schedule.parse("tune,base,shakespeare")["phase"] == "tune"
-  assert schedule.parse("report,quick")["regime"] == "base"
+  assert engine.parse(schedule, "tune,base,shakespeare")["phase"] == "tune"
+  assert engine.parse(schedule, "report,quick")["regime"] == "base"
   with pytest.raises(ValueError, match="not in"):
-    schedule.parse("coarse,long,python")
+    engine.parse(schedule, "coarse,long,python")
   with pytest.raises(ValueError, match="unknown token"):
-    schedule.parse("coarse,many,python,typo")
+    engine.parse(schedule, "coarse,many,python,typo")
 
 
 def test_variants_are_the_chosen_design_with_each_correction():
@@ -50,7 +51,7 @@ def test_variants_are_the_chosen_design_with_each_correction():
   design: the chosen design as committed, its adaptive ``H`` on a schedule with
   no ratio correction (the schedule over the rounds it takes at ``H_ref``), and
   each correction."""
-  opts = schedule.parse("report,many,python")
+  opts = engine.parse(schedule, "report,many,python")
   sched = dict(diloco__beta=0.3, diloco__beta_end=0.5, diloco__beta_shape="linear",
                diloco__beta_rounds=0)
   got = schedule.variants(opts, (0.7, 0.5), sched)

@@ -19,7 +19,7 @@ import pytest
 
 from autoloco_jax.run import config_check, trainer
 from configs.studies import compression_many, decentralized, evidence
-from experiments import runlog, sweep, time_to_target
+from experiments import engine, runlog, sweep, time_to_target
 from tests import test_documented_commands as documented
 from tests.test_study_modules import _quick_study, synthetic  # noqa: F401 (synthetic: the module fixture)
 
@@ -93,7 +93,7 @@ def test_a_streaming_row_counts_full_model_syncs(synthetic, tmp_path):
 def _report_choosing(design: str, monkeypatch):
   """The quick report phase's study as if the design phase had chosen ``design``."""
   monkeypatch.setattr(evidence, "choose", lambda entries: (design, True))
-  return evidence.study("report,base,shakespeare,quick")
+  return engine.build(evidence, "report,base,shakespeare,quick")
 
 
 @pytest.mark.slow

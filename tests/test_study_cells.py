@@ -11,7 +11,7 @@ import types
 import pytest
 
 from configs.studies import gossip_g1, gossip_g2, gossip_phases, heterogeneity, noloco_n1
-from experiments import sweep
+from experiments import engine, sweep
 
 
 def test_a_cells_words_name_its_reports_and_a_wrong_word_says_what_it_takes(
@@ -21,20 +21,20 @@ def test_a_cells_words_name_its_reports_and_a_wrong_word_says_what_it_takes(
   ``quick``; each word keeps its own report folders, an unknown one is refused
   with the words the cell takes, and a phase whose earlier phase has no report
   names that phase's command."""
-  assert gossip_g2.get_config("coarse,python").report_dir == (
+  assert engine.build(gossip_g2, "coarse,python").report_dir == (
       "docs/studies/gossip_g2/python/coarse"
   )
   assert (
-      noloco_n1.get_config("coarse,k16").report_dir == "docs/studies/noloco_n1/k16/coarse"
+      engine.build(noloco_n1, "coarse,k16").report_dir == "docs/studies/noloco_n1/k16/coarse"
   )
-  assert gossip_g1.get_config("coarse").report_dir == "docs/studies/gossip_g1/coarse"
+  assert engine.build(gossip_g1, "coarse").report_dir == "docs/studies/gossip_g1/coarse"
   with pytest.raises(ValueError, match="unknown token 'k5'.*'k4', 'k8', 'k16'"):
-    noloco_n1.get_config("coarse,k5")
+    engine.build(noloco_n1, "coarse,k5")
   monkeypatch.setattr(noloco_n1, "DOCS_DIR", str(tmp_path))  # no reports there
   with pytest.raises(ValueError, match=r"noloco_n1.py:tune,k8"):
-    noloco_n1.get_config("report,k8")
+    engine.build(noloco_n1, "report,k8")
   with pytest.raises(ValueError, match=r"noloco_n1.py:report,k8"):
-    noloco_n1.get_config("longer,k8")
+    engine.build(noloco_n1, "longer,k8")
 
 
 def test_gossip_g1_grid_is_the_union_of_its_products_each_point_once():

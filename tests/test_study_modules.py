@@ -22,8 +22,8 @@ import pytest
 
 from configs.studies import ablations, attention, base, compression, compression_many
 from configs.studies import decentralized, evidence, gossip_g1, gossip_g2, gossip_phases
-from configs.studies import heterogeneity, noloco_n1, schedule, seed_count
-from experiments import evidence_tables, report, sweep, syncs_saved
+from configs.studies import heterogeneity, noloco_n1, schedule
+from experiments import engine, evidence_tables, report, seed_stats, sweep, syncs_saved
 from tests import synthetic_runs
 from tests import test_documented_commands as documented
 from tests.helpers import ROOT
@@ -33,7 +33,7 @@ STUDIES = (ablations, decentralized, heterogeneity, attention)
 #: The phased cells of ``gossip_phases``.
 CELLS = (gossip_g1, gossip_g2, noloco_n1)
 #: Modules whose quick reports go to their ``QUICK_DIR`` (moved to a tmp folder).
-PHASED = (evidence, schedule, compression_many) + CELLS
+PHASED = (evidence, schedule, compression, compression_many) + CELLS
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 #: The quick reports whose plots are drawn (about 0.4 s of CPU a figure, 190 in
 #: all the quick reports): a study with AutoLoCo (H and outer-step plots) and one
@@ -64,21 +64,21 @@ def _run_everything(root: str, reports: str) -> tuple[dict, dict]:
   """Every quick study, in the order their phases read each other: the evidence
   cell first (the schedule, compression and G2 studies read its reports)."""
   phases = {}
-  _run_phases(phases, root, "", evidence.study, evidence.PHASES, "base,shakespeare,quick")
-  _run_phases(phases, root, "schedule_", schedule.get_config, schedule.PHASES, "quick")
+  _run_phases(phases, root, "", functools.partial(engine.build, evidence), evidence.PHASES, "base,shakespeare,quick")
+  _run_phases(phases, root, "schedule_", functools.partial(engine.build, schedule), schedule.PHASES, "quick")
   _run_phases(
       phases,
       root,
       "compression_many_",
-      compression_many.get_config,
-      compression_many.PHASES + compression_many.ABLATIONS,
+      functools.partial(engine.build, compression_many),
+      compression_many.PHASES,
       "quick",
   )
   _run_phases(
-      phases, root, "compression_", compression.get_config, compression.PHASES, "quick"
+      phases, root, "compression_", functools.partial(engine.build, compression), compression.PHASES, "quick"
   )
   for cell in CELLS:
-    _run_phases(phases, root, f"{cell.NAME}_", cell.get_config, cell.PHASES, "quick")
+    _run_phases(phases, root, cell.NAME.format(phase=""), functools.partial(engine.build, cell), cell.PHASES, "quick")
   results = {}
   for module in STUDIES:
     study = module.get_config("quick")
@@ -333,7 +333,7 @@ def test_tune_keeps_the_best_coarse_pairs_and_report_uses_the_tuned_ones(phases)
         for label, s in tune.items()
         if label.startswith(f"diloco_h{h}_")
     )[1]
-    _, alpha, beta = evidence.parse_label(best)
+    _, alpha, beta = synthetic_runs.diloco_hab(best)
     run = report_study.runs[f"diloco_h{h}"]
     assert (run.diloco.alpha, run.diloco.beta) == (alpha, beta)
   # AutoLoCo's reference pair is the one tuned at H_ref.
@@ -351,7 +351,7 @@ def test_tune_keeps_the_best_coarse_pairs_and_report_uses_the_tuned_ones(phases)
 def _report_choosing(design: str, monkeypatch, cell: str = "base,shakespeare,quick"):
   """The report phase's study as if the design phase had chosen ``design``."""
   monkeypatch.setattr(evidence, "choose", lambda entries: (design, True))
-  return evidence.study(f"report,{cell}")
+  return engine.build(evidence, f"report,{cell}")
 
 
 @pytest.mark.parametrize("design", evidence.QUICK_DESIGNS)
@@ -489,7 +489,7 @@ def test_schedule_study_reuses_the_evidence_runs_and_reads_each_phase(phases, sy
   evidence report's run; ``report`` reads against the schedule-tuned frontier,
   ``constant`` against the constant one, from the same runs."""
   root = synthetic["root"]
-  cell = dict(phase="report", regime="base", corpus="shakespeare", quick=True)
+  cell = engine.parse(evidence, "report,base,shakespeare,quick")
   pairs = evidence.tuned_pairs(cell)
   (h,) = schedule.schedule_hs(True)
   star = schedule.constant_label(h, pairs[h][1])
@@ -559,7 +559,7 @@ def test_compression_many_rows_take_their_tuned_points_against_the_frontier(
   root = synthetic["root"]
   href = evidence.h_ref(quick=True)
   ref = f"diloco_h{href}"
-  cell = dict(phase="report", regime="base", corpus="shakespeare", quick=True)
+  cell = engine.parse(evidence, "report,base,shakespeare,quick")
   tuned = evidence.diloco_label(href, *evidence.tuned_pairs(cell)[href])
   coarse_study = phases["compression_many_coarse"][0]
   assert (
@@ -578,7 +578,7 @@ def test_compression_many_rows_take_their_tuned_points_against_the_frontier(
   study, summary = phases["compression_many_report"]
   assert study.seeds == phases["report"][0].seeds[: len(study.seeds)]
   assert study.frontier == phases["report"][0].frontier
-  points = compression_many.tuned_points(compression_many.parse("report,quick"))
+  points = compression_many.tuned_points(engine.parse(compression_many, "report,quick"))
   sparse = study.runs["sparseloco_d3"]
   assert (sparse.diloco.alpha, sparse.compress.ef_beta) == (
       points["sparseloco_d3"]["alpha"],
@@ -618,7 +618,7 @@ def test_a_streaming_row_counts_full_model_syncs(phases):
 
 def test_compression_rows_start_from_the_tuned_pair_and_report_bytes_and_peaks(phases):
   study, result = phases["compression_report"]
-  pair = compression.reference_pair(quick=True)
+  pair = compression.reference_pair(engine.parse(compression, "report,quick"))
   tuned = phases["report"][0].runs[f"diloco_h{evidence.h_ref(True)}"]
   assert pair == (tuned.diloco.alpha, tuned.diloco.beta)
   for label in ("diloco", "stream_tau0", "stream_fp4"):
@@ -698,7 +698,7 @@ def test_gossip_g2_reads_methods_against_the_evidence_frontier_on_its_seeds(phas
     config = g2_study.runs[m]
     assert config.interval.h == base.h_ref(True)
     assert config.gossip.topology == "matching"
-  full = gossip_g2.get_config("coarse,python")
+  full = engine.build(gossip_g2, "coarse,python")
   config = full.runs[next(l for l in full.labels if l.startswith("noloco"))]
   assert (config.num_workers, config.data.partition, config.total_steps) == (
       8,
@@ -760,22 +760,22 @@ def test_noloco_n1_reports_noloco_against_diloco_each_tuned(phases):
   ]
   assert report_["comparisons"][0]["verdict"]
   for k in noloco_n1.WORKERS:
-    study = noloco_n1.get_config(f"coarse,k{k}")
+    study = engine.build(noloco_n1, f"coarse,k{k}")
     for config in study.runs.values():
       assert config.num_workers * config.data.batch_size == noloco_n1.GLOBAL_BATCH
       assert config.interval.h == base.h_ref(False)
     assert study.report_dir.endswith(f"noloco_n1/k{k}/coarse")
 
 
-@pytest.mark.parametrize("cell", (noloco_n1, gossip_g2), ids=lambda m: m.NAME)
+@pytest.mark.parametrize("cell", (noloco_n1, gossip_g2), ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_longer_gives_the_candidate_twice_the_steps_beside_the_same_diloco_runs(
     phases, cell
 ):
   """The ``longer`` phase (N1: NoLoCo; G2: GASLoC): the tuned point at
   ``LONGER`` times the steps on the report's seeds, read against DiLoCo's
   report runs (the same workdirs); nothing else changed."""
-  report_study, report_ = phases[f"{cell.NAME}_report"]
-  longer_study, longer = phases[f"{cell.NAME}_longer"]
+  report_study, report_ = phases[cell.NAME.format(phase="report")]
+  longer_study, longer = phases[cell.NAME.format(phase="longer")]
   candidate = "noloco" if cell is noloco_n1 else "gasloc"
   (short,) = [l for l in report_study.labels if l.startswith(f"{candidate}_matching")]
   diloco = next(l for l in report_study.labels if l.startswith("diloco"))
@@ -891,7 +891,7 @@ def test_archive_keeps_every_phases_runs_and_a_studys_ablations(synthetic):
   many = set(archive.study_workdirs(compression_many, root, quick=True))
   ablation = jobs(["compression_many_aggregate"])
   assert ablation <= many
-  assert ablation - jobs(f"compression_many_{p}" for p in compression_many.PHASES)
+  assert ablation - jobs(f"compression_many_{p}" for p in ("coarse", "tune", "report"))
 
 
 # --- the full-size phases: the configs that ran ------------------------------------
@@ -901,26 +901,26 @@ def test_archive_keeps_every_phases_runs_and_a_studys_ablations(synthetic):
 #: ``many`` and ``long`` regimes after their corpus's base coarse pass), then
 #: the studies on them, then the cells that stand alone.
 FULL_CHAINS = (
-    ("base_shakespeare_", evidence.study, evidence.PHASES, "base,shakespeare"),
-    ("schedule_", schedule.get_config, schedule.PHASES, "base,shakespeare"),
-    ("compression_", compression.get_config, compression.PHASES, ""),
-    ("base_python_", evidence.study, ("coarse",), "base,python"),
-    ("many_python_", evidence.study, evidence.regime_phases("many"), "many,python"),
+    ("base_shakespeare_", functools.partial(engine.build, evidence), evidence.PHASES, "base,shakespeare"),
+    ("schedule_", functools.partial(engine.build, schedule), schedule.PHASES, "base,shakespeare"),
+    ("compression_", functools.partial(engine.build, compression), compression.PHASES, ""),
+    ("base_python_", functools.partial(engine.build, evidence), ("coarse",), "base,python"),
+    ("many_python_", functools.partial(engine.build, evidence), evidence.regime_phases("many"), "many,python"),
     (
         "compression_many_",
-        compression_many.get_config,
-        compression_many.PHASES + compression_many.ABLATIONS,
+        functools.partial(engine.build, compression_many),
+        compression_many.PHASES,
         "",
     ),
     (
         "long_shakespeare_",
-        evidence.study,
+        functools.partial(engine.build, evidence),
         evidence.regime_phases("long"),
         "long,shakespeare",
     ),
-    ("gossip_g2_", gossip_g2.get_config, gossip_g2.PHASES, "shakespeare"),
-    ("noloco_n1_", noloco_n1.get_config, noloco_n1.PHASES, "k4"),
-    ("gossip_g1_", gossip_g1.get_config, gossip_g1.PHASES, ""),
+    ("gossip_g2_", functools.partial(engine.build, gossip_g2), gossip_g2.PHASES, "shakespeare"),
+    ("noloco_n1_", functools.partial(engine.build, noloco_n1), noloco_n1.PHASES, "k4"),
+    ("gossip_g1_", functools.partial(engine.build, gossip_g1), gossip_g1.PHASES, ""),
 )
 
 
@@ -980,7 +980,7 @@ def test_full_evidence_cell_chooses_by_its_rules(full, cell):
     pairs = set()
     for h in hs:
       ranked = base.ranked(base_coarse, f"diloco_h{h}_")[: evidence.TOP]
-      pairs |= {evidence.parse_label(l)[1:] for l in ranked}
+      pairs |= {synthetic_runs.diloco_hab(l)[1:] for l in ranked}
     assert "regime" not in phases
   else:
     pairs = {(a, b) for a in evidence.ALPHAS for b in evidence.BETAS[corpus]}
@@ -1001,7 +1001,7 @@ def test_full_evidence_cell_chooses_by_its_rules(full, cell):
   assert report_study.design == chosen
   entry = design["syncs_saved"][report_study.design]
   sd = float(np.std(entry["per_seed_delta"], ddof=1))
-  needed = seed_count.seeds_needed(
+  needed = seed_stats.seeds_needed(
       sd, entry["tolerance"], minimum=evidence.MIN_REPORT_SEEDS
   )
   assert report_study.seeds == tuple(
@@ -1011,7 +1011,7 @@ def test_full_evidence_cell_chooses_by_its_rules(full, cell):
   for h in hs:
     best = base.ranked(tune["stats"], f"diloco_h{h}_")[0]
     run = report_study.runs[f"diloco_h{h}"]
-    assert (run.diloco.alpha, run.diloco.beta) == evidence.parse_label(best)[1:]
+    assert (run.diloco.alpha, run.diloco.beta) == synthetic_runs.diloco_hab(best)[1:]
 
 
 def test_full_schedule_and_compression_studies_read_their_evidence_cell(full):
@@ -1022,7 +1022,7 @@ def test_full_schedule_and_compression_studies_read_their_evidence_cell(full):
   from the base/Shakespeare pair tuned at ``H_ref``."""
   root, phases = full["root"], full["phases"]
   ev = phases["base_shakespeare_report"][0]
-  cell = dict(phase="report", regime="base", corpus="shakespeare", quick=False)
+  cell = engine.parse(evidence, "report,base,shakespeare")
   pairs = evidence.tuned_pairs(cell)
   coarse = phases["schedule_coarse"][1]["stats"]
   want = set()
@@ -1038,7 +1038,7 @@ def test_full_schedule_and_compression_studies_read_their_evidence_cell(full):
         *schedule.CORRECTIONS,
     }
     assert _workdirs(study, root, "autoloco") == _workdirs(ev, root, "autoloco")
-  assert compression.reference_pair(False) == pairs[base.h_ref(False)]
+  assert compression.reference_pair(engine.parse(compression, "report")) == pairs[base.h_ref(False)]
   assert phases["compression_report"][0].seeds == compression.REPORT_SEEDS
   _check_compression_many(full)
 
@@ -1068,7 +1068,7 @@ def _check_compression_many(full) -> None:
       )
       for f in compression_many.GRIDS
   }
-  plan = seed_count.plan(
+  plan = seed_stats.seed_plan(
       sds,
       many.tolerance,
       compression_many.MIN_REPORT_SEEDS,
@@ -1086,16 +1086,16 @@ def _check_compression_many(full) -> None:
 CELL_WORDS = {gossip_g1: "", gossip_g2: "shakespeare", noloco_n1: "k4"}
 
 
-@pytest.mark.parametrize("cell", tuple(CELL_WORDS), ids=lambda m: m.NAME)
+@pytest.mark.parametrize("cell", tuple(CELL_WORDS), ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_full_gossip_cell_tunes_its_best_coarse_points(full, cell):
   """The tune phase's points, recomputed from the coarse pass's losses: the
   ``TOP`` best of each (method, graph), less those more than the cell's
   ``PRUNE_GAP`` behind the best; the report runs the tune phase's best."""
   phases = full["phases"]
   words = [w for w in CELL_WORDS[cell].split(",") if w]
-  coarse = phases[f"{cell.NAME}_coarse"][1]["stats"]
-  tune_study, tune = phases[f"{cell.NAME}_tune"]
-  report_study = phases[f"{cell.NAME}_report"][0]
+  coarse = phases[cell.NAME.format(phase="coarse")][1]["stats"]
+  tune_study, tune = phases[cell.NAME.format(phase="tune")]
+  report_study = phases[cell.NAME.format(phase="report")][0]
   gap = getattr(cell, "PRUNE_GAP", None)
   kept, best = set(), set()
   for topo in cell.TOPOLOGIES:
@@ -1136,9 +1136,9 @@ def test_full_gossip_cells_read_their_references_and_seed_counts(full):
   assert ddp in phases["gossip_g1_tune"][0].labels and ddp in report_study.labels
   assert {c[1] for c in report_study.comparisons} - set(report_study.labels) == set()
   assert set(report_study.reference.values()) == {ddp}
-  opts = gossip_phases.parse(gossip_g1, "report")
+  opts = engine.parse(gossip_g1, "report")
   points = gossip_phases.tuned(gossip_g1, opts)
-  plan = seed_count.plan(
+  plan = seed_stats.seed_plan(
       gossip_phases.tuning_spread(gossip_g1, opts, points),
       gossip_g1.TOLERANCE,
       gossip_g1.MIN_REPORT_SEEDS,
@@ -1178,12 +1178,10 @@ def test_full_report_of_each_design_builds_its_controls(full, design, monkeypatc
 
 def _quick_study(command: str):
   """The study a documented sweep command loads, at its smallest size, loaded
-  as the command line loads it: the file's ``get_config(<args>,quick)`` for a
-  study with arguments, else its ``get_config("quick")`` (``--quick``)."""
+  as the command line loads it (``engine.load`` with ``--quick``)."""
   study = next(a for a in shlex.split(command) if a.startswith("configs/studies/"))
   path, _, arg = study.partition(":")
-  module = base.load_module(os.path.join(ROOT, path))
-  return module.get_config(f"{arg},quick" if arg else "quick")
+  return engine.load(os.path.join(ROOT, path) + (f":{arg}" if arg else ""), quick=True)
 
 
 @pytest.mark.slow

@@ -6,8 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from configs.studies import seed_count
-from experiments import syncs_saved
+from experiments import seed_stats, syncs_saved
 
 
 def test_pooled_fit_by_hand():
@@ -57,9 +56,9 @@ def test_flat_frontier_defines_no_saving():
 
 def test_seed_count_and_resolution():
   # t_{0.975,17} 0.02 / sqrt(18) = 0.497 <= 0.01 / ... : 18 seeds; 17 give 0.514.
-  assert seed_count.seeds_needed(0.02, 0.01) == 18
-  assert seed_count.seeds_needed(0.001, 0.01) == 10  # never fewer than 10
-  assert seed_count.resolvable(0.02, 18) <= 0.01 < seed_count.resolvable(0.02, 17)
+  assert seed_stats.seeds_needed(0.02, 0.01) == 18
+  assert seed_stats.seeds_needed(0.001, 0.01) == 10  # never fewer than 10
+  assert seed_stats.half_width(0.02, 18) <= 0.01 < seed_stats.half_width(0.02, 17)
 
 
 def test_from_runs_pairs_by_seed():

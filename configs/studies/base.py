@@ -1,6 +1,7 @@
 """How a study is put together: its runs, seeds, references and claims.
 
-A study is an ``ml_collections.ConfigDict`` read by ``experiments/sweep.py``:
+A study is an ``ml_collections.ConfigDict`` read by ``experiments/sweep.py``
+(a phased study's module builds one per phase through ``experiments/engine.py``):
 
 * ``name``, ``title``: the report's folder name and heading;
 * ``seeds``: every run is trained once per seed;
@@ -24,7 +25,6 @@ mode uses ``tiny`` with 40 steps and one seed, to check the pipeline, not the
 numbers.
 """
 
-import json
 import os
 from typing import Any
 
@@ -100,19 +100,6 @@ def add_run(
   study.labels = tuple(study.labels) + (label,)
   if reference:
     study.reference[label] = reference
-
-
-def read_phase(name: str, report_dir: str, phase: str, arg: str) -> dict:
-  """An earlier phase's ``summary.json`` in ``report_dir``, or a ``ValueError``
-  naming the command that writes it (``--study configs/studies/<name>.py:<arg>``)."""
-  path = os.path.join(report_dir, "summary.json")
-  if not os.path.exists(path):
-    raise ValueError(
-        f"the {name} study's {phase!r} phase has no report at {path}; run it "
-        f"first: python -m experiments.sweep --study configs/studies/{name}.py:{arg}"
-    )
-  with open(path) as f:
-    return json.load(f)
 
 
 def ranked(stats: dict, prefix: str) -> list[str]:

@@ -30,7 +30,6 @@ least 4x lower peak bandwidth, equal quality within +-0.01 bits/byte.
 
 from __future__ import annotations
 
-import json
 import os
 
 from configs.studies import base, evidence
@@ -43,36 +42,30 @@ TOLERANCE = evidence.TOLERANCE
 REPORT_SEEDS = (100, 101, 102, 103, 104)
 
 
-def parse(arg: str) -> dict:
-  out = dict(phase="report", quick=False)
-  for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
-    if token in PHASES:
-      out["phase"] = token
-    elif token in ("quick", "full"):
-      out["quick"] = token == "quick"
-    else:
-      raise ValueError(
-          f"compression study: unknown token {token!r} in {arg!r}; expected a phase "
-          f"{PHASES} or 'quick'"
-      )
-  return out
+#: The study engine's names (experiments/engine.py). The reports go beside the
+#: evidence study's folder: ``docs/studies/compression/<phase>``.
+NAME = "compression_{phase}"
+TITLE = "Compressed and streaming syncs ({phase})"
+DOCS_DIR = os.path.join(os.path.dirname(evidence.DOCS_DIR), "compression")
+QUICK_DIR = os.path.join(os.path.dirname(evidence.QUICK_DIR), "compression")
 
 
-def report_dir(phase: str, quick: bool) -> str:
-  """Beside the evidence study's folder: ``docs/studies/compression/<phase>`` (quick:
-  ``compression/<phase>`` beside ``evidence.QUICK_DIR``)."""
-  root = os.path.dirname(evidence.QUICK_DIR if quick else evidence.DOCS_DIR)
-  return os.path.join(root, "compression", phase)
+def cell_dir(cell: dict) -> str:
+  return ""
+
+
+def _evidence(cell: dict):
+  """The evidence cell every row starts from: base/Shakespeare's report."""
+  return cell.of(evidence, phase="report", regime="base", corpus="shakespeare")
 
 
 def _tag(x: float) -> str:
   return f"{x:g}".replace(".", "p")
 
 
-def reference_pair(quick: bool) -> tuple[float, float]:
+def reference_pair(cell: dict) -> tuple[float, float]:
   """DiLoCo's pair tuned at H_ref by the evidence study (base regime, Shakespeare)."""
-  opts = dict(regime="base", corpus="shakespeare", quick=quick)
-  return evidence.tuned_pairs(opts)[evidence.h_ref(quick)]
+  return evidence.tuned_pairs(_evidence(cell))[evidence.h_ref(cell["quick"])]
 
 
 #: Blocks of the model: the ``study`` size has 2, which would leave two of P = 4
@@ -110,48 +103,37 @@ def sparseloco(quick: bool, alpha: float, ef_beta: float):
   )
 
 
-def _best(summary: dict, prefix: str) -> str:
-  return min(
-      (s["final_eval_bpb"][0], label)
-      for label, s in summary["stats"].items()
-      if label.startswith(prefix)
-  )[1]
+def _best(summary: dict, labels: dict) -> object:
+  """Of ``labels`` (label -> its grid point), the point whose label has the
+  lowest mean final eval in ``summary``."""
+  stats = summary["stats"]
+  return min((stats[l]["final_eval_bpb"][0], l, p) for l, p in labels.items() if l in stats)[2]
 
 
-def get_config(arg: str = "report"):
-  opts = parse(arg)
-  quick = opts["quick"]
-  s = base.new_study(
-      f"compression_{opts['phase']}",
-      f"Compressed and streaming syncs ({opts['phase']})",
-      quick,
-  )
-  s.report_dir = report_dir(opts["phase"], quick)
-  s.tolerance = TOLERANCE
-  pair = reference_pair(quick)
+def sparse_label(alpha: float, ef_beta: float) -> str:
+  return f"sparseloco_a{_tag(alpha)}_ef{_tag(ef_beta)}"
 
-  if opts["phase"] == "tune":
-    s.seeds = (0,) if quick else evidence.TUNING_SEEDS
-    for a, e in SPARSE_GRID[-1:] if quick else SPARSE_GRID:
-      base.add_run(s, f"sparseloco_a{_tag(a)}_ef{_tag(e)}", sparseloco(quick, a, e))
-    for mix in MIXES[:1] if quick else MIXES:
-      base.add_run(s, f"stream_tau4_mix{_tag(mix)}", stream(quick, pair, 4, mix))
-    return s
 
-  path = os.path.join(report_dir("tune", quick), "summary.json")
-  if not os.path.exists(path):
-    raise ValueError(
-        f"the compression study's tune phase has no report at {path}; run it first: "
-        "python -m experiments.sweep --study configs/studies/compression.py:tune"
-        + (",quick" if quick else "")
-    )
-  with open(path) as f:
-    tune = json.load(f)
-  sparse = _best(tune, "sparseloco_")
-  a_tag, e_tag = sparse[len("sparseloco_a") :].split("_ef")
-  alpha, ef_beta = (float(t.replace("p", ".")) for t in (a_tag, e_tag))
-  mix = float(_best(tune, "stream_tau4_mix")[len("stream_tau4_mix") :].replace("p", "."))
+def mix_label(mix: float) -> str:
+  return f"stream_tau4_mix{_tag(mix)}"
 
+
+def _tune_runs(s, cell: dict) -> None:
+  quick = cell["quick"]
+  pair = reference_pair(cell)
+  s.seeds = (0,) if quick else evidence.TUNING_SEEDS
+  for a, e in SPARSE_GRID[-1:] if quick else SPARSE_GRID:
+    base.add_run(s, sparse_label(a, e), sparseloco(quick, a, e))
+  for mix in MIXES[:1] if quick else MIXES:
+    base.add_run(s, mix_label(mix), stream(quick, pair, 4, mix))
+
+
+def _report_runs(s, cell: dict) -> None:
+  quick = cell["quick"]
+  pair = reference_pair(cell)
+  tune = cell.read("tune")
+  alpha, ef_beta = _best(tune, {sparse_label(a, e): (a, e) for a, e in SPARSE_GRID})
+  mix = _best(tune, {mix_label(m): m for m in MIXES})
   s.seeds = (100,) if quick else REPORT_SEEDS
   base.add_run(s, "ddp", base.run_config("ddp", quick, model__num_layers=NUM_LAYERS))
   base.add_run(s, "diloco", diloco(quick, pair))
@@ -159,16 +141,15 @@ def get_config(arg: str = "report"):
     base.add_run(s, f"stream_tau{tau}", stream(quick, pair, tau, mix))
   base.add_run(s, "stream_fp4", stream(quick, pair, 4, mix, codec="fp4"))
   base.add_run(s, "sparseloco", sparseloco(quick, alpha, ef_beta))
-  ev = dict(regime="base", corpus="shakespeare", quick=quick)
-  design, _ = evidence.chosen_design(ev)
-  auto = evidence.autoloco_config(ev, pair, **evidence.DESIGNS.get(design, {}))
+  design, _ = evidence.chosen_design(_evidence(cell))
+  auto = evidence.autoloco_config(_evidence(cell), pair, **evidence.DESIGNS.get(design, {}))
   auto.model.num_layers = NUM_LAYERS
   base.common.set_field(auto, "stream.fragments", 4)
   base.common.set_field(auto, "stream.tau", min(4, evidence.h_ref(quick) // 2 // 4 - 1))
   base.common.set_field(auto, "stream.mix", mix)
   base.common.set_field(auto, "compress.codec", "fp4")
   base.add_run(s, "autoloco_stream_fp4", auto)
-  s.comparisons = tuple(
-      (label, "diloco") for label in s.labels if label not in ("diloco",)
-  )
-  return s
+  s.comparisons = tuple((label, "diloco") for label in s.labels if label != "diloco")
+
+
+PHASE_RUNS = dict(tune=_tune_runs, report=_report_runs)

@@ -3,7 +3,7 @@ rounds, against the tuned DiLoCo frontier of that regime.
 
 Run the phases in order, each by two sweeps pinned one per core (the runs are
 locked, so the two share the work; resumable):
-  experiments/phases.sh configs/studies/compression_many.py coarse tune report
+  python -m experiments.sweep --study configs/studies/compression_many.py --phases coarse,tune,report --copies 2
 which runs, each twice:
   python -m experiments.sweep --study configs/studies/compression_many.py:coarse
   python -m experiments.sweep --study configs/studies/compression_many.py:tune
@@ -57,7 +57,7 @@ Phases (every choice on the tuning seeds 0-2; the report on fresh seeds):
 * ``report``: every row with its tuned point, on the evidence report's first
   fresh seeds (paired by seed with its committed frontier runs), as many as the
   tuning seeds' spread of each row's difference from DiLoCo needs to resolve the
-  cell's tolerance (``seed_count.seeds_needed``, within ``[MIN_REPORT_SEEDS,
+  cell's tolerance (``seed_stats.seeds_needed``, within ``[MIN_REPORT_SEEDS,
   MAX_REPORT_SEEDS]``). Each row: its syncs saved at equal loss against the
   frontier, its Δ against DiLoCo at ``H_ref`` (same syncs), bytes per worker and
   peak bandwidth, and the plots of final loss against both with the frontier
@@ -86,12 +86,10 @@ from typing import Any
 
 import numpy as np
 
-from configs.studies import base, evidence, seed_count
+from configs.studies import base, evidence
 
-NAME = "compression_many"
-PHASES = ("coarse", "tune", "report")
-#: Ablations run beside the phases, each reading the ``tune`` phase.
-ABLATIONS = ("aggregate",)
+#: The phases; ``aggregate`` is an ablation beside them, reading ``tune``.
+PHASES = ("coarse", "tune", "report", "aggregate")
 #: The ``aggregate`` ablation's outer lrs with the senders' mean: the paper's.
 AGGREGATE_ALPHAS = (1.0,)
 FRAGMENTS = 4
@@ -165,24 +163,22 @@ QUICK_DIR = "runs/studies/compression-many-quick"
 DOCS_DIR = "docs/studies/compression_many"
 
 
-def parse(arg: str) -> dict:
-  """``"phase[,quick]"``; the cell is many/Python (quick: the evidence quick
-  cell, base/Shakespeare)."""
-  opts = dict(phase="report", quick=False)
-  for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
-    if token == "quick":
-      opts["quick"] = True
-    elif token in PHASES + ABLATIONS:
-      opts["phase"] = token
-    else:
-      raise ValueError(f"compression_many study: unknown token {token!r} in {arg!r}")
-  regime, corpus = ("base", "shakespeare") if opts["quick"] else ("many", "python")
-  opts["cell"] = dict(phase="report", regime=regime, corpus=corpus, quick=opts["quick"])
-  return opts
+#: The study engine's names (experiments/engine.py): the cell is many/Python,
+#: a quick check the evidence study's quick base/Shakespeare cell.
+NAME = "compression_many_{phase}"
+TITLE = "Compressed and streaming syncs, many rounds ({phase})"
+TOLERANCE = evidence.TOLERANCE
 
 
-def report_dir(opts: dict, phase: str) -> str:
-  return os.path.join(QUICK_DIR if opts["quick"] else DOCS_DIR, phase)
+def cell_dir(cell: dict) -> str:
+  return ""
+
+
+def _evidence(opts: dict):
+  """The evidence cell the rows build on (its report phase's)."""
+  quick = opts["quick"]
+  regime, corpus = ("base", "shakespeare") if quick else ("many", "python")
+  return opts.of(evidence, phase="report", regime=regime, corpus=corpus)
 
 
 def grids(quick: bool) -> dict:
@@ -196,7 +192,7 @@ def _tag(label: str) -> str:
 def row_config(opts: dict, row: str, point: dict | None = None):
   """The run of ``row`` at ``H_ref`` with its grid ``point`` (the row's
   defaults where ``None``)."""
-  cell, quick = opts["cell"], opts["quick"]
+  cell, quick = _evidence(opts), opts["quick"]
   href = base.h_ref(quick)
   pair = evidence.tuned_pairs(cell)[href]
   p = {**DEFAULT_POINT, **(point or {})}
@@ -225,11 +221,6 @@ def row_config(opts: dict, row: str, point: dict | None = None):
   return c
 
 
-def _read(opts: dict, phase: str) -> dict:
-  arg = phase + (",quick" if opts["quick"] else "")
-  return base.read_phase(NAME, report_dir(opts, phase), phase, arg)
-
-
 def _ranked(stats: dict, family: str) -> list[str]:
   return base.ranked(stats, family + "_")
 
@@ -237,9 +228,9 @@ def _ranked(stats: dict, family: str) -> list[str]:
 def _add_reference(s, opts: dict) -> str:
   """DiLoCo at ``H_ref`` with its tuned pair (the evidence study's run)."""
   href = base.h_ref(opts["quick"])
-  pair = evidence.tuned_pairs(opts["cell"])[href]
+  pair = evidence.tuned_pairs(_evidence(opts))[href]
   label = f"diloco_h{href}"
-  base.add_run(s, label, evidence.diloco_config(opts["cell"], href, *pair))
+  base.add_run(s, label, evidence.diloco_config(_evidence(opts), href, *pair))
   return label
 
 
@@ -259,14 +250,14 @@ def _coarse_runs(s, opts: dict) -> None:
 
 def _tune_runs(s, opts: dict) -> None:
   s.seeds = (0,) if opts["quick"] else evidence.TUNING_SEEDS
-  stats = _read(opts, "coarse")["stats"]
+  stats = opts.read("coarse")["stats"]
   keep = {l for family in grids(opts["quick"]) for l in _ranked(stats, family)[:TOP]}
   _grid_runs(s, opts, keep)
 
 
 def tuned_points(opts: dict) -> dict[str, dict]:
   """Row family -> its point with the lowest mean final eval in the tune phase."""
-  stats = _read(opts, "tune")["stats"]
+  stats = opts.read("tune")["stats"]
   out = {}
   for family, points in grids(opts["quick"]).items():
     best = _ranked(stats, family)[0]
@@ -277,24 +268,23 @@ def tuned_points(opts: dict) -> dict[str, dict]:
 def report_seed_count(opts: dict, ref: str) -> dict:
   """Fresh seeds enough for the widest tuned row's paired spread against
   DiLoCo at ``H_ref`` on the tuning seeds (quick: 2)."""
-  tune = _read(opts, "tune")
-  tolerance = float(evidence.read_summary(
-      "report", opts["cell"]["regime"], opts["cell"]["corpus"], opts["quick"])["power"]["tolerance"])
+  tune = opts.read("tune")
+  tolerance = float(_evidence(opts).read("report")["power"]["tolerance"])
   ref_loss = np.asarray(tune["stats"][ref]["loss_by_seed"])
   sds = {}
   for family in grids(opts["quick"]):
     best = _ranked(tune["stats"], family)[0]
     diff = np.asarray(tune["stats"][best]["loss_by_seed"]) - ref_loss
     sds[family] = float(np.std(diff, ddof=1)) if diff.size > 1 else 0.0
-  return seed_count.plan(sds, tolerance, MIN_REPORT_SEEDS, MAX_REPORT_SEEDS, opts["quick"])
+  return opts.seed_plan(sds, tolerance, MIN_REPORT_SEEDS, MAX_REPORT_SEEDS)
 
 
 def _report_runs(s, opts: dict) -> None:
   """Every row with its tuned point on fresh seeds, against the frontier and
   DiLoCo at ``H_ref``."""
-  cell, quick = opts["cell"], opts["quick"]
+  cell, quick = _evidence(opts), opts["quick"]
   href = base.h_ref(quick)
-  committed = evidence.read_summary("report", cell["regime"], cell["corpus"], quick)
+  committed = cell.read("report")
   s.power = report_seed_count(opts, f"diloco_h{href}")
   s.seeds = tuple(committed["seeds"])[: s.power["seeds"]]
   s.tolerance = s.power["tolerance"]
@@ -328,27 +318,6 @@ def _aggregate_runs(s, opts: dict) -> None:
         base.add_run(s, label, row_config(opts, family, point), ref)
 
 
-_PHASE_RUNS = dict(
+PHASE_RUNS = dict(
     coarse=_coarse_runs, tune=_tune_runs, report=_report_runs, aggregate=_aggregate_runs
 )
-
-
-def study(arg: str = "report") -> Any:
-  opts = parse(arg)
-  s = base.new_study(
-      f"{NAME}_{opts['phase']}",
-      f"Compressed and streaming syncs, many rounds ({opts['phase']})",
-      opts["quick"],
-  )
-  s.report_dir = report_dir(opts, opts["phase"])
-  s.tolerance = evidence.TOLERANCE
-  _PHASE_RUNS[opts["phase"]](s, opts)
-  return s
-
-
-def get_config(arg: str = "report"):
-  """The study of ``arg``, built by the package's module (so a copy loaded by
-  its path reads and writes the same folders, which tests move)."""
-  from configs.studies import compression_many
-
-  return compression_many.study(arg)

@@ -2,8 +2,12 @@
 
 One study in five phases, run in order, for each regime (``base``, ``long``,
 ``many``) and corpus (``shakespeare``, ``python``): ``<phase>,<regime>,<corpus>``,
-add ``,quick`` for the tiny pipeline check. ``experiments/evidence.sh <regime>
-<corpus> [quick]`` runs them all, one sweep pinned to each core; by hand:
+add ``,quick`` for the tiny pipeline check. All of one cell's phases in order,
+two sweeps pinned one per core:
+
+  python -m experiments.sweep --study configs/studies/evidence.py:base,shakespeare --phases all --copies 2
+
+or by hand:
 
   python -m experiments.sweep --study configs/studies/evidence.py:regime,base,shakespeare
   python -m experiments.sweep --study configs/studies/evidence.py:coarse,base,shakespeare
@@ -13,8 +17,8 @@ add ``,quick`` for the tiny pipeline check. ``experiments/evidence.sh <regime>
 
 and the same with ``python`` for the Python corpus, ``many`` for the
 many-rounds regime or ``long`` for 8 workers on non-iid shards (these two are
-pruned by the base cell of their corpus: ``experiments/evidence.sh many python``
-starts at ``coarse``).
+pruned by the base cell of their corpus: their ``--phases all`` starts at
+``coarse``).
 
 Each phase writes its report to ``docs/studies/evidence_v2/<regime>_<corpus>/<phase>``
 (quick: ``runs/studies/evidence-v2-quick/...``), which the next phase reads. Two
@@ -62,7 +66,7 @@ the base cell of their corpus, and say so: the coarse grid is the pairs the base
 coarse pass ranked in the top ``TOP`` at some ``H`` (:func:`base_top_pairs`), the
 designs are ``PRUNED_DESIGNS``, and there is no ``regime`` phase (the tuned
 frontier's ``H = 60`` against ``H = 10`` in the report answers whether ``H``
-matters; ``experiments/evidence.sh many python`` starts at ``coarse``). For
+matters; ``--phases all`` starts at ``coarse`` there). For
 ``long`` the first protocol's own long coarse passes back the pruning: there the
 best pair at every ``H`` was one of ``base_top_pairs`` on both corpora. Corpora:
 ``shakespeare`` (embedded) and ``python``: the top-level modules of the Python
@@ -72,14 +76,13 @@ standard library of the interpreter that runs the study (``sysconfig``'s
 
 from __future__ import annotations
 
-import json
 import os
 import sysconfig
 from typing import Any
 
 import numpy as np
 
-from configs.studies import base, seed_count
+from configs.studies import base
 
 PHASES = ("regime", "coarse", "tune", "design", "report")
 REGIMES = ("base", "long", "many")
@@ -169,43 +172,25 @@ MAX_REPORT_SEEDS = 20
 
 QUICK_DIR = "runs/studies/evidence-v2-quick"
 DOCS_DIR = "docs/studies/evidence_v2"
+#: The study engine's names (experiments/engine.py): the argument's words and
+#: the report's name and title.
+TOKENS = {
+    **{r: ("regime", r) for r in REGIMES},
+    **{c: ("corpus", c) for c in CORPORA},
+}
+DEFAULTS = dict(regime="base", corpus="shakespeare")
+CELLS = tuple((r, c) for r in REGIMES for c in CORPORA)
+NAME = "evidence_v2_{regime}_{corpus}_{phase}"
+TITLE = "Evidence ({phase}): AutoLoCo vs tuned DiLoCo, {regime} regime, {corpus}"
 
 
-def parse(arg: str) -> dict:
-  """``"phase,regime,corpus[,quick]"`` (any order, defaults report/base/shakespeare)."""
-  out = dict(phase="report", regime="base", corpus="shakespeare", quick=False)
-  for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
-    if token in ("quick", "full"):
-      out["quick"] = token == "quick"
-    elif token in PHASES:
-      out["phase"] = token
-    elif token in REGIMES:
-      out["regime"] = token
-    elif token in CORPORA:
-      out["corpus"] = token
-    else:
-      raise ValueError(
-          f"evidence study: unknown token {token!r} in {arg!r}; expected a phase "
-          f"{PHASES}, a regime {REGIMES}, a corpus {CORPORA} or 'quick'"
-      )
-  return out
+def cell_dir(cell: dict) -> str:
+  """A cell's folder: ``<regime>_<corpus>``."""
+  return f"{cell['regime']}_{cell['corpus']}"
 
 
-def report_dir(phase: str, regime: str, corpus: str, quick: bool) -> str:
-  return os.path.join(QUICK_DIR if quick else DOCS_DIR, f"{regime}_{corpus}", phase)
-
-
-def read_summary(phase: str, regime: str, corpus: str, quick: bool) -> dict:
-  """The ``summary.json`` of an earlier phase, or a clear error naming its command."""
-  path = os.path.join(report_dir(phase, regime, corpus, quick), "summary.json")
-  if not os.path.exists(path):
-    arg = f"{phase},{regime},{corpus}" + (",quick" if quick else "")
-    raise ValueError(
-        f"the evidence study's {phase!r} phase has no report at {path}; run it first:"
-        f" python -m experiments.sweep --study configs/studies/evidence.py:{arg}"
-    )
-  with open(path) as f:
-    return json.load(f)
+def phases(cell: dict) -> tuple[str, ...]:
+  return regime_phases(cell["regime"])
 
 
 def h_ref(quick: bool) -> int:
@@ -219,26 +204,27 @@ def frontier_hs(quick: bool) -> tuple[int, ...]:
   return tuple(int(round(h * m)) for m in mults)
 
 
-def grid(
-    quick: bool, regime: str = "base", corpus: str = "shakespeare"
-) -> tuple[tuple[float, float], ...]:
+QUICK_GRID = ((0.7, 0.8), (0.7, 0.9), (1.0, 0.8), (1.0, 0.9))
+
+
+def grid(cell: dict) -> tuple[tuple[float, float], ...]:
   """DiLoCo's outer ``(alpha, beta)`` pairs of the coarse pass in one cell.
 
   A pruned regime (``many``: ``base`` run five times longer; ``long``: twice
   the tokens on 8 workers) searches the pairs of the base cell's coarse pass
   (:func:`base_top_pairs`); every other cell searches ``ALPHAS x BETAS[corpus]``."""
-  if quick:
-    return ((0.7, 0.8), (0.7, 0.9), (1.0, 0.8), (1.0, 0.9))
-  if regime in PRUNED_REGIMES:
-    return base_top_pairs(corpus)
-  return tuple((a, b) for a in ALPHAS for b in BETAS[corpus])
+  if cell["quick"]:
+    return QUICK_GRID
+  if cell["regime"] in PRUNED_REGIMES:
+    return base_top_pairs(cell.of(regime="base").read("coarse"), cell["corpus"])
+  return tuple((a, b) for a in ALPHAS for b in BETAS[cell["corpus"]])
 
 
-def base_top_pairs(corpus: str) -> tuple[tuple[float, float], ...]:
+def base_top_pairs(base_coarse: dict, corpus: str) -> tuple[tuple[float, float], ...]:
   """The pairs ranked in the ``TOP`` at some frontier ``H`` by the base cell's
-  coarse pass on ``corpus`` (on Python: four of the six, dropping
-  ``(0.7, 0.7)`` and ``(1.0, 0.7)``, never in the top two)."""
-  coarse = read_summary("coarse", "base", corpus, False)["stats"]
+  coarse pass on ``corpus`` (its report ``base_coarse``; on Python: four of
+  the six, dropping ``(0.7, 0.7)`` and ``(1.0, 0.7)``, never in the top two)."""
+  coarse = base_coarse["stats"]
   keep = set()
   for h in frontier_hs(False):
     scored = sorted(
@@ -263,12 +249,6 @@ def designs(quick: bool, regime: str = "base") -> dict:
 def diloco_label(h: int, alpha: float, beta: float) -> str:
   """``diloco_h20_a0p7_b0p85``: labels are config keys, which take no dots."""
   return f"diloco_h{h}_a{alpha:g}_b{beta:g}".replace(".", "p")
-
-
-def parse_label(label: str) -> tuple[int, float, float]:
-  """``(H, alpha, beta)`` of a :func:`diloco_label`."""
-  h, a, b = label[len("diloco_h") :].split("_")
-  return int(h), float(a[1:].replace("p", ".")), float(b[1:].replace("p", "."))
 
 
 def regime_overrides(regime: str, corpus: str, quick: bool) -> dict:
@@ -331,17 +311,17 @@ def autoloco_config(opts: dict, pair: tuple[float, float], **overrides: Any):
 
 
 def tuned_pairs(opts: dict) -> dict[int, tuple[float, float]]:
-  """H -> the pair with the lowest mean final eval over the tuning seeds."""
-  summary = read_summary("tune", opts["regime"], opts["corpus"], opts["quick"])
+  """H -> the grid's pair with the lowest mean final eval over the tuning seeds
+  (the tune report's)."""
+  stats = opts.read("tune")["stats"]
   out = {}
   for h in frontier_hs(opts["quick"]):
-    prefix = f"diloco_h{h}_"
     scored = [
-        (s["final_eval_bpb"][0], label)
-        for label, s in summary["stats"].items()
-        if label.startswith(prefix)
+        (stats[diloco_label(h, a, b)]["final_eval_bpb"][0], diloco_label(h, a, b), (a, b))
+        for a, b in grid(opts)
+        if diloco_label(h, a, b) in stats
     ]
-    out[h] = parse_label(min(scored)[1])[1:]
+    out[h] = min(scored)[2]
   return out
 
 
@@ -361,7 +341,7 @@ def choose(entries: dict) -> tuple[str, bool]:
 def chosen_design(opts: dict) -> tuple[str, dict]:
   """The design phase's :func:`choose`, with the evidence: every design's
   saving and the chosen one's ``H`` sequence on tuning seed 0."""
-  summary = read_summary("design", opts["regime"], opts["corpus"], opts["quick"])
+  summary = opts.read("design")
   entries = summary["syncs_saved"]
   best, _ = choose(entries)
   saved = {label: entry["saved"]["mean"] for label, entry in entries.items()}
@@ -378,42 +358,16 @@ def report_seed_count(opts: dict, design: str) -> dict:
   """How many fresh seeds the report needs: the chosen design's per-seed loss
   against the tuning seeds' fitted frontier at equal syncs has spread ``sd``;
   the count is the smallest that resolves the cell's tolerance
-  (``seed_count.seeds_needed``), kept in ``[MIN_REPORT_SEEDS,
+  (``seed_stats.seeds_needed``), kept in ``[MIN_REPORT_SEEDS,
   MAX_REPORT_SEEDS]``, with the half-width that count reaches."""
-  summary = read_summary("design", opts["regime"], opts["corpus"], opts["quick"])
+  summary = opts.read("design")
   entry = summary["syncs_saved"][design]
   deltas = entry["per_seed_delta"]
   sd = float(np.std(deltas, ddof=1)) if len(deltas) > 1 else 0.0
   if opts["quick"]:
     return dict(seeds=2, sd=sd, tolerance=entry["tolerance"], needed=2, half_width=None)
-  needed = seed_count.seeds_needed(sd, entry["tolerance"], minimum=MIN_REPORT_SEEDS)
-  seeds = min(needed, MAX_REPORT_SEEDS)
-  return dict(
-      seeds=seeds,
-      sd=sd,
-      tolerance=entry["tolerance"],
-      needed=needed,
-      half_width=seed_count.resolvable(sd, seeds),
-  )
-
-
-# ----------------------------------------------------------------------------
-# The study of one phase.
-
-
-def study(arg: str = "report,base,shakespeare"):
-  """The study of ``arg`` (``"phase,regime,corpus[,quick]"``, see :func:`parse`)."""
-  opts = parse(arg)
-  phase, regime, corpus, quick = (opts[k] for k in ("phase", "regime", "corpus", "quick"))
-  s = base.new_study(
-      f"evidence_v2_{regime}_{corpus}_{phase}",
-      f"Evidence ({phase}): AutoLoCo vs tuned DiLoCo, {regime} regime, {corpus}",
-      quick,
-  )
-  s.report_dir = report_dir(phase, regime, corpus, quick)
-  s.tolerance = TOLERANCE
-  _PHASE_RUNS[phase](s, opts)
-  return s
+  plan = opts.seed_plan({design: sd}, entry["tolerance"], MIN_REPORT_SEEDS, MAX_REPORT_SEEDS)
+  return {k: plan[k] for k in ("seeds", "sd", "tolerance", "needed", "half_width")}
 
 
 def _tuning_seeds(quick: bool) -> tuple[int, ...]:
@@ -433,19 +387,18 @@ def _coarse_runs(s, opts: dict) -> None:
   """The cell's grid at every frontier H, on the first tuning seed."""
   s.seeds = _tuning_seeds(opts["quick"])[:1]
   for h in frontier_hs(opts["quick"]):
-    for a, b in grid(opts["quick"], opts["regime"], opts["corpus"]):
+    for a, b in grid(opts):
       base.add_run(s, diloco_label(h, a, b), diloco_config(opts, h, a, b))
 
 
 def _tune_runs(s, opts: dict) -> None:
   """The best ``TOP`` pairs of the coarse pass at each H, on the tuning seeds."""
-  quick, regime, corpus = opts["quick"], opts["regime"], opts["corpus"]
+  quick = opts["quick"]
   s.seeds = _tuning_seeds(quick)
-  coarse = read_summary("coarse", regime, corpus, quick)["stats"]
+  coarse = opts.read("coarse")["stats"]
   for h in frontier_hs(quick):
     scored = sorted(
-        (coarse[diloco_label(h, a, b)]["final_eval_bpb"][0], (a, b))
-        for a, b in grid(quick, regime, corpus)
+        (coarse[diloco_label(h, a, b)]["final_eval_bpb"][0], (a, b)) for a, b in grid(opts)
     )
     for _, (a, b) in sorted(scored[:TOP], key=lambda x: x[1]):
       base.add_run(s, diloco_label(h, a, b), diloco_config(opts, h, a, b))
@@ -565,21 +518,10 @@ def _controls(s, opts: dict, ref_pair, overrides: dict, why: dict) -> tuple[str,
   return labels + ("ctrl_open_loop",)
 
 
-_PHASE_RUNS = dict(
+PHASE_RUNS = dict(
     regime=_regime_runs,
     coarse=_coarse_runs,
     tune=_tune_runs,
     design=_design_runs,
     report=_report_runs,
 )
-
-
-def get_config(arg: str = "report,base,shakespeare"):
-  """The study of ``arg``: the entry point of ``--study configs/studies/evidence.py:arg``.
-
-  Built by the package's module ``configs.studies.evidence``, so that a copy of
-  this file loaded by its path (as ``--study`` loads it) reads and writes the
-  same report folders (``QUICK_DIR``, ``DOCS_DIR``, which tests move)."""
-  from configs.studies import evidence
-
-  return evidence.study(arg)

@@ -3,7 +3,7 @@ against the decentralized baselines, per topology.
 
 Run the phases in order, each by two sweeps pinned one per core (the runs are
 locked, so the two share the work; resumable):
-  experiments/phases.sh configs/studies/gossip_g1.py coarse tune report
+  python -m experiments.sweep --study configs/studies/gossip_g1.py --phases all --copies 2
 which runs, each twice:
   python -m experiments.sweep --study configs/studies/gossip_g1.py:coarse
   python -m experiments.sweep --study configs/studies/gossip_g1.py:tune
@@ -36,7 +36,7 @@ on fresh seeds from 100):
   method's tuned point has the lowest mean final bits/byte;
 * ``report``: every tuned point and DDP on fresh seeds, as many as the tuning
   seeds' spread of the paired differences needs for a 95% t-interval of
-  half-width ``TOLERANCE`` (``seed_count.seeds_needed``), within
+  half-width ``TOLERANCE`` (``seed_stats.seeds_needed``), within
   ``[MIN_REPORT_SEEDS, MAX_REPORT_SEEDS]``; each topology's comparisons are GASLoC
   against each baseline and every method against DDP, paired by seed.
 
@@ -55,13 +55,14 @@ The reports: ``docs/studies/gossip_g1/<phase>``; the verdict: docs/results.md §
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
 from configs.studies import base, gossip_phases
 from configs.studies.gossip_phases import METHODS, PHASES  # noqa: F401 (the phases, for archive)
 
-NAME = "gossip_g1"
+NAME = "gossip_g1_{phase}"
 TITLE = "GASLoC claim G1 ({phase}): one step per communication, K = 8, by topology"
 TOPOLOGIES = ("ring", "exponential", "matching", "complete")
 QUICK_TOPOLOGIES = ("ring",)
@@ -182,7 +183,7 @@ def ddp_config(opts: dict, scale: float):
 
 def ddp_scale(opts: dict) -> float:
   """DDP's tuned learning-rate scale: the coarse pass's lowest final bits/byte."""
-  stats = gossip_phases.read_summary(_cell(), opts, "coarse")["stats"]
+  stats = opts.read("coarse")["stats"]
   scales = [x for x in ddp_scales(opts) if ddp_label(x) in stats]
   return min(scales, key=lambda x: stats[ddp_label(x)]["final_eval_bpb"][0])
 
@@ -222,6 +223,7 @@ def _cell():
   return sys.modules[__name__]
 
 
-def get_config(arg: str = "report"):
-  """The study of one phase (``"phase[,quick]"``)."""
-  return gossip_phases.get_config(_cell(), arg)
+PHASE_RUNS = gossip_phases.phase_runs(_cell())
+configure = functools.partial(gossip_phases.configure, _cell())
+
+

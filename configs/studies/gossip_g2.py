@@ -4,7 +4,7 @@ competitive with it.
 
 Run the phases in order, each by two sweeps pinned one per core (the runs are
 locked, so the two share the work; resumable):
-  experiments/phases.sh configs/studies/gossip_g2.py coarse,shakespeare tune,shakespeare report,shakespeare
+  python -m experiments.sweep --study configs/studies/gossip_g2.py:shakespeare --phases coarse,tune,report --copies 2
 which runs, each twice:
   python -m experiments.sweep --study configs/studies/gossip_g2.py:coarse,shakespeare
   python -m experiments.sweep --study configs/studies/gossip_g2.py:tune,shakespeare
@@ -77,13 +77,14 @@ docs/results.md §3.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
-from configs.studies import base, evidence, gossip_phases, seed_count
+from configs.studies import base, evidence, gossip_phases
 from configs.studies.gossip_phases import METHODS
 
-NAME = "gossip_g2"
+NAME = "gossip_g2_{phase}"
 TITLE = "GASLoC claim G2 ({phase}): 20 local steps, K = 8, against tuned DiLoCo"
 TOPOLOGIES = ("matching",)
 QUICK_TOPOLOGIES = ("matching",)
@@ -143,11 +144,11 @@ def evidence_cell(opts: dict) -> dict:
   """The evidence study's cell G2 reads: ``long`` of the corpus; quick: the
   quick base/Shakespeare cell (the one the tests train)."""
   quick = opts["quick"]
-  return dict(
+  return opts.of(
+      evidence,
       phase="report",
       regime="base" if quick else "long",
       corpus="shakespeare" if quick else opts["corpus"],
-      quick=quick,
   )
 
 
@@ -180,29 +181,16 @@ def add_references(s, opts: dict) -> str:
   return f"diloco_h{href}"
 
 
-def _evidence_report(opts: dict) -> dict:
-  e = evidence_cell(opts)
-  return evidence.read_summary("report", e["regime"], e["corpus"], e["quick"])
-
-
 def report_runs(s, opts: dict) -> None:
   """The tuned methods on the evidence report's seeds, against its frontier and
   DiLoCo at ``H_ref``; GASLoC against each baseline."""
   cell = sys.modules[__name__]
   points_ = gossip_phases.tuned(cell, opts)
-  committed = _evidence_report(opts)
+  committed = evidence_cell(opts).read("report")
   s.seeds = tuple(committed["seeds"])
   s.tolerance = float(committed["power"]["tolerance"])
   sds = gossip_phases.tuning_spread(cell, opts, points_)
-  sd = max(sds.values())
-  s.power = dict(
-      seeds=len(s.seeds),
-      sd=sd,
-      sds=tuple(sds.items()),
-      tolerance=s.tolerance,
-      needed=seed_count.seeds_needed(sd, s.tolerance, minimum=2),
-      half_width=seed_count.resolvable(sd, len(s.seeds)) if len(s.seeds) > 1 else None,
-  )
+  s.power = opts.seed_plan(sds, s.tolerance, 2, len(s.seeds), fixed=len(s.seeds))
   topo = TOPOLOGIES[0]
   names = {
       m: gossip_phases.add(cell, s, opts, m, topo, points_[(m, topo)]) for m in METHODS
@@ -232,7 +220,7 @@ def mixing_runs(s, opts: dict) -> None:
   iid_ref = f"diloco_h{href}_iid"
   base.add_run(s, iid_ref, diloco)
   topo = TOPOLOGIES[0]
-  iid = dict(opts, reference=iid_ref)
+  iid = opts.of(reference=iid_ref)
   shards = {
       gossip_phases.add(cell, s, iid, m, topo, points_[(m, topo)], "_iid", data__partition="iid"): m
       for m in ("gasloc", "noloco")
@@ -256,7 +244,7 @@ def longer_runs(s, opts: dict) -> None:
   reach DiLoCo's final loss sooner in simulated time? (N1's ``longer`` phase,
   for NoLoCo, is the same.)"""
   cell = sys.modules[__name__]
-  report = gossip_phases.read_summary(cell, opts, "report")
+  report = opts.read("report")
   topo = TOPOLOGIES[0]
   point = gossip_phases.tuned(cell, opts)[("gasloc", topo)]
   s.seeds = tuple(report["seeds"])
@@ -267,11 +255,11 @@ def longer_runs(s, opts: dict) -> None:
 #: The phases: the shared three, then ``mixing`` (:func:`mixing_runs`) and
 #: ``longer`` (:func:`longer_runs`).
 PHASES = gossip_phases.PHASES + ("mixing", "longer")
-PHASE_RUNS = dict(mixing=mixing_runs, longer=longer_runs)
+PHASE_RUNS = gossip_phases.phase_runs(
+    sys.modules[__name__], mixing=mixing_runs, longer=longer_runs
+)
+configure = functools.partial(gossip_phases.configure, sys.modules[__name__])
 #: GASLoC's budget in the ``longer`` phase, in multiples of the study's steps.
 LONGER = 2
 
 
-def get_config(arg: str = "report,shakespeare"):
-  """The study of one phase (``"phase[,corpus][,quick]"``)."""
-  return gossip_phases.get_config(sys.modules[__name__], arg)

@@ -1,22 +1,22 @@
 """How a decentralized claim's study is put together: each method's grid on each
 graph, tuned on the tuning seeds, reported on fresh ones (issue 40).
 
-A *cell* is a study module (``gossip_g1.py``, ``gossip_g2.py``) that holds its
-settings as module constants and two functions; this file holds the phases they
-share. Reading the settings from the module when a phase is built (not copying
-them) keeps one place for each, and lets a test move ``QUICK_DIR``.
+A *cell* is a study module (``gossip_g1.py``, ``gossip_g2.py``, ``noloco_n1.py``)
+run by the study engine (``experiments/engine.py``: ``NAME``, ``TITLE``,
+``PHASES``, ``TOKENS``, ``DEFAULTS``, ``DOCS_DIR``, ``QUICK_DIR``,
+``PHASE_RUNS``, ``configure``); this file holds the phases they share
+(:func:`phase_runs`, :func:`configure`). Reading the settings from the module
+when a phase is built (not copying them) keeps one place for each. A phase's
+``opts`` is the engine's cell: ``opts.read(phase)`` is an earlier report.
 
-The cell's constants: ``NAME`` (the report's folder stem), ``TITLE`` (with a
-``{phase}`` field), ``METHODS`` (its candidate first), ``TOPOLOGIES`` and
+The cell's own constants: ``METHODS`` (its candidate first), ``TOPOLOGIES`` and
 ``QUICK_TOPOLOGIES``, ``GRIDS`` (method -> a product ``{field: values}`` or a
 tuple of products whose union is the grid; ``alpha`` and ``weight`` in
 multiples of ``1/(d+1)``; quick mode uses this file's ``QUICK_GRIDS``),
 ``WIDENINGS`` (optional: ``{word: {method: product}}``, products added to the
 grid when the argument holds ``word``, a widening one corpus's coarse pass asked
 for that the other's finished phases must not see), ``TOLERANCE``, ``PRUNE_GAP``
-(optional), ``DOCS_DIR``, ``QUICK_DIR`` and ``TOKENS`` (the argument's words
-besides the phase, each a ``{word: (option, value)}``, with ``DEFAULTS``). Its
-functions:
+(optional). Its functions:
 
 * ``run_config(method, opts, **extra)``: a run of the regime (``extra``: the
   grid point's config overrides, ``a__b`` for ``a.b``);
@@ -38,12 +38,12 @@ Phases (every choice on the tuning seeds; the report on fresh seeds):
 
 from __future__ import annotations
 
-import os
+import functools
 from typing import Any
 
 import numpy as np
 
-from configs.studies import base, seed_count
+from configs.studies import base
 
 PHASES = ("coarse", "tune", "report")
 METHODS = ("gasloc", "gasloc_g0", "gossip", "noloco")
@@ -67,48 +67,9 @@ def methods(cell: Any) -> tuple[str, ...]:
   return tuple(getattr(cell, "METHODS", METHODS))
 
 
-def phases(cell: Any) -> tuple[str, ...]:
-  """The cell's phases in order: :data:`PHASES`, and any the cell adds after
-  them (its ``PHASES``, each built by its ``PHASE_RUNS[phase](s, opts)``)."""
-  return tuple(getattr(cell, "PHASES", PHASES))
-
-
-def parse(cell: Any, arg: str) -> dict:
-  """``"phase[,word...][,quick]"``: the phase (default ``report``), ``quick``,
-  and the cell's ``TOKENS``."""
-  out = dict(phase="report", quick=False, **cell.DEFAULTS)
-  for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
-    if token in ("quick", "full"):
-      out["quick"] = token == "quick"
-    elif token in phases(cell):
-      out["phase"] = token
-    elif token in cell.TOKENS:
-      option, value = cell.TOKENS[token]
-      out[option] = value
-    else:
-      raise ValueError(
-          f"{cell.NAME} study: unknown token {token!r} in {arg!r}; expected a phase "
-          f"{phases(cell)}, one of {tuple(cell.TOKENS)} or 'quick'"
-      )
-  return out
-
-
 def words(cell: Any, opts: dict) -> list[str]:
   """The cell's words ``opts`` holds (its corpus, its worker count)."""
   return [w for w, (o, v) in cell.TOKENS.items() if opts.get(o) == v]
-
-
-def report_dir(cell: Any, opts: dict, phase: str) -> str:
-  """``<DOCS_DIR or QUICK_DIR>[/<word>]/<phase>``: a cell with words (a corpus)
-  keeps each one's phases apart."""
-  root = cell.QUICK_DIR if opts["quick"] else cell.DOCS_DIR
-  return os.path.join(root, *words(cell, opts), phase)
-
-
-def read_summary(cell: Any, opts: dict, phase: str) -> dict:
-  """An earlier phase's ``summary.json``, or a clear error naming its command."""
-  arg = ",".join([phase] + words(cell, opts) + (["quick"] if opts["quick"] else []))
-  return base.read_phase(cell.NAME, report_dir(cell, opts, phase), phase, arg)
 
 
 def points(cell: Any, method: str, quick: bool, cell_words=()) -> list[dict]:
@@ -214,7 +175,7 @@ def coarse_runs(cell: Any, s, opts: dict) -> None:
 
 def tune_runs(cell: Any, s, opts: dict) -> None:
   s.seeds = TUNING_SEEDS[:1] if opts["quick"] else TUNING_SEEDS
-  coarse = read_summary(cell, opts, "coarse")
+  coarse = opts.read("coarse")
   for topo in topologies(cell, opts["quick"]):
     for method in methods(cell):
       for point in to_tune(cell, coarse, method, topo, opts["quick"], words(cell, opts)):
@@ -223,7 +184,7 @@ def tune_runs(cell: Any, s, opts: dict) -> None:
 
 def tuned(cell: Any, opts: dict) -> dict[tuple[str, str], dict]:
   """(method, topology) -> its tuned grid point (the tune phase's lowest mean)."""
-  summary = read_summary(cell, opts, "tune")
+  summary = opts.read("tune")
   return {
       (method, topo): best(cell, summary, method, topo, opts["quick"], 1, words(cell, opts))[0]
       for topo in topologies(cell, opts["quick"])
@@ -235,7 +196,7 @@ def tuning_spread(cell: Any, opts: dict, points_: dict) -> dict[str, float]:
   """The tuning seeds' sd of each paired difference the report decides: the
   candidate (the first method) against each baseline, per topology (0 with one
   seed)."""
-  summary = read_summary(cell, opts, "tune")
+  summary = opts.read("tune")
   first, *others = methods(cell)
   sds = {}
   for topo in topologies(cell, opts["quick"]):
@@ -253,29 +214,26 @@ def report_seed_count(cell: Any, opts: dict, points_: dict) -> dict:
   """Fresh seeds for the report: the tuning seeds' largest spread of a paired
   difference (:func:`tuning_spread`), and the count whose 95% t-interval
   resolves the cell's ``TOLERANCE`` at that spread, within
-  ``[MIN_REPORT_SEEDS, MAX_REPORT_SEEDS]`` (quick: 2)."""
-  return seed_count.plan(
+  ``[MIN_REPORT_SEEDS, MAX_REPORT_SEEDS]`` (quick: 2; ``opts.seed_plan``)."""
+  return opts.seed_plan(
       tuning_spread(cell, opts, points_), cell.TOLERANCE, cell.MIN_REPORT_SEEDS,
-      cell.MAX_REPORT_SEEDS, quick=opts["quick"],
+      cell.MAX_REPORT_SEEDS,
   )
 
 
-_PHASE_RUNS = dict(coarse=coarse_runs, tune=tune_runs)
-
-
-def get_config(cell: Any, arg: str = "report"):
-  """The cell's study of one phase (``"phase[,word...][,quick]"``)."""
-  opts = parse(cell, arg)
-  phase, quick = opts["phase"], opts["quick"]
-  s = base.new_study(f"{cell.NAME}_{phase}", cell.TITLE.format(phase=phase), quick)
-  s.report_dir = report_dir(cell, opts, phase)
-  s.tolerance = cell.TOLERANCE
+def configure(cell: Any, s, opts: dict) -> None:
+  """What every phase of a decentralized cell shares: one network, and the
+  cell's references (``add_references``), added before the methods."""
   s.networks = ("homogeneous",)
   opts["reference"] = cell.add_references(s, opts)
-  if phase == "report":
-    cell.report_runs(s, opts)
-  elif phase in _PHASE_RUNS:
-    _PHASE_RUNS[phase](cell, s, opts)
-  else:
-    cell.PHASE_RUNS[phase](s, opts)
-  return s
+
+
+def phase_runs(cell: Any, **more: Any) -> dict:
+  """``PHASE_RUNS`` of a cell: the shared coarse and tune phases, the cell's
+  ``report_runs`` and its own phases ``more``."""
+  return dict(
+      coarse=functools.partial(coarse_runs, cell),
+      tune=functools.partial(tune_runs, cell),
+      report=cell.report_runs,
+      **more,
+  )

@@ -3,7 +3,7 @@ DiLoCo's, at several worker counts.
 
 Run the phases in order for each worker count, each by two sweeps pinned one
 per core (the runs are locked, so the two share the work; resumable):
-  experiments/phases.sh configs/studies/noloco_n1.py coarse,k4 tune,k4 report,k4
+  python -m experiments.sweep --study configs/studies/noloco_n1.py:k4 --phases coarse,tune,report --copies 2
 which runs, each twice:
   python -m experiments.sweep --study configs/studies/noloco_n1.py:coarse,k4
   python -m experiments.sweep --study configs/studies/noloco_n1.py:tune,k4
@@ -14,7 +14,7 @@ runs, for each ``K``:
   python -m experiments.time_to_target --study configs/studies/noloco_n1.py:report,k4 --out docs/studies/noloco_n1/k4/time
 Then NoLoCo given twice the steps (the ``longer`` phase, below) and its time to
 DiLoCo's loss:
-  experiments/phases.sh configs/studies/noloco_n1.py longer,k4
+  python -m experiments.sweep --study configs/studies/noloco_n1.py:k4 --phases longer --copies 2
 which runs, twice:
   python -m experiments.sweep --study configs/studies/noloco_n1.py:longer,k4
   python -m experiments.time_to_target --study configs/studies/noloco_n1.py:longer,k4 --out docs/studies/noloco_n1/k4/longer_time
@@ -91,12 +91,13 @@ docs/results.md §3.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
 from configs.studies import base, gossip_phases
 
-NAME = "noloco_n1"
+NAME = "noloco_n1_{phase}"
 TITLE = "NoLoCo claim N1 ({phase}): against tuned DiLoCo, by worker count"
 METHODS = ("noloco", "diloco")
 TOPOLOGIES = ("matching",)
@@ -168,11 +169,11 @@ def longer_runs(s, opts: dict) -> None:
   beside DiLoCo's tuned report runs (the same runs): given the steps, does
   NoLoCo reach DiLoCo's final loss sooner in simulated time?"""
   cell = sys.modules[__name__]
-  report = gossip_phases.read_summary(cell, opts, "report")
+  report = opts.read("report")
   points_ = gossip_phases.tuned(cell, opts)
   s.seeds = tuple(report["seeds"])
   topo = TOPOLOGIES[0]
-  opts = dict(opts, reference="")
+  opts = opts.of(reference="")
   diloco = gossip_phases.add(cell, s, opts, "diloco", topo, points_[("diloco", topo)])
   steps = LONGER * run_config("noloco", opts).total_steps
   noloco = gossip_phases.add(
@@ -184,11 +185,9 @@ def longer_runs(s, opts: dict) -> None:
 
 #: The phases: the shared three, then ``longer`` (:func:`longer_runs`).
 PHASES = gossip_phases.PHASES + ("longer",)
-PHASE_RUNS = dict(longer=longer_runs)
+PHASE_RUNS = gossip_phases.phase_runs(sys.modules[__name__], longer=longer_runs)
+configure = functools.partial(gossip_phases.configure, sys.modules[__name__])
 #: NoLoCo's budget in the ``longer`` phase, in multiples of the study's steps.
 LONGER = 2
 
 
-def get_config(arg: str = "report,k4"):
-  """The study of one phase (``"phase[,k<K>][,quick]"``)."""
-  return gossip_phases.get_config(sys.modules[__name__], arg)

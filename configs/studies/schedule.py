@@ -5,7 +5,7 @@ AutoLoCo's design was?
 Run the phases in order, in each of the two cells where AutoLoCo saved syncs
 against the constant-``β`` frontier, each by two sweeps pinned one per core (the
 runs are locked, so the two share the work; resumable):
-  experiments/phases.sh configs/studies/schedule.py coarse,many,python tune,many,python report,many,python constant,many,python
+  python -m experiments.sweep --study configs/studies/schedule.py:many,python --phases all --copies 2
 which runs, each twice:
   python -m experiments.sweep --study configs/studies/schedule.py:coarse,many,python
   python -m experiments.sweep --study configs/studies/schedule.py:tune,many,python
@@ -83,7 +83,6 @@ from typing import Any
 
 from configs.studies import base, evidence
 
-NAME = "schedule"
 PHASES = ("coarse", "tune", "report", "constant")
 CELLS = (("many", "python"), ("base", "shakespeare"))
 #: The frontier's points whose momentum is tuned beyond the constant grid.
@@ -112,33 +111,20 @@ QUICK_SCHEDULES = ("lin", "warm")
 TOP = 2
 QUICK_DIR = "runs/studies/schedule-quick"
 DOCS_DIR = "docs/studies/schedule"
+TOLERANCE = evidence.TOLERANCE
+#: The study engine's names (experiments/engine.py); a quick check runs on the
+#: evidence study's quick base/Shakespeare cell.
+TOKENS = evidence.TOKENS
+DEFAULTS = dict(regime="many", corpus="python")
+QUICK_CELL = dict(regime="base", corpus="shakespeare")
+NAME = "schedule_{regime}_{corpus}_{phase}"
+TITLE = "Momentum schedules ({phase}): AutoLoCo vs schedule-tuned DiLoCo, {regime}/{corpus}"
+cell_dir = evidence.cell_dir
 
 
-def parse(arg: str) -> dict:
-  """``"phase[,regime,corpus][,quick]"``; quick runs on the evidence quick
-  cell (base/Shakespeare)."""
-  opts = dict(phase="report", regime="many", corpus="python", quick=False)
-  for token in [t.strip() for t in (arg or "").split(",") if t.strip()]:
-    if token == "quick":
-      opts["quick"] = True
-    elif token in PHASES:
-      opts["phase"] = token
-    elif token in evidence.REGIMES:
-      opts["regime"] = token
-    elif token in evidence.CORPORA:
-      opts["corpus"] = token
-    else:
-      raise ValueError(f"schedule study: unknown token {token!r} in {arg!r}")
-  if opts["quick"]:
-    opts.update(regime="base", corpus="shakespeare")
-  elif (opts["regime"], opts["corpus"]) not in CELLS:
-    raise ValueError(f"schedule study: cell {opts['regime']}/{opts['corpus']} not in {CELLS}")
-  return opts
-
-
-def report_dir(opts: dict, phase: str) -> str:
-  root = QUICK_DIR if opts["quick"] else DOCS_DIR
-  return os.path.join(root, f"{opts['regime']}_{opts['corpus']}", phase)
+def check_cell(cell: dict) -> None:
+  if not cell["quick"] and (cell["regime"], cell["corpus"]) not in CELLS:
+    raise ValueError(f"schedule study: cell {cell['regime']}/{cell['corpus']} not in {CELLS}")
 
 
 def schedule_hs(quick: bool) -> tuple[int, ...]:
@@ -182,8 +168,8 @@ def constant_label(h: int, beta: float) -> str:
 
 
 def _cell(opts: dict) -> dict:
-  """The evidence cell (``evidence.parse``'s options) this study reads."""
-  return dict(phase="report", regime=opts["regime"], corpus=opts["corpus"], quick=opts["quick"])
+  """The evidence cell this study reads (its report phase's)."""
+  return opts.of(evidence, phase="report")
 
 
 def _config(opts: dict, h: int, pair, overrides: dict):
@@ -204,18 +190,13 @@ def grid_runs(s, opts: dict, pairs: dict, keep=None) -> None:
         base.add_run(s, label, _config(opts, h, pairs[h], overrides))
 
 
-def _read(opts: dict, phase: str) -> dict:
-  arg = f"{phase}," + ("quick" if opts["quick"] else f"{opts['regime']},{opts['corpus']}")
-  return base.read_phase(NAME, report_dir(opts, phase), phase, arg)
-
-
 def _ranked(stats: dict, h: int) -> list[str]:
   return base.ranked(stats, f"h{h}_")
 
 
 def tuned(opts: dict, pairs: dict) -> dict[int, str]:
   """``H -> label``: the tune phase's lowest mean final eval at each ``H``."""
-  stats = _read(opts, "tune")["stats"]
+  stats = opts.read("tune")["stats"]
   return {h: _ranked(stats, h)[0] for h in schedule_hs(opts["quick"])}
 
 
@@ -238,7 +219,7 @@ def tune_labels(ranked: list[str], star: str) -> set[str]:
 
 def _tune_runs(s, opts: dict, pairs: dict) -> None:
   s.seeds = (0,) if opts["quick"] else evidence.TUNING_SEEDS
-  stats = _read(opts, "coarse")["stats"]
+  stats = opts.read("coarse")["stats"]
   keep = set()
   for h in schedule_hs(opts["quick"]):
     keep |= tune_labels(_ranked(stats, h), constant_label(h, pairs[h][1]))
@@ -250,7 +231,7 @@ def _report_runs(s, opts: dict, pairs: dict) -> None:
   on the evidence report's seeds; ``report`` reads them against the
   schedule-tuned frontier, ``constant`` against the constant one."""
   cell = _cell(opts)
-  committed = evidence.read_summary("report", opts["regime"], opts["corpus"], opts["quick"])
+  committed = cell.read("report")
   s.seeds = tuple(committed["seeds"])
   s.power = dict(committed["power"])
   s.tolerance = float(committed["power"]["tolerance"])
@@ -318,30 +299,14 @@ def _autoloco_runs(s, opts: dict, ref_pair, schedule: dict) -> tuple[str, ...]:
   return labels
 
 
-_PHASE_RUNS = dict(
-    coarse=_coarse_runs, tune=_tune_runs, report=_report_runs, constant=_report_runs
+def _with_pairs(runs):
+  """A phase's runs given the evidence cell's tuned pairs ``H -> (α, β*)``."""
+  return lambda s, cell: runs(s, cell, evidence.tuned_pairs(_cell(cell)))
+
+
+PHASE_RUNS = dict(
+    coarse=_with_pairs(_coarse_runs),
+    tune=_with_pairs(_tune_runs),
+    report=_with_pairs(_report_runs),
+    constant=_with_pairs(_report_runs),
 )
-
-
-def study(arg: str = "report,many,python"):
-  """The study of ``arg`` (``"phase[,regime,corpus][,quick]"``)."""
-  opts = parse(arg)
-  phase, regime, corpus = opts["phase"], opts["regime"], opts["corpus"]
-  s = base.new_study(
-      f"{NAME}_{regime}_{corpus}_{phase}",
-      f"Momentum schedules ({phase}): AutoLoCo vs schedule-tuned DiLoCo, {regime}/{corpus}",
-      opts["quick"],
-  )
-  s.report_dir = report_dir(opts, phase)
-  s.tolerance = evidence.TOLERANCE
-  pairs = evidence.tuned_pairs(_cell(opts))
-  _PHASE_RUNS[phase](s, opts, pairs)
-  return s
-
-
-def get_config(arg: str = "report,many,python"):
-  """The study of ``arg``, built by the package's module (so a copy loaded by
-  its path reads and writes the same folders, which tests move)."""
-  from configs.studies import schedule
-
-  return schedule.study(arg)
