@@ -116,7 +116,9 @@ ISSUE42 = "Streaming DiLoCo / SparseLoCo (issue 42's targets)"
 SYNCS_TOLERANCE = 0.10
 READING_NOTE = (
     "the frontier reading (line unless its F test rejects it, then the monotone "
-    "fit; none on a flat stretch) was written in issue 63 (b90d49d), after the report"
+    "fit; none on a flat stretch) was written in issue 63 (b90d49d), after the report; "
+    "so was the magnitude rule (a saving whose interval lies below the paper's 27% "
+    "is a smaller effect, not the claim)"
 )
 CELLS = {  # cell -> (regime, seeds)
     "base_python": ("base/Python: K=4, 600 steps, H_ref=20", "fresh, from 100"),

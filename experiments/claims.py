@@ -161,9 +161,14 @@ READERS = dict(
 )
 
 
-def outcome(verdict: str, holds_if: tuple[str, ...]) -> str:
-  """The claim's outcome from its interval's verdict."""
+def outcome(verdict: str, holds_if: tuple[str, ...], high: float = NAN, claimed=None) -> str:
+  """The claim's outcome from its interval's verdict. A claim of a magnitude
+  (``paper_value``: 27% fewer syncs) holds only where the interval reaches it:
+  a resolved saving whose interval ``high`` lies below the claimed value is a
+  smaller effect than claimed, not the claim."""
   if verdict in holds_if:
+    if claimed is not None and math.isfinite(high) and high < claimed:
+      return "not reproduced"
     return "reproduced"
   return "inconclusive" if verdict == "inconclusive" else "not reproduced"
 
@@ -199,7 +204,8 @@ def read(claim: Claim | Compound, root: str = ".") -> Reading:
     verdict = ""
   return Reading(
       ci["mean"], ci["low"], ci["high"], n, verdict,
-      outcome(verdict, claim.holds_if) if claim.verdict else "", text, tuple(report["seeds"]),
+      outcome(verdict, claim.holds_if, ci["high"], claim.paper_value) if claim.verdict else "",
+      text, tuple(report["seeds"]),
   )
 
 

@@ -62,6 +62,20 @@ def test_syncs_saved_reads_both_signs(tmp_path, low, high, word):
   assert ec.read(claim, str(tmp_path)).verdict == word
 
 
+@pytest.mark.parametrize(
+    "verdict, high, claimed, want",
+    [
+        ("better", 0.248, 0.27, "not reproduced"),  # a saving, smaller than claimed
+        ("better", 0.278, 0.27, "reproduced"),  # the claimed value inside
+        ("better", 0.248, None, "reproduced"),  # no magnitude claimed
+        ("worse", 0.5, 0.27, "not reproduced"),
+        ("inconclusive", 0.5, 0.27, "inconclusive"),
+    ],
+)
+def test_a_claimed_magnitude_holds_only_where_the_interval_reaches_it(verdict, high, claimed, want):
+  assert ec.outcome(verdict, ("better",), high, claimed) == want
+
+
 def test_a_flat_stretch_is_neither_a_saving_nor_a_cost(tmp_path):
   path = _write(tmp_path, "s.json", _saved_report(None))
   r = ec.read(Claim("X", "x", "a", "frontier", path, "syncs_saved", tolerance=0.1), str(tmp_path))
