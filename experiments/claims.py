@@ -32,7 +32,7 @@ import os
 import re
 
 from configs.claims import CLAIMS, Claim, Compound, Rule
-from experiments import seed_stats, syncs_saved
+from experiments import seed_stats
 
 NAN = float("nan")
 
@@ -74,32 +74,11 @@ def fmt(ci: dict, spec: str = "{:+.4f}") -> str:
   return f"{spec.format(_f(ci['mean']))} [{spec.format(_f(ci['low']))}, {spec.format(_f(ci['high']))}]"
 
 
-_COMPUTED: dict = {}  # (id(summary), label) -> (summary, reading)
-
-
 def frontier_reading(summary: dict, label: str) -> dict:
-  """``syncs_saved.reading`` of ``label``: the summary's, or for a summary
-  written before it, computed as ``report_text.syncs_saved_table`` does (once
-  per summary: the monotone fit's bootstrap takes seconds)."""
-  stored = (summary.get("syncs_saved_reading") or {}).get(label)
-  if stored:
-    return stored
-  kept = _COMPUTED.get((id(summary), label))
-  if kept is None or kept[0] is not summary:
-    kept = _COMPUTED[(id(summary), label)] = (summary, _compute_reading(summary, label))
-  return kept[1]
-
-
-def _compute_reading(summary: dict, label: str) -> dict:
-  line = summary["syncs_saved"][label]
-  runs, frontier = summary["runs"], line["frontier"]
-  mono = (summary.get("syncs_saved_monotone") or {}).get(label)
-  mono = dict(mono) if mono else syncs_saved.from_runs(runs, frontier, label, model="monotone")
-  fs, fl = syncs_saved.frontier_arrays(runs, frontier)
-  if "flat_stretch" not in mono:
-    loss_S = [r["summary"]["final_eval_bpb"] for r in runs[label]]
-    mono["flat_stretch"] = syncs_saved.on_flat_stretch(fs, fl, loss_S, mono["tolerance"])
-  return syncs_saved.reading(line, mono, syncs_saved.lack_of_fit(fs, fl))
+  """``syncs_saved.reading`` of ``label``, as its report stored it
+  (``report.collect``; the summaries written before it were completed once by
+  ``report.complete``)."""
+  return summary["syncs_saved_reading"][label]
 
 
 def _delta(claim: Claim, summary: dict) -> tuple[dict, str, int, str]:

@@ -151,6 +151,33 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
   )
 
 
+def complete(result: dict) -> dict:
+  """A summary written before the frontier's readings with them filled in, as
+  :func:`collect` computes them: each syncs-saved label's monotone saving
+  (``syncs_saved_monotone``, with its ``flat_stretch``) and its one reading
+  (``syncs_saved_reading``). Readers read only the stored fields; the
+  committed summaries were completed once (issue 63)."""
+  entries = result.get("syncs_saved") or {}
+  if not entries:
+    return result
+  runs = result["runs"]
+  frontier = next(iter(entries.values()))["frontier"]
+  fs, fl = syncs_saved.frontier_arrays(runs, frontier)
+  fit = syncs_saved.lack_of_fit(fs, fl)
+  mono = dict(result.get("syncs_saved_monotone") or {})
+  for label in entries:
+    m = dict(mono.get(label) or syncs_saved.from_runs(runs, frontier, label, model="monotone"))
+    if "flat_stretch" not in m:
+      loss_S = [r["summary"]["final_eval_bpb"] for r in runs[label]]
+      m["flat_stretch"] = syncs_saved.on_flat_stretch(fs, fl, loss_S, m["tolerance"])
+    mono[label] = m
+  readings = {
+      label: dict(syncs_saved.reading(entries[label], mono[label], fit), fit=fit)
+      for label in entries
+  }
+  return dict(result, syncs_saved_monotone=mono, syncs_saved_reading=readings)
+
+
 def collect_comparisons(study: Any, runs: dict[str, list[dict]]) -> list[dict]:
   """The study's paired comparisons (``seed_stats.compare`` at the study's
   tolerance) on the headline model, and, where a label's workers hold models of
@@ -205,13 +232,6 @@ def read_summary(path: str) -> dict | None:
     return json.load(f)
 
 
-def write_markdown(path: str, text: str) -> None:
-  """Writes ``text`` to ``path`` (its folder made if need be) and prints it."""
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path, "w") as f:
-    f.write(text)
-  print(text)
-  print(f"Wrote {path}")
 
 
 def _finite(tree: Any) -> Any:

@@ -138,11 +138,6 @@ def interval(entry: dict, fmt: str = "{:+.4f}") -> str:
   return f"{fmt.format(mean)} [{fmt.format(low)}, {fmt.format(high)}]"
 
 
-def eval_sizes(summary: dict) -> str:
-  """The final evals' sizes in tokens over a report's runs (``"583,520"``: one
-  size, the same tokens for every run; else each size)."""
-  sizes = {r["summary"]["final_eval_tokens"] for runs in summary["runs"].values() for r in runs}
-  return ", ".join(f"{n:,}" for n in sorted(sizes))
 
 
 def _t_ci(entry: dict, quantity: str, fmt: str) -> str:
@@ -174,21 +169,13 @@ def syncs_saved_table(result: dict) -> list[str]:
   """Each label's syncs saved at equal loss and loss at equal syncs against the
   pooled log-linear frontier (``experiments/syncs_saved.py``), with the eval's
   size and the seed count, and beside it the saving against the pooled
-  monotone frontier (computed from the runs for a summary written before it)."""
+  monotone frontier and the one reading of the two (``report.collect``)."""
   entries = result["syncs_saved"]
   first = next(iter(entries.values()))
   runs = result["runs"][first["candidate"]]
   tokens = {r["summary"].get("final_eval_tokens") for r in runs}
-  monotone = result.get("syncs_saved_monotone") or {
-      label: syncs_saved.from_runs(result["runs"], first["frontier"], label, model="monotone")
-      for label in entries
-  }
-  fs, fl = syncs_saved.frontier_arrays(result["runs"], first["frontier"])
-  fit = syncs_saved.lack_of_fit(fs, fl)
-  for label, m in monotone.items():  # a summary written before flat stretches were read
-    if "flat_stretch" not in m:
-      loss_S = [r["summary"]["final_eval_bpb"] for r in result["runs"][label]]
-      m["flat_stretch"] = syncs_saved.on_flat_stretch(fs, fl, loss_S, m["tolerance"])
+  monotone, readings = result["syncs_saved_monotone"], result["syncs_saved_reading"]
+  fit = next(iter(readings.values()))["fit"]
   lines = [
       f"Syncs saved at equal loss against the tuned frontier ({', '.join(first['frontier'])}:"
       f" pooled log-linear fit, slope {first['slope']:.4f} bits/byte per e-fold of syncs,"
@@ -215,7 +202,7 @@ def syncs_saved_table(result: dict) -> list[str]:
         f"{_t_ci(e, 'delta', '{:+.4f}')} | {e['needed_in_range']}/{e['n']} | "
         + (f"{interval(syncs_saved.widest(m), '{:+.1%}')}" if m["needed_in_range"] else "none reached")
         + f" ({m['needed_in_range']}) | {interval(syncs_saved.widest(m, 'delta'), '{:+.4f}')} | "
-        + _reading_text(syncs_saved.reading(e, m, fit))
+        + _reading_text(readings[label])
         + " |"
     )
   gains = [

@@ -212,19 +212,8 @@ def shown(result: dict) -> str:
   return name if name in result["costs"] else next(iter(result["costs"]))
 
 
-def faster_somewhere(rows: dict[str, dict]) -> bool:
-  """On some network of ``rows`` (``{network: speedup row}``, one label's) the
-  run reaches the reference's loss on every seed and its speed-up's interval
-  lies above 1: the "faster" of claims N2 and G3."""
-  return any(r["reached"] == r["seeds"] and r.get("low", 0.0) > 1.0 for r in rows.values())
 
 
-def faster_nowhere(rows: dict[str, dict]) -> bool:
-  """On every network of ``rows`` the run misses the reference's loss on most
-  seeds, or its speed-up's interval lies at or below 1."""
-  return all(
-      r["reached"] * 2 < r["seeds"] or ("high" in r and r["high"] <= 1.0) for r in rows.values()
-  )
 
 
 def cell(row: dict) -> str:

@@ -380,31 +380,3 @@ def test_the_first_protocols_long_cells_back_their_pruning(corpus):
 def test_many_without_the_base_coarse_pass_names_its_command(dirs):
   with pytest.raises(ValueError, match="coarse,base,python"):
     engine.build(evidence, "coarse,many,python")
-
-
-def test_tables_read_an_interim_report_and_many_has_no_regime_phase(tmp_path):
-  """A cell with only an interim report is tabled from it, saying so; the
-  many-rounds regime never lists the regime phase it does not run."""
-  from experiments import evidence_tables
-
-  src = os.path.join(
-      os.path.dirname(os.path.dirname(__file__)),
-      "docs/studies/evidence_v2/many_python/report/interim/summary.json",
-  )
-  with open(src) as f:
-    interim = json.load(f)
-  here = tmp_path / "many_python" / "report" / "interim"
-  here.mkdir(parents=True)
-  (here / "summary.json").write_text(json.dumps(interim))
-  text = evidence_tables.tables(str(tmp_path))
-  section = text.split("## many regime, python")[1].split("## ")[0]
-  assert f"**Interim report**: {interim['interim']}" in section
-  assert "Syncs saved at equal loss" in section
-  # A summary written before the monotone frontier existed gets it from its runs.
-  assert "syncs_saved_monotone" not in interim
-  assert "monotone: syncs saved (seeds)" in section
-  assert "The line's lack of fit against free levels: F(4, " in section
-  assert "Still to run: coarse, tune, design, report." in section
-  base = text.split("## base regime, python")[1].split("## ")[0]
-  assert "Still to run: regime, coarse, tune, design, report." in base
-  assert evidence.regime_phases("many") == evidence.PHASES[1:]

@@ -23,7 +23,7 @@ import pytest
 from configs.studies import ablations, attention, base, compression, compression_many
 from configs.studies import decentralized, evidence, gossip_g1, gossip_g2, gossip_phases
 from configs.studies import heterogeneity, noloco_n1, schedule
-from experiments import engine, evidence_tables, report, seed_stats, sweep, syncs_saved
+from experiments import engine, report, seed_stats, sweep, syncs_saved
 from tests import synthetic_runs
 from tests import test_documented_commands as documented
 from tests.helpers import ROOT
@@ -443,31 +443,28 @@ def test_report_states_each_comparison_with_its_interval(phases):
   assert f"Seeds planned: {summary['power']['seeds']} (" in text
 
 
-def test_tables_summarise_every_phase(phases):
-  root = os.path.dirname(os.path.dirname(phases["report"][0].report_dir))
-  text = evidence_tables.tables(root)
-  section = text.split("## base regime, shakespeare")[1].split("## ")[0]
-  assert "Regime check" in section and "Tuned DiLoCo" in section
-  assert f"the best {evidence.TOP} pairs per H" in section
-  assert "Still to run" not in section
-  design = phases["report"][0].design
-  assert f"the design chosen for the report: `{design}`" in section
-  assert "Syncs saved at equal loss" in section
-  for c in phases["report"][1]["comparisons"]:
-    assert f"| `{c['candidate']}` |" in section
-  assert "Frontier slope (tuned)" in section
-  # AutoLoCo against DiLoCo at H_ref, paired by seed, read from the report.
-  plain = text.split("## AutoLoCo against DiLoCo at `H_ref`")[1].split("## ")[0]
-  (c,) = [
-      c
-      for c in phases["report"][1]["comparisons"]
-      if (c["candidate"], c["reference"])
-      == ("autoloco", f"diloco_h{evidence.h_ref(True)}")
-  ]
-  lower = sum(d < 0 for d in c["loss"]["per_seed"])
-  assert f"| base/shakespeare | {c['syncs']:.1f} / " in plain
-  assert f"| {lower}/{len(c['loss']['per_seed'])} |" in plain
+def test_the_study_page_tables_every_phase_and_rereads_each_comparison(full, monkeypatch):
+  """``experiments.study_page`` on the full-size synthetic evidence cells: each
+  phase's row with its seeds, every comparison of the regime, design and
+  report phases with its verdict read again by ``seed_stats.verdict``, and the
+  syncs saved of the design and report phases."""
+  from experiments import study_page
 
+  monkeypatch.setattr(study_page, "claims_section", lambda module: [])
+  text = study_page.page("evidence")
+  section = text.split("## base/shakespeare")[1].split("\n## ")[0]
+  for phase in evidence.PHASES:
+    summary = full["phases"][f"base_shakespeare_{phase}"][1]
+    seeds = summary["seeds"]
+    assert f"| {phase} | {len(seeds)} " in section or f"| {phase} | {seeds[0]} |" in section
+  for phase in ("regime", "design", "report"):
+    summary = full["phases"][f"base_shakespeare_{phase}"][1]
+    for c in summary["comparisons"]:
+      word = seed_stats.verdict(c["loss"], c["tolerance"])
+      assert f"| `{c['candidate']}` | `{c['reference']}` | headline | " in section
+      assert word in section
+  assert section.count("Syncs saved at equal loss") == 2  # design and report
+  assert "## many/python" in text and "| regime | not run |" not in text.split("## many/python")[1]
 
 def _schedule_tune_rule(stats: dict, h: int, star: str) -> set[str]:
   """The schedule study's tune phase at ``H``, restated from its docstring:
@@ -588,16 +585,6 @@ def test_compression_many_rows_take_their_tuned_points_against_the_frontier(
   assert study.runs["stream_tau1"].stream.mix == points["stream_tau1"]["mix"]
   assert study.runs["stream_tau1"].stream.fragments == compression_many.FRAGMENTS
   assert set(summary["syncs_saved"]) == set(compression_many.QUICK_ROWS)
-  targets = evidence_tables.targets_section(summary, ref, compression_many.TARGETS)
-  cells = {
-      l.split("|")[1].strip(): l.split("|")[3].strip()
-      for l in targets
-      if l.startswith("| `")
-  }
-  assert set(cells) == {f"`{r}`" for r in compression_many.QUICK_ROWS}
-  s = summary["stats"]
-  bytes_ratio = s[ref]["bytes_per_worker"][0] / s["sparseloco_d3"]["bytes_per_worker"][0]
-  assert cells["`sparseloco_d3`"] == f"{bytes_ratio:.2f}×"
 
 
 def test_a_streaming_row_counts_full_model_syncs(phases):
@@ -637,9 +624,11 @@ def test_compression_rows_start_from_the_tuned_pair_and_report_bytes_and_peaks(p
       < stats["stream_tau4"]["bytes_per_worker"][0]
   )
   assert all("peak_bandwidth" in stats[label] for label in study.labels)
-  text = "\n".join(evidence_tables.compression_section(result))
-  for label in study.labels:
-    assert f"| `{label}` |" in text
+  from experiments import study_page
+
+  text = "\n".join(study_page.comparisons(result))
+  for candidate, reference in study.comparisons:
+    assert f"| `{candidate}` | `{reference}` |" in text
 
 
 # --- the decentralized claims' cells ---------------------------------------------

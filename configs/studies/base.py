@@ -25,7 +25,6 @@ mode uses ``tiny`` with 40 steps and one seed, to check the pipeline, not the
 numbers.
 """
 
-import os
 from typing import Any
 
 import ml_collections

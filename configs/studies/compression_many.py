@@ -81,9 +81,6 @@ the verdicts: docs/results.md §2.
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 import numpy as np
 
 from configs.studies import base, evidence
@@ -148,14 +145,6 @@ ROWS = (
 QUICK_ROWS = ("stream_tau1", "sparseloco_d3")
 #: The defaults of a grid's field where a row takes no tuned point.
 DEFAULT_POINT = dict(mix=0.5, block=128, aggregate="mean")
-#: The issue's targets, read by ``experiments/evidence_tables.py``: the cost
-#: ratio against DiLoCo at ``H_ref`` (its value over the row's) each family
-#: must reach, with quality equal to DiLoCo's (or better) in the same table.
-TARGETS = {
-    "bytes": (100.0, ("sparseloco_d1", "sparseloco_d3", *SENDERS_ROWS)),
-    "peak": (4.0, ("stream_tau0", "stream_tau1", "stream_fp4", "stream_eager",
-                   "autoloco_stream_fp4")),
-}
 TOP = 2
 MIN_REPORT_SEEDS = 6
 MAX_REPORT_SEEDS = 20

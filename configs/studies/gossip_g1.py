@@ -60,9 +60,10 @@ import sys
 from typing import Any
 
 from configs.studies import base, gossip_phases
-from configs.studies.gossip_phases import METHODS, PHASES  # noqa: F401 (the phases, for archive)
+from configs.studies.gossip_phases import METHODS
 
 NAME = "gossip_g1_{phase}"
+PHASES = gossip_phases.PHASES
 TITLE = "GASLoC claim G1 ({phase}): one step per communication, K = 8, by topology"
 TOPOLOGIES = ("ring", "exponential", "matching", "complete")
 QUICK_TOPOLOGIES = ("ring",)

@@ -78,7 +78,6 @@ inconclusive (+0.0040 [−0.0014, +0.0094]); docs/results.md §1 has both cells.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from configs.studies import base, evidence
