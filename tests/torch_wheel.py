@@ -1,23 +1,22 @@
 """torch for the JAX-against-PyTorch tests, where the environment has none.
 
-torch is optional (not in ``requirements.txt``), so CI has none; the equivalence
-tests of ``tests/test_benchmarks.py`` install PyPI's wheel themselves, into a
-folder of their own put at the end of ``sys.path`` (the suite's own packages
-win), and run. PyPI has no CPU-only torch for x86_64 Linux: its wheel brings
-the CUDA libraries, which ``import torch`` loads even on a CPU-only machine.
-Measured here (x86_64, Python 3.11, December 2026): ``torch==2.14.1`` is 2.9 GB
-of wheels (555 MB of them torch's own), 5.4 GB installed; 12 s to download and
-76 s to install on an idle 2-core machine, 159 s together under load; deleting
-the folder again took 50 s. The tests themselves take about 50 s.
+torch is optional (not in ``requirements.txt``); the equivalence tests of
+``tests/test_benchmarks.py`` install it themselves, into a folder of their own
+put at the end of ``sys.path`` (the suite's own packages win), and run.
 
-So the tests use torch where it is installed, or where this folder holds it,
-and install it into the folder only when asked (``AUTOLOCO_TORCH_TESTS=install``):
-on a fresh machine, CI's included, the install would be a third of the suite's
-10-minute budget and 5.4 GB of its disk, so there the tests say so and skip.
-The folder is kept, once per machine and version (about 2.5 minutes the first
-time, nothing after): ``$AUTOLOCO_TORCH_DIR``, else
+PyPI has no CPU-only torch for x86_64 Linux: its wheel brings the CUDA
+libraries (``torch==2.14.1``: 2.9 GB of wheels, 5.4 GB installed, about 2.5
+minutes). The project's machines (CI's included) keep a CPU build of
+:data:`TORCH` in pip's ``--find-links`` folder (``$PIP_FIND_LINKS``,
+``/opt/wheels``: 192 MB), which ``pip install torch==2.13.0`` takes: where that
+file is, the tests install from it without being asked (once per machine, about
+a minute; nothing after), so they run in the README's test command and CI.
+Elsewhere they install only when asked (``AUTOLOCO_TORCH_TESTS=install``, which
+downloads PyPI's CUDA build), and otherwise say so and skip.
+
+The folder is kept, once per machine and version: ``$AUTOLOCO_TORCH_DIR``, else
 ``~/.cache/autoloco_jax/torch-<version>-py<X.Y>`` (``$XDG_CACHE_HOME`` moves
-``~/.cache``). Delete it to get the 5.4 GB back.
+``~/.cache``). Delete it to get the space back.
 """
 
 import importlib
@@ -31,26 +30,42 @@ import types
 
 import filelock
 
-#: The wheel the tests install: the newest that resolves for Python 3.11 here.
-TORCH = "torch==2.14.1"
+#: The wheel the tests install: the version of the CPU build the project's
+#: machines keep in pip's find-links folder (elsewhere PyPI's CUDA build).
+TORCH = "torch==2.13.0"
 
 #: Why the tests skip on a machine without torch, and how to run them.
 WHY_NOT_HERE = (
-    "torch is not installed here, and PyPI's wheel (the CUDA build: 2.9 GB of "
-    "wheels, 5.4 GB installed, about 2.5 minutes) would be a third of the "
-    "suite's 10 minutes: AUTOLOCO_TORCH_TESTS=install installs it once per "
-    "machine (tests/torch_wheel.py)"
+    "torch is not installed here and no CPU build of it lies in pip's "
+    "find-links folder; PyPI's wheel (the CUDA build: 2.9 GB of wheels, 5.4 GB "
+    "installed, about 2.5 minutes) would be a third of the suite's 10 minutes: "
+    "AUTOLOCO_TORCH_TESTS=install installs it once per machine (tests/torch_wheel.py)"
 )
 
 
 def wanted() -> bool:
-  """Whether torch is here (installed, or kept in :func:`folder`) or the run
-  asks for it to be installed."""
+  """Whether torch is here (installed, or kept in :func:`folder`), a CPU build
+  of :data:`TORCH` lies in pip's find-links folder (:func:`local_wheel`), or
+  the run asks for it to be installed."""
   return (
       importlib.util.find_spec("torch") is not None
       or os.path.isdir(folder())
+      or local_wheel() is not None
       or os.environ.get("AUTOLOCO_TORCH_TESTS") == "install"
   )
+
+
+def local_wheel() -> str | None:
+  """A CPU build of :data:`TORCH` for this Python in a folder of
+  ``$PIP_FIND_LINKS`` (what ``pip install`` takes without a download), or None."""
+  version = TORCH.split("==")[1]
+  python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+  for place in os.environ.get("PIP_FIND_LINKS", "").split():
+    if os.path.isdir(place):
+      for name in sorted(os.listdir(place)):
+        if name.startswith(f"torch-{version}+cpu-{python}-") and name.endswith(".whl"):
+          return os.path.join(place, name)
+  return None
 
 
 def folder() -> str:
