@@ -55,9 +55,15 @@ from benchmarks import render
 from benchmarks.render import Lines, Table
 from benchmarks.throughput.peak import matmul_rate
 
-_DRY_RUN = flags.DEFINE_bool("dry_run", False, "Toy sizes on any backend (CI).")
-_OUT_DIR = flags.DEFINE_string("out_dir", "docs/device", "Where the report goes.")
-_STEPS = flags.DEFINE_integer("steps", 0, "Training steps (0: 200, dry run 20).")
+
+def _define_flags() -> None:
+  """Flags only when run as a program: the tests import this module beside
+  other modules' flags."""
+  global _DRY_RUN, _OUT_DIR, _STEPS
+  _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Toy sizes on any backend (CI).")
+  _OUT_DIR = flags.DEFINE_string("out_dir", "docs/device", "Where the report goes.")
+  _STEPS = flags.DEFINE_integer("steps", 0, "Training steps (0: 200, dry run 20).")
+
 
 #: Dense bf16 peak FLOP/s by device kind: (pattern of jax's device_kind,
 #: lower-cased; name; FLOP/s). First match wins, so more specific names come first.
@@ -445,4 +451,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

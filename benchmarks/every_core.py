@@ -38,13 +38,19 @@ from absl import app, flags
 
 from autoloco_jax.run import distributed, metrics as metrics_lib
 
-_CONFIG = flags.DEFINE_string("config", "configs/default.py", "The run's config file.")
-_STEPS = flags.DEFINE_integer("total_steps", 300, "Inner steps of each run.")
-_REPEATS = flags.DEFINE_integer("repeats", 2, "Pairs of runs (one per mode).")
-_OUT = flags.DEFINE_string("out", "", "Where to write the JSON ('' = print only).")
-_MODES = flags.DEFINE_list(
-    "modes", ["default", "one_device"], "Modes compared, the first the baseline."
-)
+
+def _define_flags() -> None:
+  """Flags only when run as a program: the tests import :func:`run_once` and
+  :func:`compare` beside other modules' flags of the same names."""
+  global _CONFIG, _STEPS, _REPEATS, _OUT, _MODES
+  _CONFIG = flags.DEFINE_string("config", "configs/default.py", "The run's config file.")
+  _STEPS = flags.DEFINE_integer("total_steps", 300, "Inner steps of each run.")
+  _REPEATS = flags.DEFINE_integer("repeats", 2, "Pairs of runs (one per mode).")
+  _OUT = flags.DEFINE_string("out", "", "Where to write the JSON ('' = print only).")
+  _MODES = flags.DEFINE_list(
+      "modes", ["default", "one_device"], "Modes compared, the first the baseline."
+  )
+
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("default", "one_device", "process_per_core", "process_per_core_pinned")
@@ -132,4 +138,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)
