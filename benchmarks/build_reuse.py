@@ -25,6 +25,7 @@ import time
 
 from absl import app, flags
 
+from autoloco_jax.run import distributed
 from benchmarks import render
 from benchmarks.memory import load_config
 
@@ -61,7 +62,9 @@ def _batch(keep: int, root: str) -> dict:
 def _child(keep: int) -> dict:
   env = dict(os.environ)
   env.pop("JAX_COMPILATION_CACHE_DIR", None)  # every batch compiles afresh
-  env.pop("XLA_FLAGS", None)
+  # One CPU device (a simulated count, a test's say, must not leak in); the
+  # caller's other XLA flags kept.
+  env["XLA_FLAGS"] = distributed.with_host_devices(env.get("XLA_FLAGS", ""), None)
   with tempfile.TemporaryDirectory() as root:
     subprocess.run(
         [sys.executable, "-m", "benchmarks.build_reuse", f"--child_keep={keep}",

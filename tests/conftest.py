@@ -8,6 +8,18 @@ import tempfile
 import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+# Cheaper XLA compiles: the suite checks what programs compute, never how fast
+# (the throughput benchmark's ``--quick`` does the same). Most of the suite's
+# time is compiling small programs: this cuts a compile-heavy file's CPU time by
+# about a third (tests/test_algorithms.py: 62 -> 43 CPU-s). The subprocess tests
+# inherit it (``tests.helpers.user_env`` keeps it where a test wants a user's
+# one-device shell).
+FAST_COMPILE = (
+    "--xla_backend_optimization_level=0",
+    "--xla_llvm_disable_expensive_passes=true",
+)
+if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
+  os.environ["XLA_FLAGS"] = " ".join([os.environ["XLA_FLAGS"], *FAST_COMPILE])
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 

@@ -190,6 +190,19 @@ def records_without_timing(workdir):
   ]
 
 
+def user_env(**extra) -> dict:
+  """This process's environment as a user's shell has it, for a child process:
+  no simulated device count in ``XLA_FLAGS`` (one CPU device, or what the
+  program asks for itself), the suite's cheaper compiles kept
+  (``tests/conftest.py``); ``extra`` added."""
+  from autoloco_jax.run import distributed
+
+  env = dict(os.environ)
+  env["XLA_FLAGS"] = distributed.with_host_devices(env.get("XLA_FLAGS", ""), None)
+  env.update(extra)
+  return env
+
+
 def script_calls(tmp_path, script: str, *args, fake: str = 'echo "$@" >> {log}', **env):
   """Runs a runner script (``experiments/*.sh``) with a stand-in ``python`` on
   the PATH that records each call's arguments instead of training (``fake``: its

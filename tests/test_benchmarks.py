@@ -34,6 +34,7 @@ from benchmarks.throughput.workload import (
 )
 from benchmarks.throughput.report import SAME_DEVICES, targets
 from tests import torch_wheel
+from tests import helpers
 from tests.helpers import trains
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -48,10 +49,9 @@ OPTIONAL = ("noloco", "gasloc")  # rows a config may refuse (then 'skipped: why'
 def quick(tmp_path_factory):
   """One run of ``python -m benchmarks.throughput --quick``: (result, markdown)."""
   out = tmp_path_factory.mktemp("throughput")
-  env = dict(os.environ)
   # The benchmark runs on one device and starts its own child for N devices;
   # the test session's four simulated devices must not leak into it.
-  env.pop("XLA_FLAGS", None)
+  env = helpers.user_env()
   proc = subprocess.run(
       [
           sys.executable,
@@ -276,8 +276,7 @@ def test_render_only_rewrites_the_page_from_the_json(quick, tmp_path):
   """``--render_only``: the page from the numbers in ``--out``, nothing measured."""
   result, md = quick
   (tmp_path / "b.json").write_text(json.dumps(result))
-  env = dict(os.environ)
-  env.pop("XLA_FLAGS", None)
+  env = helpers.user_env()
   args = [f"--out={tmp_path / 'b.json'}", f"--md={tmp_path / 'b.md'}"]
   proc = subprocess.run(
       [sys.executable, "-m", "benchmarks.throughput", "--render_only", *args],

@@ -10,11 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from autoloco_jax.run import trainer
+from autoloco_jax.run import distributed, trainer
 from experiments import launch_local
 from configs import diloco as diloco_config
 from configs import noloco as noloco_config
-from tests.helpers import ROOT, rounds, tiny
+from tests.helpers import ROOT, rounds, tiny, user_env
 
 pytestmark = pytest.mark.slow
 
@@ -78,10 +78,9 @@ def test_two_processes_equal_one_process_with_two_devices(tmp_path, name, module
 def test_dead_process_stops_the_run_and_it_resumes(tmp_path):
   workdir = tmp_path / "mp"
   workdir.mkdir()
-  env = dict(
-      os.environ,
+  env = user_env(
       JAX_PLATFORMS="cpu",
-      XLA_FLAGS="--xla_force_host_platform_device_count=1",
+      XLA_FLAGS=distributed.with_host_devices(os.environ["XLA_FLAGS"], 1),
   )
   address = f"127.0.0.1:{launch_local.free_port()}"
   procs = [
