@@ -203,6 +203,54 @@ def user_env(**extra) -> dict:
   return env
 
 
+def run_main(module: str, *argv: str) -> str:
+  """``python -m module *argv`` in this process, for a command that needs no
+  process of its own (no device count, no ``XLA_FLAGS`` of its own): imports
+  ``module`` afresh with absl's flags of other modules set aside (two modules
+  may define flags of the same name), parses ``argv`` and calls its
+  ``main``; afterwards its flags are removed and the others put back. Returns
+  what it printed to stdout; an exception it raises propagates."""
+  import contextlib
+  import importlib
+  import io
+  import sys
+
+  from absl import flags
+
+  values = flags.FLAGS
+  absl_own = {
+      name for module_name, defined in values.flags_by_module_dict().items()
+      if module_name.startswith("absl") for f in defined for name in (f.name, f.short_name)
+  }
+  aside = {name: values[name] for name in list(values) if name not in absl_own}
+  for name in aside:
+    delattr(values, name)
+  was_parsed = values.is_parsed()
+  kept = sys.modules.pop(module, None)
+  out = io.StringIO()
+  sys_argv = sys.argv
+  # config_flags reads a config's ``--config.field=`` overrides from sys.argv.
+  sys.argv = [module, *argv]
+  try:
+    program = importlib.import_module(module)
+    rest = values(sys.argv)
+    with contextlib.redirect_stdout(out):
+      program.main(rest)
+  finally:
+    sys.argv = sys_argv
+    for name in [n for n in list(values) if n not in absl_own]:
+      delattr(values, name)
+    for name, flag in aside.items():
+      values[name] = flag
+    if not was_parsed:
+      values.unparse_flags()
+    if kept is None:
+      sys.modules.pop(module, None)
+    else:
+      sys.modules[module] = kept
+  return out.getvalue()
+
+
 def script_calls(tmp_path, script: str, *args, fake: str = 'echo "$@" >> {log}', **env):
   """Runs a runner script (``experiments/*.sh``) with a stand-in ``python`` on
   the PATH that records each call's arguments instead of training (``fake``: its

@@ -7,8 +7,6 @@ import math
 import os
 import re
 import shlex
-import subprocess
-import sys
 
 import pytest
 
@@ -16,6 +14,7 @@ from autoloco_jax.model import transformer
 from autoloco_jax.run import metrics as metrics_lib, trainer
 from autoloco_jax.sim import network as network_lib, planner
 from configs import autoloco, common, streaming
+from tests import helpers
 from tests.helpers import ROOT
 
 
@@ -151,13 +150,12 @@ def _documented(path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command, printed", _documented("docs/planning.md"))
-def test_the_worked_examples_print_what_the_docs_show(command, printed):
-  proc = subprocess.run(
-      [sys.executable, *shlex.split(command)[1:]],
-      cwd=ROOT, capture_output=True, text=True, timeout=600,
-  )
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  assert proc.stdout.strip() == printed
+def test_the_worked_examples_print_what_the_docs_show(command, printed, monkeypatch):
+  """In this process (the planner needs no process of its own)."""
+  monkeypatch.chdir(ROOT)
+  python, m, module, *args = shlex.split(command)
+  assert (python, m) == ("python", "-m"), command
+  assert helpers.run_main(module, *args).strip() == printed
 
 
 def _docstring_commands():
@@ -171,14 +169,14 @@ def _docstring_commands():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", _docstring_commands())
-def test_the_docstring_commands_run(command):
-  """At their smallest: two methods, a short horizon."""
-  args = shlex.split(command)[1:] + ["--plan.methods=diloco,streaming", "--plan.horizon=200"]
-  proc = subprocess.run(
-      [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
-  )
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  assert re.search(r"^streaming +[0-9.e+]+ +[01]\.\d{3} ", proc.stdout, re.M), proc.stdout
+def test_the_docstring_commands_run(command, monkeypatch):
+  """At their smallest: two methods, a short horizon; in this process."""
+  monkeypatch.chdir(ROOT)
+  python, m, module, *args = shlex.split(command)
+  assert (python, m) == ("python", "-m"), command
+  args += ["--plan.methods=diloco,streaming", "--plan.horizon=200"]
+  printed = helpers.run_main(module, *args)
+  assert re.search(r"^streaming +[0-9.e+]+ +[01]\.\d{3} ", printed, re.M), printed
 
 
 def test_required_bandwidth_by_bisection():
