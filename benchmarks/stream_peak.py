@@ -30,15 +30,14 @@ import types
 
 import jax
 from absl import flags
-from ml_collections import config_flags
 
 from autoloco_jax.algorithms import registry
 from autoloco_jax.algorithms.diloco import fragments, stream
 from autoloco_jax.model import transformer as model_lib
 from autoloco_jax.sim import clock as clock_lib
-from experiments import cli
+from experiments import cli, engine
 
-_STUDY = config_flags.DEFINE_config_file(
+_STUDY = flags.DEFINE_string(
     "study", "configs/studies/compression_many.py:report", "The study (FILE:PHASE)."
 )
 _ROW = flags.DEFINE_string("row", "stream_tau1", "The study's streaming row.")
@@ -94,7 +93,7 @@ def row(config, layers: int, unit: str, mode: str) -> dict:
 
 def main(argv) -> None:
   del argv
-  runs = _STUDY.value.runs
+  runs = engine.load(_STUDY.value).runs
   if _ROW.value not in runs:
     raise ValueError(f"the study has no row {_ROW.value!r}; its rows: {sorted(runs)}")
   config = runs[_ROW.value]
@@ -107,7 +106,7 @@ def main(argv) -> None:
       for mode in fragments.MODES
   ]
   result = dict(
-      study=config_flags.get_config_filename(flags.FLAGS["study"]),
+      study=_STUDY.value.partition(":")[0],
       row=_ROW.value,
       fragments=config.stream.fragments,
       tau=config.stream.tau,

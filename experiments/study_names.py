@@ -22,8 +22,6 @@ from absl import app, flags
 
 from experiments import engine, sweep
 
-_OUT = flags.DEFINE_string("out", None, "Where the JSON goes.")
-
 #: Studies whose argument is ``full`` or ``quick``.
 SIMPLE = ("ablations", "attention", "decentralized", "heterogeneity")
 #: Studies with phases (``experiments/engine.py``).
@@ -69,10 +67,11 @@ def manifest() -> dict:
 
 def main(argv):
   del argv
-  with open(_OUT.value, "w") as f:
+  with open(flags.FLAGS.out, "w") as f:
     json.dump(manifest(), f, indent=1, sort_keys=True)
 
 
 if __name__ == "__main__":
+  flags.DEFINE_string("out", None, "Where the JSON goes.")
   flags.mark_flag_as_required("out")
   app.run(main)
