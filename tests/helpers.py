@@ -203,13 +203,31 @@ def user_env(**extra) -> dict:
   return env
 
 
+#: The packages of this repository: their flags (and the fields a config flag
+#: of theirs defines, ``--config.x``) are the ones :func:`run_main` sets aside;
+#: a library's (grain's, say) stay, as the library reads them.
+_OURS = ("autoloco_jax", "benchmarks", "configs", "experiments", "projects", "tests")
+
+
+def _own_flags(values) -> list[str]:
+  """The names of the flags this repository's modules defined in ``values``."""
+  names = {
+      f.name
+      for module, defined in values.flags_by_module_dict().items()
+      if module.split(".")[0] in _OURS
+      for f in defined
+  }
+  return [n for n in list(values) if n in names or n.split(".")[0] in names]
+
+
 def run_main(module: str, *argv: str) -> str:
   """``python -m module *argv`` in this process, for a command that needs no
   process of its own (no device count, no ``XLA_FLAGS`` of its own): imports
   ``module`` afresh with absl's flags of other modules set aside (two modules
   may define flags of the same name), parses ``argv`` and calls its
-  ``main``; afterwards its flags are removed and the others put back. Returns
-  what it printed to stdout; an exception it raises propagates."""
+  ``main`` in the repository's root; afterwards its flags are removed and the
+  others put back. Returns what it printed to stdout; an exception it raises
+  propagates."""
   import contextlib
   import importlib
   import io
@@ -218,19 +236,16 @@ def run_main(module: str, *argv: str) -> str:
   from absl import flags
 
   values = flags.FLAGS
-  absl_own = {
-      name for module_name, defined in values.flags_by_module_dict().items()
-      if module_name.startswith("absl") for f in defined for name in (f.name, f.short_name)
-  }
-  aside = {name: values[name] for name in list(values) if name not in absl_own}
+  aside = {name: values[name] for name in _own_flags(values)}
   for name in aside:
     delattr(values, name)
   was_parsed = values.is_parsed()
   kept = sys.modules.pop(module, None)
   out = io.StringIO()
-  sys_argv = sys.argv
+  sys_argv, cwd = sys.argv, os.getcwd()
   # config_flags reads a config's ``--config.field=`` overrides from sys.argv.
   sys.argv = [module, *argv]
+  os.chdir(ROOT)  # as the subprocess tests run their commands
   try:
     program = importlib.import_module(module)
     rest = values(sys.argv)
@@ -238,7 +253,8 @@ def run_main(module: str, *argv: str) -> str:
       program.main(rest)
   finally:
     sys.argv = sys_argv
-    for name in [n for n in list(values) if n not in absl_own]:
+    os.chdir(cwd)
+    for name in _own_flags(values):
       delattr(values, name)
     for name, flag in aside.items():
       values[name] = flag

@@ -8,13 +8,11 @@ and a Hugging Face tokenizer.json trained on it.
 import glob
 import json
 import os
-import subprocess
-import sys
 import sysconfig
 
 import pytest
 
-from tests.helpers import ROOT
+from tests import helpers
 
 pytestmark = pytest.mark.slow
 
@@ -38,27 +36,20 @@ def corpus(tmp_path_factory):
 
 
 def run(tmp_path, *flags):
-  out = subprocess.run(
-      [
-          sys.executable,
-          "-m",
-          "experiments.run",
-          "--config",
-          "configs/diloco.py:tiny",
-          "--workdir",
-          str(tmp_path / "run"),
-          "--config.total_steps=10",
-          "--config.num_workers=2",
-          "--config.num_devices=1",
-          "--config.log.progress=False",
-          *flags,
-      ],
-      cwd=ROOT,
-      capture_output=True,
-      text=True,
-      timeout=600,
+  """``python -m experiments.run`` on the tiny config, in this process (one
+  device, no ``XLA_FLAGS`` of its own: it needs no process of its own)."""
+  helpers.run_main(
+      "experiments.run",
+      "--config",
+      "configs/diloco.py:tiny",
+      "--workdir",
+      str(tmp_path / "run"),
+      "--config.total_steps=10",
+      "--config.num_workers=2",
+      "--config.num_devices=1",
+      "--config.log.progress=False",
+      *flags,
   )
-  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
   records = [json.loads(l) for l in open(tmp_path / "run" / "metrics.jsonl")]
   first, summary = records[0], records[-1]
   assert summary["summary"] and summary["final_eval_bpb"] > 0
