@@ -94,6 +94,7 @@ FIELDS = {
     "total_steps": COUNT,
     # 0 = min(64, H_max rounded up to a power of two).
     "chunk_steps": NATURAL,
+    "peak_flops": Range(float, 0.0, None, False, none_ok=True),
     "model.d_model": COUNT,
     "model.num_layers": COUNT,
     "model.num_heads": COUNT,
@@ -111,6 +112,7 @@ FIELDS = {
     "inner.b2": BELOW_ONE,
     "inner.eps": POSITIVE,
     "inner.clip_norm": POSITIVE,
+    "inner.microbatches": COUNT,
     # The outer step's (alpha, beta): also what outer.autoloco accepts
     # (outer.checks.POSITIVE and BELOW_ONE).
     "diloco.alpha": POSITIVE,

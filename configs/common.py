@@ -40,6 +40,9 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   c.total_steps = steps
   # Batches staged per inner call; 0 = min(64, H_max rounded up to a power of 2).
   c.chunk_steps = 0
+  # One device's peak FLOP/s for the MFU the run logs (run/mfu.py); None = the
+  # device kind's stated peak (none for a CPU: MFU is then null).
+  c.peak_flops = ml_collections.config_dict.placeholder(float)
   c.model = _model(d, layers, heads, mlp, seq, size)
   c.data = _data(seq, batch)
   c.inner = _inner(size, steps)
@@ -140,6 +143,10 @@ def _inner(size: str, steps: int) -> ml_collections.ConfigDict:
   c.eps = 1e-8
   # Global gradient-norm clip.
   c.clip_norm = 1.0
+  # Each step's gradient accumulated over this many equal micro-batches of the
+  # worker's batch (runtime/inner.accumulated): the same step at the activation
+  # memory of batch_size / microbatches sequences. Must divide data.batch_size.
+  c.microbatches = 1
   return c
 
 

@@ -51,6 +51,7 @@ HOST_TIMED = (
     "host_wait_s",
     "tokens_per_sec",
     "model_flops_per_sec",
+    "mfu",
     "final_eval_share",
     "final_eval_seconds",
 )

@@ -39,6 +39,7 @@ VALUES_BEFORE_THE_FIELD = {
     "gossip_adamw.weight": 0.0,
     "diloco.beta_shape": "linear",
     "diloco.beta_rounds": 0,
+    "inner.microbatches": 1,
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.
@@ -68,6 +69,12 @@ def validate(config: Any) -> None:
     present, value = _lookup(config, name)
     if present:
       field_range.check(f"config.{name}", value)
+  m = config.inner.get("microbatches", 1)
+  if config.data.batch_size % m:
+    raise ValueError(
+        f"config.inner.microbatches={m} must divide config.data.batch_size="
+        f"{config.data.batch_size} (equal micro-batches)"
+    )
   registry.from_config(config)
 
 

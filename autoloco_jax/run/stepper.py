@@ -30,7 +30,8 @@ from absl import logging
 from autoloco_jax.data import pipeline as pipeline_lib
 from autoloco_jax.model import transformer as model_lib
 from autoloco_jax.run import checkpoint, clocks as clocks_lib, distributed, evaluation
-from autoloco_jax.run import metrics as metrics_lib, resume, summary as summary_lib
+from autoloco_jax.run import metrics as metrics_lib, mfu as mfu_lib, resume
+from autoloco_jax.run import summary as summary_lib
 from autoloco_jax.run.assembly import Run, setup
 from autoloco_jax.runtime import replicas, rounds
 from autoloco_jax.sim import faults
@@ -38,8 +39,10 @@ from autoloco_jax.sim import faults
 #: Fields of a round's record measured on the host's wall clock: they differ
 #: between any two runs. ``data_wait_s``: blocked on the input pipeline;
 #: ``host_wait_s``: blocked reading the round's device values (its ``next_h``,
-#: metrics and evaluation), i.e. waiting for the device.
-TIMING_FIELDS = ("wall_time", "data_wait_s", "host_wait_s")
+#: metrics and evaluation), i.e. waiting for the device; ``model_flops_per_sec``
+#: and ``mfu`` (``run/mfu.py``): the round's model FLOP/s over the wall time
+#: since the round before was read (the first round's includes compiling).
+TIMING_FIELDS = ("wall_time", "data_wait_s", "host_wait_s", "model_flops_per_sec", "mfu")
 
 
 class Dispatched(NamedTuple):
@@ -118,6 +121,10 @@ class Stepper:
         config.total_steps, self.host.step, config.log.progress and leader
     )
     self.window = summary_lib.Window(self.t_start, self.host.step)
+    self.peak = mfu_lib.peak_flops(
+        run.mesh.devices.flat[0].device_kind, config.get("peak_flops")
+    )
+    self._last_read = (0.0, self.host.step)  # (wall time, step) of the last round read
 
   def dispatch(self) -> Dispatched:
     """Dispatches the next round through the round driver, and its evaluation
@@ -192,6 +199,7 @@ class Stepper:
     data_wait = record.pop("data_wait_s")
     record.update(wall_time=time.time() - self.t_start, data_wait_s=data_wait)
     record["host_wait_s"] = waited
+    record.update(self._round_flops(record["wall_time"], record["step"]))
     if round_.next_steps is None:
       self.host.next_round_steps = int(record["next_h"])
     check_finite(record, ("loss_mean", "loss_end", "delta_norm", "param_norm"))
@@ -205,6 +213,18 @@ class Stepper:
       record.update(evaluation.size_record(self.eval_batches.host))
       check_finite(record, ("eval_loss",))
     return record
+
+  def _round_flops(self, wall_time: float, step: int) -> dict:
+    """The round's ``model_flops_per_sec`` and ``mfu`` since the last read."""
+    config, run = self.config, self.run
+    t0, step0 = self._last_read
+    self._last_read = (wall_time, step)
+    tokens = (step - step0) * config.num_workers * config.data.batch_size * config.data.seq_len
+    rate = tokens * run.flops_per_token / max(wall_time - t0, 1e-9)
+    return dict(
+        model_flops_per_sec=rate,
+        mfu=mfu_lib.mfu(rate, int(run.mesh.devices.size), self.peak),
+    )
 
   def log(self, record: dict) -> None:
     """A round's record to metrics.jsonl and TensorBoard, the progress bar, and

@@ -17,7 +17,7 @@ from typing import Any
 
 import jax
 
-from autoloco_jax.run import distributed, evaluation
+from autoloco_jax.run import distributed, evaluation, mfu as mfu_lib
 from autoloco_jax.run.assembly import Run
 from autoloco_jax.run.clocks import Clocks
 from autoloco_jax.run.resume import HostState
@@ -128,6 +128,11 @@ def summary(
       **clocks.also_times(),
       tokens_per_sec=tokens_per_sec,
       model_flops_per_sec=tokens_per_sec * run.flops_per_token,
+      mfu=mfu_lib.mfu(
+          tokens_per_sec * run.flops_per_token,
+          int(run.mesh.devices.size),
+          mfu_lib.peak_flops(run.mesh.devices.flat[0].device_kind, config.get("peak_flops")),
+      ),
       num_params=run.num_params,
       devices=int(run.mesh.devices.size),
       wall_time=wall_time,

@@ -117,6 +117,8 @@ class Setup:
     speed_factors: per worker, its compute time per inner step relative to 1
       (``config.network.speed_factors``; all 1 when unset): GASLoC gives slow
       workers fewer steps.
+    microbatches: micro-batches each inner step's gradient is accumulated over
+      (``config.inner.microbatches``; 1: none).
   """
 
   mesh: Mesh
@@ -126,6 +128,7 @@ class Setup:
   inner_tx: optax.GradientTransformation
   peak_lr: float
   speed_factors: tuple[float, ...]
+  microbatches: int = 1
 
   @classmethod
   def from_config(cls, config: Any, loss_fn: Callable, mesh: Mesh) -> "Setup":
@@ -146,15 +149,20 @@ class Setup:
         inner_tx=inner.optimizer(config.inner, lr_schedule),
         peak_lr=float(config.inner.lr),
         speed_factors=tuple(float(f) for f in speeds),
+        microbatches=int(config.inner.get("microbatches", 1)),
     )
 
   def inner_loop(self) -> Callable:
     """The per-device inner loop (:func:`inner.make_inner_loop`)."""
-    return inner.make_inner_loop(self.loss_fn, self.inner_tx, self.lr_schedule)
+    return inner.make_inner_loop(
+        self.loss_fn, self.inner_tx, self.lr_schedule, microbatches=self.microbatches
+    )
 
   def synced_loop(self) -> Callable:
     """DDP's per-device inner loop on one model (:func:`inner.make_synced_loop`)."""
-    return inner.make_synced_loop(self.loss_fn, self.inner_tx, self.lr_schedule)
+    return inner.make_synced_loop(
+        self.loss_fn, self.inner_tx, self.lr_schedule, self.microbatches
+    )
 
   def init_workers(self, params: Any) -> tuple[Any, Any]:
     """``(params_K, inner_opt_K)``: K copies of ``params`` and their fresh

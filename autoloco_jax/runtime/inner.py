@@ -128,12 +128,50 @@ def optimizer(cfg: Any, lr_schedule: optax.Schedule) -> optax.GradientTransforma
   )
 
 
+def accumulated(value_and_grad: Callable, microbatches: int) -> Callable:
+  r"""``value_and_grad`` over a batch split into ``m`` equal micro-batches,
+  run one after another and summed (gradient accumulation):
+
+  .. math:: \big(ℓ, ∇ℓ\big)(θ; x) = \frac{1}{m} \sum_{j=1}^{m} \big(ℓ, ∇ℓ\big)(θ; x_j)
+
+  which is the whole batch's mean loss and gradient, since every micro-batch
+  holds ``B / m`` sequences and ``ℓ`` is a mean over tokens; only the peak
+  activation memory changes (that of ``B / m`` sequences). ``m = 1`` returns
+  ``value_and_grad`` itself, so the step is today's bit for bit.
+
+  Raises:
+    ValueError: a batch of ``B`` sequences that ``m`` does not divide.
+  """
+  if microbatches == 1:
+    return value_and_grad
+
+  def f(params, tokens_BxL1):
+    b = tokens_BxL1.shape[0]
+    if b % microbatches:
+      raise ValueError(
+          f"inner.microbatches={microbatches} must divide the batch of {b} sequences"
+      )
+    tokens_MxbxL1 = tokens_BxL1.reshape((microbatches, b // microbatches) + tokens_BxL1.shape[1:])
+
+    def body(total, tokens_bxL1):
+      return jax.tree.map(jnp.add, total, value_and_grad(params, tokens_bxL1)), None
+
+    # The first micro-batch starts the sums, so they carry its types (under
+    # shard_map a value varies over the replica axis; a zero would not).
+    first = value_and_grad(params, tokens_MxbxL1[0])
+    (loss, grads), _ = lax.scan(body, first, tokens_MxbxL1[1:])
+    return jax.tree.map(lambda x: x / microbatches, (loss, grads))
+
+  return f
+
+
 def make_inner_loop(
     loss_fn: Callable,
     tx: optax.GradientTransformation,
     lr_schedule: optax.Schedule,
     *,
     sync_grads: bool = False,
+    microbatches: int = 1,
 ) -> Callable:
   """Builds the per-device inner loop over a block of workers.
 
@@ -145,6 +183,8 @@ def make_inner_loop(
     sync_grads: average gradients over all workers before every update (DDP);
       the block's parameters and optimizer states are then identical copies,
       the same on every device (replicated, not per-worker values).
+    microbatches: each step's gradient accumulated over this many equal
+      micro-batches of the worker's batch (:func:`accumulated`).
 
   Returns:
     ``run(params_K, opt_K, acc, tokens_KxCxBxL1, num_steps, step0, steps_K=None)
@@ -160,7 +200,7 @@ def make_inner_loop(
     and ``acc.lr_sum`` count the round's longest worker. Without ``steps_K``
     the loop is exactly the homogeneous one.
   """
-  grad_fn = jax.vmap(jax.value_and_grad(loss_fn))
+  grad_fn = jax.vmap(accumulated(jax.value_and_grad(loss_fn), microbatches))
   update_fn = jax.vmap(tx.update)
 
   def step(i, params_K, opt_K, acc, tokens_KxCxBxL1, step0, steps_K):
@@ -222,7 +262,10 @@ def make_inner_loop(
 
 
 def make_synced_loop(
-    loss_fn: Callable, tx: optax.GradientTransformation, lr_schedule: optax.Schedule
+    loss_fn: Callable,
+    tx: optax.GradientTransformation,
+    lr_schedule: optax.Schedule,
+    microbatches: int = 1,
 ) -> Callable:
   """Builds DDP's per-device inner loop on one model (one copy per device).
 
@@ -246,7 +289,9 @@ def make_synced_loop(
     and ``opt`` instead of a block of them; ``acc`` keeps each worker's loss
     and gradient norm. Must be called inside :func:`replicas.map_workers`.
   """
-  block_run = make_inner_loop(loss_fn, tx, lr_schedule, sync_grads=True)
+  block_run = make_inner_loop(
+      loss_fn, tx, lr_schedule, sync_grads=True, microbatches=microbatches
+  )
 
   def run(params, opt, acc, tokens_KxCxBxL1, num_steps, step0):
     copies = lambda tree: replicas.broadcast_block(tree, tokens_KxCxBxL1)
