@@ -27,7 +27,7 @@ SIMPLE = ("ablations", "attention", "decentralized", "heterogeneity")
 #: Studies with phases (``experiments/engine.py``).
 PHASED = (
     "evidence", "schedule", "compression", "compression_many", "gossip_g1", "gossip_g2",
-    "noloco_n1",
+    "noloco_n1", "recipe",
 )
 
 

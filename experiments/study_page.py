@@ -27,7 +27,7 @@ from experiments.report import read_summary
 
 #: Every study, in the order of docs/results.md.
 STUDIES = (
-    "evidence", "schedule", "compression_many", "compression", "noloco_n1", "gossip_g1",
+    "evidence", "schedule", "recipe", "compression_many", "compression", "noloco_n1", "gossip_g1",
     "gossip_g2", "ablations", "attention", "decentralized", "heterogeneity",
 )
 MAX_PLOTS = 4

@@ -22,7 +22,7 @@ import pytest
 
 from configs.studies import ablations, attention, base, compression, compression_many
 from configs.studies import decentralized, evidence, gossip_g1, gossip_g2, gossip_phases
-from configs.studies import heterogeneity, noloco_n1, schedule
+from configs.studies import heterogeneity, noloco_n1, recipe, schedule
 from experiments import engine, report, seed_stats, sweep, syncs_saved
 from tests import synthetic_runs
 from tests import test_documented_commands as documented
@@ -33,7 +33,7 @@ STUDIES = (ablations, decentralized, heterogeneity, attention)
 #: The phased cells of ``gossip_phases``.
 CELLS = (gossip_g1, gossip_g2, noloco_n1)
 #: Modules whose quick reports go to their ``QUICK_DIR`` (moved to a tmp folder).
-PHASED = (evidence, schedule, compression, compression_many) + CELLS
+PHASED = (evidence, schedule, compression, compression_many, recipe) + CELLS
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 #: The quick reports whose plots are drawn (about 0.4 s of CPU a figure, 190 in
 #: all the quick reports): a study with AutoLoCo (H and outer-step plots) and one
@@ -77,6 +77,7 @@ def _run_everything(root: str, reports: str) -> tuple[dict, dict]:
   _run_phases(
       phases, root, "compression_", functools.partial(engine.build, compression), compression.PHASES, "quick"
   )
+  _run_phases(phases, root, "recipe_", functools.partial(engine.build, recipe), recipe.PHASES, "quick")
   for cell in CELLS:
     _run_phases(phases, root, cell.NAME.format(phase=""), functools.partial(engine.build, cell), cell.PHASES, "quick")
   results = {}
@@ -631,6 +632,48 @@ def test_compression_rows_start_from_the_tuned_pair_and_report_bytes_and_peaks(p
     assert f"| `{candidate}` | `{reference}` |" in text
 
 
+# --- the best recipe (issue 65) ----------------------------------------------------
+
+
+def test_recipe_tunes_each_rows_schedule_and_reads_it_against_the_schedule_frontier(phases):
+  """Coarse: each row's constant and its schedules on seed 0; tune: the
+  constant and the ``TOP`` best of the coarse pass, recomputed here; report: the
+  schedule study's own frontier runs, each row constant and tuned (the constant
+  the compression_many report's run), and the tuning seeds' best with adaptive
+  ``H`` on top, every label against the frontier."""
+  root = None
+  coarse_study, coarse = phases["recipe_coarse"]
+  tune_study, tune = phases["recipe_tune"]
+  report_study, report_ = phases["recipe_report"]
+  assert coarse_study.seeds == (0,)
+  for row in recipe.QUICK_ROWS:
+    mine = [l for l in coarse_study.labels if l == row or l.startswith(row + "_")]
+    assert len(mine) > 1 and coarse_study.runs[row].diloco.get("beta_end") is None
+    ranked = sorted((coarse["stats"][l]["final_eval_bpb"][0], l) for l in mine if l != row)
+    kept = {row} | {l for _, l in ranked[: recipe.TOP]}
+    assert {l for l in tune_study.labels if l in mine} == kept
+  sched_study, _ = phases["schedule_report"]
+  assert report_study.frontier == sched_study.frontier
+  for label in report_study.frontier:
+    ours, theirs = report_study.runs[label], sched_study.runs[label]
+    assert sweep.run_dir("", ours) == sweep.run_dir("", theirs)
+  assert set(report_study.seeds) <= set(sched_study.seeds)
+  cm_study, _ = phases["compression_many_report"]
+  for row in recipe.QUICK_ROWS:
+    assert sweep.run_dir("", report_study.runs[row]) == sweep.run_dir("", cm_study.runs[row])
+  auto = report_study.runs["best_adaptive"]
+  assert auto.algorithm == "autoloco" and auto.autoloco.correction == "none"
+  winner = report_study.comparisons[-1][1]
+  assert report_study.comparisons[-1][0] == "best_adaptive"
+  for group in ("stream", "compress", "diloco"):
+    want = report_study.runs[winner][group].to_dict()
+    if group == "diloco" and want.get("beta_end") is not None and not want["beta_rounds"]:
+      want["beta_rounds"] = auto.total_steps // base.h_ref(True)
+    assert auto[group].to_dict() == want
+  assert {(l, "frontier") for l in report_study.syncs_saved} <= set(report_study.comparisons)
+  assert set(report_["syncs_saved"]) == set(report_study.syncs_saved)
+
+
 # --- the decentralized claims' cells ---------------------------------------------
 
 
@@ -665,10 +708,12 @@ def test_gossip_g1_tunes_on_tuning_seeds_and_reports_gasloc_against_each_baselin
   assert gossip_g1.run_config("gasloc", dict(quick=False)).num_workers == gossip_g1.K == 8
 
 
-def test_gossip_g2_reads_methods_against_the_evidence_frontier_on_its_seeds(phases):
+def test_gossip_g2_reads_methods_against_the_evidence_frontier_on_its_seeds(phases, monkeypatch):
   """G2's report pairs with the evidence report: its seeds, its tolerance, its
   frontier's runs (same workdirs), each method's syncs saved and its Δ against
-  the frontier and DiLoCo at H_ref."""
+  the frontier and DiLoCo at H_ref. Its full-size coarse pass reads the
+  committed evidence reports (whatever folder the ``full`` fixture moved them to)."""
+  monkeypatch.setattr(evidence, "DOCS_DIR", os.path.join(ROOT, "docs/studies/evidence_v2"))
   _, evidence_report = phases["report"]
   g2_study, g2 = phases["gossip_g2_report"]
   assert g2["seeds"] == evidence_report["seeds"]

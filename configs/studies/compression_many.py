@@ -282,14 +282,19 @@ def _report_runs(s, opts: dict) -> None:
   ref = f"diloco_h{href}"
   rows = QUICK_ROWS if quick else ROWS
   for row in rows:
-    point = {**points.get("stream_tau1", {}), **points.get("stream_fp4", {}),
-             **points.get(row, {})}
-    if row in SENDERS_ROWS:
-      point = dict(points[SENDERS_ROWS[row]], alpha=AGGREGATE_ALPHAS[0], aggregate="senders")
-    base.add_run(s, row, row_config(opts, row, point), ref)
+    base.add_run(s, row, row_config(opts, row, report_point(points, row)), ref)
   s.syncs_saved = rows
   s.cost_plots = ("bytes_per_worker", "peak_bandwidth")
   s.comparisons = tuple((row, r) for row in rows for r in ("frontier", ref))
+
+
+def report_point(points: dict, row: str) -> dict:
+  """The grid point a row reports at, from the tuned ``points`` (``tuned_points``):
+  its own, over streaming's tuned mixing and fp4's block; a senders row takes its
+  family's error-feedback decay at the ablation's ``α``."""
+  if row in SENDERS_ROWS:
+    return dict(points[SENDERS_ROWS[row]], alpha=AGGREGATE_ALPHAS[0], aggregate="senders")
+  return {**points.get("stream_tau1", {}), **points.get("stream_fp4", {}), **points.get(row, {})}
 
 
 def _aggregate_runs(s, opts: dict) -> None:

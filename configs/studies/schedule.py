@@ -138,6 +138,26 @@ def _num(x: float) -> str:
   return f"{x:g}".replace(".", "p")
 
 
+def schedule_points(beta: float, rounds: int, names=tuple(SCHEDULES)) -> dict[str, dict]:
+  """``suffix -> overrides`` of the momentum schedules ``names`` around ``β*`` =
+  ``beta`` over a run of ``rounds`` outer steps (``SCHEDULES``: each clipped to
+  ``[0, BETA_MAX]``; one that no longer changes, or equals another, is dropped).
+  The recipe study (``recipe.py``) tunes its rows' momentum on the same grid."""
+  out: dict[str, dict] = {}
+  for name in names:
+    d0, d1, shape, share = SCHEDULES[name]
+    b0, b1 = _b(beta + d0), _b(beta + d1)
+    overrides = dict(
+        diloco__beta=b0,
+        diloco__beta_end=b1,
+        diloco__beta_shape=shape,
+        diloco__beta_rounds=0 if share == 1.0 else max(1, int(round(share * rounds))),
+    )
+    if b0 != b1 and overrides not in out.values():
+      out[f"{name}_b{_num(b0)}_{_num(b1)}"] = overrides
+  return out
+
+
 def candidates(opts: dict, h: int, beta: float) -> dict[str, dict]:
   """``label -> overrides`` of the candidates at ``H`` around ``β*`` = ``beta``
   (finer constants, then schedules; a candidate equal to another is dropped)."""
@@ -148,17 +168,8 @@ def candidates(opts: dict, h: int, beta: float) -> dict[str, dict]:
     if b != beta:
       out[f"h{h}_const_b{_num(b)}"] = dict(diloco__beta=b)
   rounds = _config(opts, h, (0.7, 0.5), {}).total_steps // h
-  for name in QUICK_SCHEDULES if quick else SCHEDULES:
-    d0, d1, shape, share = SCHEDULES[name]
-    b0, b1 = _b(beta + d0), _b(beta + d1)
-    overrides = dict(
-        diloco__beta=b0,
-        diloco__beta_end=b1,
-        diloco__beta_shape=shape,
-        diloco__beta_rounds=0 if share == 1.0 else max(1, int(round(share * rounds))),
-    )
-    if b0 != b1 and overrides not in out.values():
-      out[f"h{h}_{name}_b{_num(b0)}_{_num(b1)}"] = overrides
+  names = QUICK_SCHEDULES if quick else tuple(SCHEDULES)
+  out.update({f"h{h}_{k}": v for k, v in schedule_points(beta, rounds, names).items()})
   return out
 
 
@@ -234,21 +245,31 @@ def _report_runs(s, opts: dict, pairs: dict) -> None:
   s.seeds = tuple(committed["seeds"])
   s.power = dict(committed["power"])
   s.tolerance = float(committed["power"]["tolerance"])
-  evidence.add_frontier(s, cell, pairs)
-  constant = tuple(s.frontier)
-  best = tuned(opts, pairs)
-  points = {h: candidate_overrides(opts, h, pairs[h][1], label) for h, label in best.items()}
-  for h, overrides in points.items():
-    base.add_run(s, f"sched_h{h}", _config(opts, h, pairs[h], overrides))
-  by_h = {int(l[len("diloco_h"):]): l for l in constant}
-  by_h.update({h: f"sched_h{h}" for h in best})
-  s.frontier = tuple(by_h[h] for h in sorted(by_h)) if opts["phase"] == "report" else constant
+  points = add_tuned_frontier(s, opts, pairs)
+  if opts["phase"] == "constant":
+    s.frontier = tuple(f"diloco_h{h}" for h in evidence.frontier_hs(opts["quick"]))
   href = base.h_ref(opts["quick"])
   variants = _autoloco_runs(s, opts, pairs[href], points[href])
   s.syncs_saved = variants
   s.comparisons = tuple(
       (label, ref) for label in variants for ref in ("frontier", f"sched_h{href}")
   ) + (("autoloco", "adaptive_on_schedule"),)
+
+
+def add_tuned_frontier(s, opts: dict, pairs: dict) -> dict[int, dict]:
+  """Adds the schedule-tuned frontier to ``s`` (the tuned point ``sched_h<H>``
+  at each ``H`` of ``SCHEDULE_HS``, the constant-tuned ``diloco_h<H>`` at the
+  frontier's other ``H``; the constant ones at every ``H`` too) and sets
+  ``s.frontier``; returns ``H -> the tuned point's overrides``."""
+  evidence.add_frontier(s, _cell(opts), pairs)
+  best = tuned(opts, pairs)
+  points = {h: candidate_overrides(opts, h, pairs[h][1], label) for h, label in best.items()}
+  for h, overrides in points.items():
+    base.add_run(s, f"sched_h{h}", _config(opts, h, pairs[h], overrides))
+  s.frontier = tuple(
+      f"sched_h{h}" if h in points else f"diloco_h{h}" for h in evidence.frontier_hs(opts["quick"])
+  )
+  return points
 
 
 def candidate_overrides(opts: dict, h: int, beta: float, label: str) -> dict:
