@@ -206,18 +206,19 @@ def user_env(**extra) -> dict:
 #: The packages of this repository: their flags (and the fields a config flag
 #: of theirs defines, ``--config.x``) are the ones :func:`run_main` sets aside;
 #: a library's (grain's, say) stay, as the library reads them.
-_OURS = ("autoloco_jax", "benchmarks", "configs", "experiments", "projects", "tests")
 
 
 def _own_flags(values) -> list[str]:
-  """The names of the flags this repository's modules defined in ``values``."""
-  names = {
+  """The names of every flag in ``values`` but absl's own: this repository's
+  modules' and any a test defined (absl may record those under ``<unknown>``,
+  a module loaded from a file path: ``launch_local``'s ``num_processes``)."""
+  absl = {
       f.name
       for module, defined in values.flags_by_module_dict().items()
-      if module.split(".")[0] in _OURS
+      if module.split(".")[0] == "absl"
       for f in defined
   }
-  return [n for n in list(values) if n in names or n.split(".")[0] in names]
+  return [n for n in list(values) if n not in absl]
 
 
 def run_main(module: str, *argv: str) -> str:
