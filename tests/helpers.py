@@ -208,17 +208,25 @@ def user_env(**extra) -> dict:
 #: a library's (grain's, say) stay, as the library reads them.
 
 
+_OURS = ("autoloco_jax", "benchmarks", "configs", "experiments", "projects", "tests")
+
+
 def _own_flags(values) -> list[str]:
-  """The names of every flag in ``values`` but absl's own: this repository's
-  modules' and any a test defined (absl may record those under ``<unknown>``,
-  a module loaded from a file path: ``launch_local``'s ``num_processes``)."""
-  absl = {
-      f.name
-      for module, defined in values.flags_by_module_dict().items()
-      if module.split(".")[0] == "absl"
-      for f in defined
+  """The names of the flags this repository's modules defined in ``values``
+  (a config flag's field overrides, ``plan.methods``, with it), and of any absl
+  records under no module (``<unknown>``: one a test loaded from a file path,
+  ``launch_local``'s ``num_processes`` in a worker of the README command); the
+  libraries' own flags (absl's, grain's) stay."""
+  by_module = values.flags_by_module_dict()
+  recorded = {f.name for defined in by_module.values() for f in defined}
+  ours = {
+      f.name for module, defined in by_module.items()
+      if module.split(".")[0] in _OURS for f in defined
   }
-  return [n for n in list(values) if n not in absl]
+  return [
+      n for n in list(values)
+      if n.split(".")[0] in ours or n.split(".")[0] not in recorded
+  ]
 
 
 def run_main(module: str, *argv: str) -> str:
