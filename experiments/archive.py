@@ -18,7 +18,7 @@ An evidence cell's runs (``docs/runs/evidence_v2/<regime>_<corpus>``)::
 
 Any other study file's runs the same way (``docs/runs/<file's name>``), every
 phase of its ``PHASES`` that can be built, in each of its
-cells (:func:`cells`: N1's worker counts, G2's corpora)::
+cells (:func:`engine.cells`: N1's worker counts, G2's corpora)::
 
   python -m experiments.archive --study configs/studies/gossip_g1.py
   python -m experiments.archive --study configs/studies/gossip_g1.py --restore
@@ -62,18 +62,9 @@ def cell_workdirs(regime: str, corpus: str, root: str, quick: bool = False) -> l
   return list(out)
 
 
-def cells(module: Any) -> list[str]:
-  """The argument words of each cell of a phased study: its ``CELLS`` (tuples of
-  words, ``("many", "python")``), or each word of its ``TOKENS`` (a worker
-  count, a corpus), or one cell with none."""
-  if hasattr(module, "CELLS"):
-    return [",".join(cell) for cell in module.CELLS]
-  return list(getattr(module, "TOKENS", {})) or [""]
-
-
 def study_workdirs(study: Any, root: str, quick: bool = False) -> list[str]:
   """The workdirs of every run of a study (its module, or its file's path): for
-  each of its :func:`cells`, of each phase of its ``PHASES`` (``engine.build(module, "<phase>[,<cell>][,quick]")``) up to the first
+  each of its :func:`engine.cells`, of each phase of its ``PHASES`` (``engine.build(module, "<phase>[,<cell>][,quick]")``) up to the first
   whose earlier phase has no report yet; or of ``get_config()`` for a study
   without phases."""
   module = base.load_module(study) if isinstance(study, str) else study
@@ -82,7 +73,7 @@ def study_workdirs(study: Any, root: str, quick: bool = False) -> list[str]:
   if not phases:
     return _workdirs(module, ["quick" if quick else "full"], root)
   out = {}
-  for cell in cells(module):
+  for cell in engine.cells(module):
     args = [",".join(w for w in (phase, cell) if w) + suffix for phase in phases]
     out.update(dict.fromkeys(_workdirs(module, args, root)))
   return list(out)

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import os
 import re
 
 from configs.claims import CLAIMS, Claim, Compound, Rule
-from experiments import seed_stats
+from experiments import runlog, seed_stats
 
 NAN = float("nan")
 
@@ -57,8 +56,11 @@ class Reading:
 
 @functools.lru_cache(maxsize=None)
 def load(path: str, root: str = ".") -> dict:
-  with open(os.path.join(root, path)) as f:
-    return json.load(f)
+  """A claim's report (``runlog.read_summary``: its readings beside it too)."""
+  out = runlog.read_summary(os.path.join(root, path))
+  if out is None:
+    raise FileNotFoundError(os.path.join(root, path))
+  return out
 
 
 def _f(x) -> float:

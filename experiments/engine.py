@@ -32,12 +32,11 @@ cell's phases in order.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Callable
 
 from configs.studies import base
-from experiments import seed_stats
+from experiments import runlog, seed_stats
 
 
 class Cell(dict):
@@ -52,16 +51,16 @@ class Cell(dict):
     """The ``summary.json`` of this cell's ``phase``, or a ``ValueError``
     naming the command that writes it."""
     module = self.module
-    cell = Cell(module, {**self, "phase": phase})
+    cell = self.of(phase=phase)
     path = os.path.join(report_dir(module, cell, phase), "summary.json")
-    if not os.path.exists(path):
+    summary = runlog.read_summary(path)
+    if summary is None:
       raise ValueError(
           f"the {module_name(module)} study's {phase!r} phase has no report at "
           f"{path}; run it first: python -m experiments.sweep --study "
           f"configs/studies/{module_name(module)}.py:{argument(module, cell)}"
       )
-    with open(path) as f:
-      return json.load(f)
+    return summary
 
   def of(self, study: Any = None, **options: Any) -> "Cell":
     """The cell of ``study`` (default this one's) with ``options`` changed,
@@ -116,6 +115,15 @@ def parse(module: Any, arg: str) -> Cell:
   return cell
 
 
+def cells(module: Any) -> list[str]:
+  """The argument words of each cell of a study: its ``CELLS`` (tuples of
+  words, ``("many", "python")``), or each word of its ``TOKENS`` (a worker
+  count, a corpus), or one cell with none (``""``)."""
+  if hasattr(module, "CELLS"):
+    return [",".join(cell) for cell in module.CELLS]
+  return list(getattr(module, "TOKENS", {})) or [""]
+
+
 def words(module: Any, cell: dict) -> list[str]:
   """The module's words that ``cell`` holds (its regime, corpus, worker count)."""
   return [w for w, (o, v) in getattr(module, "TOKENS", {}).items() if cell.get(o) == v]
@@ -145,10 +153,7 @@ def report_dir(module: Any, cell: dict, phase: str) -> str:
 def build(module: Any, arg: str = "") -> Any:
   """The study of one phase of ``module`` (``"phase[,word...][,quick]"``)."""
   cell = parse(module, arg)
-  fields = dict(cell, phase=cell["phase"])
-  s = base.new_study(
-      module.NAME.format(**fields), module.TITLE.format(**fields), cell["quick"]
-  )
+  s = base.new_study(module.NAME.format(**cell), module.TITLE.format(**cell), cell["quick"])
   s.report_dir = report_dir(module, cell, cell["phase"])
   if hasattr(module, "TOLERANCE"):
     s.tolerance = module.TOLERANCE

@@ -23,7 +23,7 @@ import numpy as np
 
 from experiments.plots import plot_curves, plot_frontier, plot_rounds, write_plots
 from experiments.report_text import claim_sentence, comparison_sentence, markdown
-from experiments import per_document, syncs_saved
+from experiments import per_document, runlog, syncs_saved
 from experiments.runlog import load_run, sim_key
 from experiments.seed_stats import (
     compare,
@@ -101,38 +101,24 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
   comparisons = [c for c in both if c["model"] == "headline"]
   worker_comparisons = [c for c in both if c["model"] == "worker"]
   # The paper's metric: syncs the tuned frontier needs for each label's loss,
-  # against the pooled log-linear frontier and, as a check on its shape, the
-  # pooled monotone one.
-  saved, saved_monotone = (
-      {
-          label: syncs_saved.from_runs(runs, tuple(study.frontier), label, model=model)
-          for label in study.get("syncs_saved", ())
-      }
-      for model in ("loglinear", "monotone")
-  )
-  # One reading of each: the line, or the monotone frontier where the line is
-  # rejected, and no saving on a flat stretch (syncs_saved.reading).
-  readings = {}
-  if saved:
-    fit = syncs_saved.lack_of_fit(*syncs_saved.frontier_arrays(runs, tuple(study.frontier)))
-    readings = {
-        label: dict(syncs_saved.reading(saved[label], saved_monotone[label], fit), fit=fit)
-        for label in saved
-    }
+  # against the pooled log-linear frontier (its monotone twin and the one
+  # reading of the two are added by ``complete``).
+  saved = {
+      label: syncs_saved.from_runs(runs, tuple(study.frontier), label)
+      for label in study.get("syncs_saved", ())
+  }
   # The same comparisons paired per document, where the runs wrote their losses.
   documents = [
       per_document.paired(runs, c["candidate"], c["reference"])
       for c in comparisons
       if c["reference"] != "frontier"
   ]
-  return dict(
+  return complete(dict(
       name=study.name,
       title=study.title,
       comparisons=comparisons,
       worker_comparisons=worker_comparisons,
       syncs_saved=saved,
-      syncs_saved_monotone=saved_monotone,
-      syncs_saved_reading=readings,
       per_document=[d for d in documents if d is not None],
       power=dict(study.get("power") or {}),
       interim=str(study.get("interim", "")),
@@ -148,18 +134,20 @@ def collect(study: Any, runs: dict[str, list[dict]]) -> dict:
       stats=all_stats,
       claims=claims,
       runs={label: runs[label] for label in study.labels},
-  )
+  ))
 
 
 def complete(result: dict) -> dict:
-  """A summary written before the frontier's readings with them filled in, as
-  :func:`collect` computes them: each syncs-saved label's monotone saving
-  (``syncs_saved_monotone``, with its ``flat_stretch``) and its one reading
-  (``syncs_saved_reading``). Readers read only the stored fields; the
-  committed summaries were completed once (issue 63)."""
+  """``result`` with each syncs-saved label's saving against the pooled
+  monotone frontier (``syncs_saved_monotone``, with its ``flat_stretch``) and
+  its one reading of the two frontiers (``syncs_saved_reading``:
+  ``syncs_saved.reading``), where it lacks them: every report
+  (:func:`collect`), and once the 16 committed summaries written before the
+  readings existed, whose readings are kept beside them
+  (``runlog.READINGS``)."""
   entries = result.get("syncs_saved") or {}
   if not entries:
-    return result
+    return dict(result, syncs_saved_monotone={}, syncs_saved_reading={})
   runs = result["runs"]
   frontier = next(iter(entries.values()))["frontier"]
   fs, fl = syncs_saved.frontier_arrays(runs, frontier)
@@ -210,6 +198,10 @@ def write_report(study: Any, runs: dict[str, list[dict]], report_dir: str) -> di
   result = collect(study, runs)
   with open(os.path.join(report_dir, "summary.json"), "w") as f:
     json.dump(_finite(result), f, indent=1)
+  # A report written again holds its readings itself.
+  stale = os.path.join(report_dir, runlog.READINGS)
+  if os.path.exists(stale):
+    os.remove(stale)
   plots = write_plots(result, report_dir)
   body = [f"# {study.title}", "", markdown(study, result)]
   if plots:
@@ -221,17 +213,6 @@ def write_report(study: Any, runs: dict[str, list[dict]], report_dir: str) -> di
     f.write("\n".join(body) + "\n")
   result["plots"] = plots
   return result
-
-
-def read_summary(path: str) -> dict | None:
-  """A report's ``summary.json`` (or any JSON a tool wrote beside it), ``None``
-  where not yet written."""
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
-
-
 
 
 def _finite(tree: Any) -> Any:

@@ -1,13 +1,35 @@
 """A finished run, as read from its ``metrics.jsonl``: final numbers, eval curve and
-the adaptive runs' round trace."""
+the adaptive runs' round trace; and a report's ``summary.json`` as readers see it."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 
 from autoloco_jax.run import metrics as metrics_lib
 from autoloco_jax.run.config_check import stored_config
+
+#: Beside a report's ``summary.json`` written before the frontier readings
+#: existed: its ``syncs_saved_monotone`` and ``syncs_saved_reading``
+#: (``report.complete``), kept apart so that the large summary is not written
+#: again.
+READINGS = "readings.json"
+
+
+def read_summary(path: str) -> dict | None:
+  """A report's ``summary.json`` (or any JSON a tool wrote beside it) with the
+  fields of a :data:`READINGS` file beside it; ``None`` where not yet written."""
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    out = json.load(f)
+  extra = os.path.join(os.path.dirname(path), READINGS)
+  if os.path.basename(path) == "summary.json" and os.path.exists(extra):
+    with open(extra) as f:
+      out.update(json.load(f))  # write_report removes it when it writes the summary again
+  return out
+
 
 #: Per-eval columns kept for curves, and per-round columns for adaptive runs.
 EVAL_KEYS = ("step", "tokens", "syncs", "bytes_per_worker", "sim_time", "eval_bpb")

@@ -37,10 +37,7 @@ def variants() -> list[tuple[str, str]]:
   out = [(name, mode) for name in SIMPLE for mode in ("full", "quick")]
   for name in PHASED:
     module = importlib.import_module(f"configs.studies.{name}")
-    cells = [",".join(c) for c in getattr(module, "CELLS", ())] or list(
-        getattr(module, "TOKENS", {})
-    ) or [""]
-    for phase, cell in itertools.product(module.PHASES, cells):
+    for phase, cell in itertools.product(module.PHASES, engine.cells(module)):
       out.append((name, ",".join(x for x in (phase, cell) if x)))
   return out
 

@@ -22,8 +22,8 @@ import os
 from absl import app, flags
 
 from configs import claims as records
-from experiments import engine, report_text, results_page, seed_stats
-from experiments.report import read_summary
+from experiments import claims, engine, report_text, results_page, seed_stats
+from experiments.runlog import read_summary
 
 #: Every study, in the order of docs/results.md.
 STUDIES = (
@@ -36,13 +36,6 @@ MAX_PLOTS = 4
 def docs_dir(module) -> str:
   """Where a study reports: its ``DOCS_DIR``, else ``docs/studies/<name>``."""
   return getattr(module, "DOCS_DIR", os.path.join("docs", "studies", engine.module_name(module)))
-
-
-def cells(module) -> list[str]:
-  """The argument words of each cell (``base,shakespeare``; ``""``: one cell)."""
-  if hasattr(module, "CELLS"):
-    return [",".join(c) for c in module.CELLS]
-  return list(getattr(module, "TOKENS", {})) or [""]
 
 
 def phases(module, cell: str) -> list[tuple[str, str]]:
@@ -130,16 +123,12 @@ def claims_section(module) -> list[str]:
   root = docs_dir(module) + "/"
   ids = tuple(
       c.id for c in records.CLAIMS
-      if any(leaf.report.startswith(root) for leaf in _leaves(c))
+      if any(leaf.report.startswith(root) for leaf in claims.leaves(c))
   )
   if not ids:
     return []
   rs = results_page.readings()
   return ["## Claims", "", *results_page.table(ids, rs), "", *results_page.notes(ids), ""]
-
-
-def _leaves(claim) -> list:
-  return [claim] if isinstance(claim, records.Claim) else [x for p in claim.parts for x in _leaves(p)]
 
 
 def plots(module) -> list[str]:
@@ -170,12 +159,12 @@ def page(name: str) -> str:
       "",
       f"    python -m experiments.archive --study {path} --restore",
   ]
-  for cell in cells(module):
+  for cell in engine.cells(module):
     arg = f":{cell}" if cell else ""
     extra = " --phases all --copies 2" if engine.is_phased(module) else f" --report_dir {docs_dir(module)}"
     lines.append(f"    python -m experiments.sweep --study {path}{arg}{extra}")
   lines += [f"    python -m experiments.archive --study {path}", "", *claims_section(module)]
-  for cell in cells(module):
+  for cell in engine.cells(module):
     lines += [f"## {cell.replace(',', '/') or 'Phases'}", "", *phase_table(module, cell), ""]
     lines += report_section(module, cell)
   shown = plots(module)

@@ -285,7 +285,7 @@ def test_a_study_with_cells_keeps_every_cell(tmp_path, monkeypatch):
   runs, not only the default's: with no phase report, each cell's coarse pass."""
   monkeypatch.setattr(noloco_n1, "DOCS_DIR", str(tmp_path / "reports"))
   root = str(tmp_path / "runs")
-  assert archive.cells(noloco_n1) == ["k4", "k8", "k16"]
+  assert engine.cells(noloco_n1) == ["k4", "k8", "k16"]
   wanted = {
       workdir
       for k in noloco_n1.WORKERS
@@ -293,7 +293,7 @@ def test_a_study_with_cells_keeps_every_cell(tmp_path, monkeypatch):
   }
   got = archive.study_workdirs(noloco_n1, root)
   assert set(got) == wanted and len(got) == len(wanted)
-  assert {archive.cells(m)[0] for m in (gossip_g1, gossip_g2, schedule)} == {
+  assert {engine.cells(m)[0] for m in (gossip_g1, gossip_g2, schedule)} == {
       "",
       "shakespeare",
       "many,python",

@@ -2,13 +2,16 @@
 per-seed differences, their verdicts, the per-seed fixed-H frontier and the
 comparisons built from them. Synthetic runs only: nothing is trained."""
 
+import json
 import math
+import os
 
 import numpy as np
 import pytest
 from scipy import stats as sstats
 
-from experiments import report
+from experiments import report, runlog
+from tests.helpers import ROOT
 
 DIFFS = [0.01, 0.03, 0.02, 0.04, 0.00]
 
@@ -331,8 +334,7 @@ def test_the_syncs_saved_table_reads_the_monotone_delta_on_the_union_interval():
   from tests.helpers import ROOT
 
   path = os.path.join(ROOT, "docs/studies/schedule/base_shakespeare/report/summary.json")
-  with open(path) as f:
-    result = json.load(f)
+  result = runlog.read_summary(path)  # with the readings kept beside it
   lines = report_text.syncs_saved_table(result)
   assert lines[2].endswith("| monotone: Δ loss at equal syncs | reading (syncs saved) |")
   row = next(l for l in lines if l.startswith("| `adaptive_on_schedule` |"))
@@ -357,8 +359,7 @@ def test_a_saving_on_a_flat_stretch_of_the_frontier_is_not_read():
   from tests.helpers import ROOT
 
   path = os.path.join(ROOT, "docs/studies/schedule/many_python/report/summary.json")
-  with open(path) as f:
-    result = json.load(f)
+  result = runlog.read_summary(path)  # with the readings kept beside it
   lines = report_text.syncs_saved_table(result)
   row = next(l for l in lines if l.startswith("| `autoloco` |"))
   cells = [c.strip() for c in row.strip("|").split("|")]
@@ -380,8 +381,7 @@ def test_the_syncs_saved_table_names_the_tolerance_the_verdicts_read():
   from tests.helpers import ROOT
 
   path = os.path.join(ROOT, "docs/studies/schedule/base_shakespeare/report/summary.json")
-  with open(path) as f:
-    result = json.load(f)
+  result = runlog.read_summary(path)  # with the readings kept beside it
   fixed = result["power"]["tolerance"]
   own = result["syncs_saved"]["autoloco"]["tolerance"]
   assert round(fixed, 4) != round(own, 4)
@@ -482,3 +482,39 @@ def test_decentralized_comparisons_are_also_read_on_a_workers_model():
       report.comparison_sentence(c) for c in by_pair.values() if c["model"] == "worker"
   )
   assert "`a` vs `b`: +0.0300" in text
+
+
+def test_a_reports_readings_beside_it_are_read_with_it(tmp_path):
+  """``runlog.read_summary``: a ``readings.json`` beside a ``summary.json``
+  gives the readings that summary was written without; none: the summary
+  alone; no summary: None."""
+  (tmp_path / "summary.json").write_text(json.dumps({"syncs_saved": {"a": 1}}))
+  assert runlog.read_summary(str(tmp_path / "summary.json")) == {"syncs_saved": {"a": 1}}
+  (tmp_path / runlog.READINGS).write_text(json.dumps({"syncs_saved_reading": {"a": 2}}))
+  assert runlog.read_summary(str(tmp_path / "summary.json")) == {
+      "syncs_saved": {"a": 1},
+      "syncs_saved_reading": {"a": 2},
+  }
+  assert runlog.read_summary(str(tmp_path / "missing.json")) is None
+
+
+def test_every_committed_report_has_its_frontier_readings():
+  """Every committed summary with syncs saved is read with its monotone saving
+  and its one reading for each label; for one written before them, the kept
+  readings are what ``report.complete`` computes from its runs."""
+  import glob
+
+  paths = glob.glob(os.path.join(ROOT, "docs/studies/**/summary.json"), recursive=True)
+  for path in paths:
+    s = runlog.read_summary(path)
+    if s.get("syncs_saved"):
+      for key in ("syncs_saved_monotone", "syncs_saved_reading"):
+        assert set(s[key]) == set(s["syncs_saved"]), (path, key)
+  path = os.path.join(ROOT, "docs/studies/evidence_v2/long_python/design/summary.json")
+  with open(path) as f:
+    raw = json.load(f)
+  assert "syncs_saved_reading" not in raw
+  done = report._finite(report.complete(raw))
+  kept = runlog.read_summary(path)
+  for key in ("syncs_saved_monotone", "syncs_saved_reading"):
+    assert json.dumps(done[key], sort_keys=True) == json.dumps(kept[key], sort_keys=True)

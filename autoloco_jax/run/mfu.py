@@ -40,6 +40,12 @@ def peak_flops(device_kind: str, stated: float | None = None) -> float | None:
   return PEAK_FLOPS[max(keys, key=len)] if keys else None
 
 
+def peak_of(mesh, config) -> float | None:
+  """:func:`peak_flops` of a run's devices (the mesh's first device's kind) and
+  config (``peak_flops``)."""
+  return peak_flops(mesh.devices.flat[0].device_kind, config.get("peak_flops"))
+
+
 def mfu(model_flops_per_sec: float, devices: int, peak: float | None) -> float | None:
   """``model_flops_per_sec / (devices · peak)``, None without a peak."""
   if not peak or devices < 1:

@@ -121,9 +121,7 @@ class Stepper:
         config.total_steps, self.host.step, config.log.progress and leader
     )
     self.window = summary_lib.Window(self.t_start, self.host.step)
-    self.peak = mfu_lib.peak_flops(
-        run.mesh.devices.flat[0].device_kind, config.get("peak_flops")
-    )
+    self.peak = mfu_lib.peak_of(run.mesh, config)
     self._last_read = (0.0, self.host.step)  # (wall time, step) of the last round read
 
   def dispatch(self) -> Dispatched:

@@ -131,7 +131,7 @@ def summary(
       mfu=mfu_lib.mfu(
           tokens_per_sec * run.flops_per_token,
           int(run.mesh.devices.size),
-          mfu_lib.peak_flops(run.mesh.devices.flat[0].device_kind, config.get("peak_flops")),
+          mfu_lib.peak_of(run.mesh, config),
       ),
       num_params=run.num_params,
       devices=int(run.mesh.devices.size),

@@ -53,6 +53,8 @@ read from it are records in ``configs/claims.py`` once the report exists.
 
 from __future__ import annotations
 
+import numpy as np
+
 from configs.studies import base, compression_many, evidence, schedule
 
 NAME = "recipe_{phase}"
@@ -80,10 +82,11 @@ def _compression(cell):
   return cell.of(compression_many, phase="report")
 
 
-def _schedule(cell):
-  """The schedule study's many/Python cell (quick: its quick cell)."""
-  return cell.of(schedule, phase="report", regime="base" if cell["quick"] else "many",
-                 corpus="shakespeare" if cell["quick"] else "python")
+def _of(cell, study):
+  """``study``'s report cell of this study's regime: many/Python (quick: the
+  quick base/Shakespeare cell)."""
+  regime, corpus = ("base", "shakespeare") if cell["quick"] else ("many", "python")
+  return cell.of(study, phase="report", regime=regime, corpus=corpus)
 
 
 def rows(cell) -> tuple[str, ...]:
@@ -142,8 +145,7 @@ def _adaptive(cell, config):
   """AutoLoCo's chosen design (adaptive ``H``, no ratio correction) with
   ``config``'s exchange and outer step (its ``stream``, ``compress`` and
   ``diloco`` groups: lr, momentum and its schedule)."""
-  ev = cell.of(evidence, phase="report", regime="base" if cell["quick"] else "many",
-               corpus="shakespeare" if cell["quick"] else "python")
+  ev = _of(cell, evidence)
   design, _ = evidence.chosen_design(ev)
   pair = (config.diloco.alpha, config.diloco.beta)
   auto = evidence.autoloco_config(
@@ -157,16 +159,15 @@ def _adaptive(cell, config):
 
 
 def report(s, cell) -> None:
-  sched = _schedule(cell)
+  sched = _of(cell, schedule)
   committed = sched.read("report")
   tune_stats = cell.read("tune")["stats"]
   best = tuned(tune_stats, cell)
-  sds = {}
-  for row, label in best.items():
-    if label != row:
-      diff = [a - b for a, b in zip(tune_stats[label]["loss_by_seed"], tune_stats[row]["loss_by_seed"])]
-      mean = sum(diff) / len(diff)
-      sds[row] = (sum((d - mean) ** 2 for d in diff) / max(len(diff) - 1, 1)) ** 0.5
+  sds = {
+      row: float(np.std(np.subtract(tune_stats[label]["loss_by_seed"], tune_stats[row]["loss_by_seed"]), ddof=1))
+      for row, label in best.items()
+      if label != row and len(tune_stats[row]["loss_by_seed"]) > 1
+  }
   tolerance = float(committed["power"]["tolerance"])
   s.power = cell.seed_plan(sds or {"none": 0.0}, tolerance, MIN_REPORT_SEEDS, MAX_REPORT_SEEDS)
   s.seeds = tuple(committed["seeds"])[: s.power["seeds"]]
