@@ -91,6 +91,9 @@ FIELDS = {
     "num_workers": COUNT,
     # 0 = all devices JAX sees.
     "num_devices": NATURAL,
+    # Devices a worker spans (runtime/layout.py).
+    "mesh.fsdp": COUNT,
+    "mesh.tensor": COUNT,
     "total_steps": COUNT,
     # 0 = min(64, H_max rounded up to a power of two).
     "chunk_steps": NATURAL,

@@ -36,6 +36,11 @@ def base(size: str = "cpu") -> ml_collections.ConfigDict:
   c.num_workers = 4
   # Devices on the mesh; 0 = all JAX sees.
   c.num_devices = 0
+  # Devices each worker spans (autoloco_jax/runtime/layout.py): its parameters,
+  # optimizer and outer state and its batch split over fsdp, its heads, MLP
+  # width and vocabulary over tensor; the replica axis takes the rest,
+  # num_devices / (fsdp * tensor) devices, which must divide num_workers.
+  c.mesh = ml_collections.ConfigDict(dict(fsdp=1, tensor=1))
   # T: the inner-step budget, the same for every method.
   c.total_steps = steps
   # Batches staged per inner call; 0 = min(64, H_max rounded up to a power of 2).

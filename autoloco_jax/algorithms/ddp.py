@@ -99,8 +99,8 @@ class DDP:
     return Algorithm(
         name=self.name,
         init_state=init_state,
-        inner=jit_inner_block(inner_block, setup.mesh),
-        sync=jit_sync(sync, setup.mesh),
+        inner=jit_inner_block(inner_block, setup.layout),
+        sync=jit_sync(sync, setup.layout),
         eval_params=lambda state: {"": state.algo.params},
         comm_pattern=sync.comm_pattern(None, setup.num_workers),
         max_round_steps=steps,

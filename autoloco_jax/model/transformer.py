@@ -314,22 +314,41 @@ def _residual_out_init(cfg: ModelConfig):
   return nn.initializers.normal(_INIT_STD / math.sqrt(2 * cfg.num_layers))
 
 
+# Each parameter names what its dimensions mean (Flax's logical partitioning,
+# as MaxText does): ``embed`` the model width D, ``heads`` the attention's
+# H·K (fused with q, k, v: 3·H·K), ``mlp`` the hidden width F, ``vocab`` V,
+# ``norm`` a norm's scale. ``runtime/layout.RULES`` maps them to the mesh's
+# model axes; the names change no value (``init`` returns plain arrays).
+
+
 def _dense(
-    cfg: ModelConfig, features: int, name: str, init: Callable | None = None
+    cfg: ModelConfig,
+    features: int,
+    name: str,
+    axes: tuple[str, str],
+    init: Callable | None = None,
 ) -> nn.Dense:
   return nn.Dense(
       features,
       use_bias=False,
       dtype=cfg.jnp_dtype,
       param_dtype=jnp.float32,
-      kernel_init=init or nn.initializers.normal(_INIT_STD),
+      kernel_init=nn.with_logical_partitioning(
+          init or nn.initializers.normal(_INIT_STD), axes
+      ),
       name=name,
   )
 
 
 def _rms_norm(cfg: ModelConfig, name: str) -> nn.RMSNorm:
   # Flax computes the statistics in float32 and casts the output to `dtype`.
-  return nn.RMSNorm(epsilon=1e-6, dtype=cfg.jnp_dtype, param_dtype=jnp.float32, name=name)
+  return nn.RMSNorm(
+      epsilon=1e-6,
+      dtype=cfg.jnp_dtype,
+      param_dtype=jnp.float32,
+      scale_init=nn.with_logical_partitioning(nn.initializers.ones, ("norm",)),
+      name=name,
+  )
 
 
 # Why the residual stream is kept flat, x_NxD with N = B*L, rather than
@@ -352,7 +371,7 @@ class Attention(nn.Module):
     cfg = self.cfg
     h, k = cfg.num_heads, cfg.head_dim
     # One [D, 3D] matmul instead of three: fewer, bigger GEMMs.
-    qkv_Nx3D = _dense(cfg, 3 * cfg.d_model, "qkv")(x_NxD)
+    qkv_Nx3D = _dense(cfg, 3 * cfg.d_model, "qkv", ("embed", "heads"))(x_NxD)
     # Heads-major once, right after the projection (see causal_attention).
     qkv_3xBxHxLxK = qkv_Nx3D.reshape(batch, length, 3, h, k).transpose(2, 0, 3, 1, 4)
     q_BxHxLxK, k_BxHxLxK, v_BxHxLxK = qkv_3xBxHxLxK[0], qkv_3xBxHxLxK[1], qkv_3xBxHxLxK[2]
@@ -361,7 +380,9 @@ class Attention(nn.Module):
     k_BxHxLxK = _rotate_half(k_BxHxLxK, sin_LxK2, cos_LxK2)
     o_BxHxLxK = attend(q_BxHxLxK, k_BxHxLxK, v_BxHxLxK, attention_path(cfg))
     o_NxD = o_BxHxLxK.transpose(0, 2, 1, 3).reshape(batch * length, cfg.d_model)
-    return _dense(cfg, cfg.d_model, "out", _residual_out_init(cfg))(o_NxD)
+    return _dense(cfg, cfg.d_model, "out", ("heads", "embed"), _residual_out_init(cfg))(
+        o_NxD
+    )
 
 
 class Mlp(nn.Module):
@@ -372,8 +393,10 @@ class Mlp(nn.Module):
   @nn.compact
   def __call__(self, x_NxD: jax.Array) -> jax.Array:
     cfg = self.cfg
-    h_NxF = nn.gelu(_dense(cfg, cfg.mlp_dim, "up")(x_NxD))
-    return _dense(cfg, cfg.d_model, "down", _residual_out_init(cfg))(h_NxF)
+    h_NxF = nn.gelu(_dense(cfg, cfg.mlp_dim, "up", ("embed", "mlp"))(x_NxD))
+    return _dense(cfg, cfg.d_model, "down", ("mlp", "embed"), _residual_out_init(cfg))(
+        h_NxF
+    )
 
 
 class Block(nn.Module):
@@ -404,7 +427,9 @@ class Transformer(nn.Module):
         features=cfg.d_model,
         dtype=cfg.jnp_dtype,
         param_dtype=jnp.float32,
-        embedding_init=nn.initializers.normal(_INIT_STD),
+        embedding_init=nn.with_logical_partitioning(
+            nn.initializers.normal(_INIT_STD), ("vocab", "embed")
+        ),
         name="embed",
     )
     x_NxD = embed(tokens_BxL.reshape(b * l))
@@ -427,7 +452,7 @@ class Transformer(nn.Module):
     if cfg.tie_embeddings:
       logits_NxV = embed.attend(x_NxD)
     else:
-      logits_NxV = _dense(cfg, cfg.vocab_size, "head")(x_NxD)
+      logits_NxV = _dense(cfg, cfg.vocab_size, "head", ("embed", "vocab"))(x_NxD)
     # The softmax/cross-entropy is done in float32 even for bf16 activations.
     return logits_NxV.astype(jnp.float32).reshape(b, l, cfg.vocab_size)
 
@@ -451,12 +476,27 @@ def make(model_cfg: Any) -> tuple[Callable, Callable]:
   @jax.jit
   def init(rng: jax.Array):
     # Param shapes do not depend on L, so a length-1 dummy input suffices.
-    return module.init(rng, jnp.zeros((1, 1), jnp.int32))["params"]
+    return nn.unbox(_boxed_init(module, rng))
 
   def apply(params, tokens_BxL: jax.Array) -> jax.Array:
     return module.apply({"params": params}, tokens_BxL)
 
   return init, apply
+
+
+def _boxed_init(module: nn.Module, rng: jax.Array) -> Any:
+  """The parameters with their logical axis names (``nn.LogicallyPartitioned``)."""
+  return module.init(rng, jnp.zeros((1, 1), jnp.int32))["params"]
+
+
+def logical_specs(model_cfg: Any) -> tuple[Any, Any]:
+  """``(specs, shapes)``: each parameter's logical axis names as a
+  ``PartitionSpec`` (``('embed', 'mlp')`` for the MLP's up projection) and
+  its shape (``jax.ShapeDtypeStruct``), trees like ``init``'s; nothing is
+  computed (``jax.eval_shape``)."""
+  module = Transformer(validate(model_cfg))
+  boxed = jax.eval_shape(lambda rng: _boxed_init(module, rng), jax.random.key(0))
+  return nn.get_partition_spec(boxed), nn.unbox(boxed)
 
 
 def token_losses(apply: Callable, params, tokens_BxL1: jax.Array) -> jax.Array:

@@ -17,7 +17,8 @@ import jax
 from autoloco_jax.algorithms import registry
 from autoloco_jax.data import corpus as data_lib
 from autoloco_jax.model import transformer as model_lib
-from autoloco_jax.runtime import contract, replicas, rounds, state as state_lib
+from autoloco_jax.runtime import contract, layout as layout_lib, replicas, rounds
+from autoloco_jax.runtime import state as state_lib
 
 
 class Run(NamedTuple):
@@ -25,7 +26,8 @@ class Run(NamedTuple):
 
   Attributes:
     data: every worker's data and the evaluation sets (``corpus.WorkerData``).
-    mesh: the device mesh with its ``replica`` axis.
+    mesh: the device mesh with its ``replica`` axis and model axes.
+    layout: where the state's arrays live on the model axes (``layout.Layout``).
     model_cfg: the model's config, with the data's vocabulary and length.
     apply: the model's ``apply(params, tokens)``.
     loss_fn: ``loss_fn(params, tokens_BxL1) -> scalar`` for one worker.
@@ -38,6 +40,7 @@ class Run(NamedTuple):
 
   data: data_lib.WorkerData
   mesh: Any
+  layout: layout_lib.Layout
   model_cfg: Any
   apply: Any
   loss_fn: Any
@@ -52,6 +55,7 @@ class Built(NamedTuple):
   """The jitted pieces of a run: what its config and mesh determine, not its
   seed (where the algorithm's build does not read it) or its data."""
 
+  layout: layout_lib.Layout
   model_cfg: Any
   init: Any
   apply: Any
@@ -98,7 +102,8 @@ def build(config: Any, mesh: Any, vocab_size: int) -> Built:
     model_cfg.seq_len = config.data.seq_len
   init, apply = model_lib.make(model_cfg)
   loss_fn = functools.partial(model_lib.loss_fn, apply)
-  built = Built(model_cfg, init, apply, loss_fn, registry.make(config, loss_fn, mesh))
+  layout = layout_lib.Layout.of(mesh, *model_lib.logical_specs(model_cfg))
+  built = Built(layout, model_cfg, init, apply, loss_fn, registry.make(config, loss_fn, layout))
   builds_made += 1
   _BUILT[key] = built
   while len(_BUILT) > KEEP_BUILDS:
@@ -111,18 +116,31 @@ def forget_builds() -> None:
   _BUILT.clear()
 
 
+def make_mesh(config: Any) -> Any:
+  """The run's ``replica × fsdp × tensor`` mesh (``config.num_devices``,
+  ``config.mesh``)."""
+  mesh_cfg = config.get("mesh", {})
+  return replicas.make_mesh(
+      config.num_workers,
+      config.num_devices,
+      fsdp=int(mesh_cfg.get("fsdp", 1)),
+      tensor=int(mesh_cfg.get("tensor", 1)),
+  )
+
+
 def setup(config: Any) -> Run:
   """Builds data, mesh, model, algorithm and the initial state (on the mesh)."""
   K = config.num_workers
   data = data_lib.build(config.data, K, config.seed)
-  mesh = replicas.make_mesh(K, config.num_devices)
-  model_cfg, init, apply, loss_fn, algo = build(config, mesh, data.vocab_size)
+  mesh = make_mesh(config)
+  layout, model_cfg, init, apply, loss_fn, algo = build(config, mesh, data.vocab_size)
   params = init(jax.random.key(config.seed))
   num_params = model_lib.param_count(params)
-  state = state_lib.place(algo.init_state(params), mesh)
+  state = state_lib.place(algo.init_state(params), layout)
   return Run(
       data,
       mesh,
+      layout,
       model_cfg,
       apply,
       loss_fn,

@@ -43,7 +43,9 @@ VALUES_BEFORE_THE_FIELD = {
 }
 
 #: Fields that do not change the training trajectory: a resumed run may change them.
-RESUME_FREE = ("provenance", "log.", "eval.", "checkpoint.", "num_devices", "chunk_steps")
+RESUME_FREE = (
+    "provenance", "log.", "eval.", "checkpoint.", "num_devices", "mesh.", "chunk_steps"
+)
 
 
 def _lookup(config: Any, dotted: str) -> tuple[bool, Any]:
@@ -74,6 +76,13 @@ def validate(config: Any) -> None:
     raise ValueError(
         f"config.inner.microbatches={m} must divide config.data.batch_size="
         f"{config.data.batch_size} (equal micro-batches)"
+    )
+  fsdp = config.get("mesh", {}).get("fsdp", 1)
+  if config.data.batch_size % (fsdp * m):
+    raise ValueError(
+        f"config.mesh.fsdp={fsdp} x config.inner.microbatches={m} must divide "
+        f"config.data.batch_size={config.data.batch_size}: each worker's batch "
+        f"(each micro-batch) is split over its fsdp devices"
     )
   registry.from_config(config)
 

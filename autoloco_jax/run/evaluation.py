@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from autoloco_jax.data import eval_sets
-from autoloco_jax.runtime import replicas
+from autoloco_jax.runtime import layout as layout_lib, replicas
 
 
 class EvalBatches(NamedTuple):
@@ -58,10 +58,12 @@ def make_evaluate(token_losses_fn, mesh, algo):
   ``algo.eval_params`` (``mean``, the replicas' mean, and ``replica``, replica
   0). ``token_losses_fn(params, tokens_BxL1) -> [B, L]`` is the per-target
   loss (``model.token_losses``). Results are replicated so every process can
-  read them, and returned on device, not read: the caller may dispatch the
+  read them (the models too, split over the model axes of ``mesh``, a
+  ``layout.Layout``, like the parameters), and returned on device, not read: the caller may dispatch the
   next round (donating ``state``) before it reads them.
   """
-  replicated = jax.sharding.NamedSharding(mesh, replicas.REPLICATED)
+  layout = layout_lib.as_layout(mesh)
+  replicated = jax.sharding.NamedSharding(layout.mesh, replicas.REPLICATED)
 
   def weighted(params, tokens_NxBxL1, weights_NxBxL):
     losses = jax.lax.map(functools.partial(token_losses_fn, params), tokens_NxBxL1)
@@ -73,9 +75,7 @@ def make_evaluate(token_losses_fn, mesh, algo):
     return total / jnp.sum(weights_NxBxL)
 
   token_losses = jax.jit(weighted, out_shardings=replicated)
-  worker0 = jax.jit(
-      lambda params_K: jax.tree.map(lambda x: x[0], params_K), out_shardings=replicated
-  )
+  worker0 = layout.jit_models(lambda params_K: jax.tree.map(lambda x: x[0], params_K))
 
   def models(state):
     if algo.eval_params is None:

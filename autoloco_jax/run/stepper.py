@@ -114,7 +114,7 @@ class Stepper:
   def __post_init__(self):
     config, run = self.config, self.run
     self.evaluate, self.evaluate_tokens = evaluation.make_evaluate(
-        functools.partial(model_lib.token_losses, run.apply), run.mesh, run.algo
+        functools.partial(model_lib.token_losses, run.apply), run.layout, run.algo
     )
     leader = distributed.is_leader()
     self.progress = _progress(

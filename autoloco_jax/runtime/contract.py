@@ -27,6 +27,7 @@ import optax
 from jax.sharding import Mesh
 
 from autoloco_jax.runtime import inner, replicas
+from autoloco_jax.runtime.layout import Layout, as_layout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +109,7 @@ class Setup:
   """What every algorithm is built from, the same for all of them.
 
   Attributes:
-    mesh: the device mesh with its ``replica`` axis.
+    mesh: the device mesh with its ``replica`` axis (and model axes).
     num_workers: K.
     loss_fn: ``loss_fn(params, tokens_BxL1) -> scalar`` for one worker.
     lr_schedule: the inner learning rate ``η(s)``.
@@ -129,9 +130,16 @@ class Setup:
   peak_lr: float
   speed_factors: tuple[float, ...]
   microbatches: int = 1
+  #: Where the state's arrays live on the mesh's model axes
+  #: (``layout.Layout``; None: no model axes, ``Layout(mesh)``).
+  layout: Layout | None = None
+
+  def __post_init__(self):
+    if self.layout is None:
+      object.__setattr__(self, "layout", Layout(self.mesh))
 
   @classmethod
-  def from_config(cls, config: Any, loss_fn: Callable, mesh: Mesh) -> "Setup":
+  def from_config(cls, config: Any, loss_fn: Callable, mesh: Mesh | Layout) -> "Setup":
     """From ``config.inner``, ``config.num_workers`` and
     ``config.network.speed_factors`` (``()``: all 1; else K finite values > 0).
 
@@ -141,8 +149,10 @@ class Setup:
     lr_schedule = inner.schedule(config.inner, config.total_steps)
     k = config.num_workers
     speeds = speed_factors(config.network, k)
+    layout = as_layout(mesh)
     return cls(
-        mesh=mesh,
+        mesh=layout.mesh,
+        layout=layout,
         num_workers=k,
         loss_fn=loss_fn,
         lr_schedule=lr_schedule,

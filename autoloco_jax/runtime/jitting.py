@@ -16,11 +16,12 @@ import numpy as np
 from jax.sharding import Mesh
 
 from autoloco_jax.runtime import replicas
+from autoloco_jax.runtime.layout import Layout, as_layout
 from autoloco_jax.runtime.state import TrainState
 
 
 def jit_inner(
-    inner_run: Callable, mesh: Mesh, local_steps: Callable[[int], jax.Array] | None = None
+    inner_run: Callable, mesh: Mesh | Layout, local_steps: Callable[[int], jax.Array] | None = None
 ) -> Callable:
   """Wraps a per-device inner loop (``inner.make_inner_loop``) as a jitted step
   over the whole mesh, advancing ``state.step``.
@@ -49,26 +50,31 @@ def jit_inner(
   return jit_inner_block(block, mesh)
 
 
-def jit_inner_block(block: Callable, mesh: Mesh) -> Callable:
+def jit_inner_block(block: Callable, mesh: Mesh | Layout) -> Callable:
   """Wraps a per-device ``block(state, tokens_KxCxBxL1, num_steps) -> state``
   (which advances ``state.step`` itself) as the jitted, donating inner step over
   the whole mesh; :func:`jit_inner` for algorithms whose state is not
-  ``params_K`` and ``inner_opt_K`` (DDP)."""
+  ``params_K`` and ``inner_opt_K`` (DDP).
+
+  ``mesh``: the mesh, or its ``layout.Layout``, to which the new state is held
+  (model axes: the state keeps the layout it came in with)."""
+  layout = as_layout(mesh)
 
   @functools.partial(jax.jit, donate_argnums=0)
   def inner_fn(state: TrainState, tokens_KxCxBxL1, num_steps):
     specs = state.specs()
-    return replicas.map_workers(
+    new = replicas.map_workers(
         block,
-        mesh,
+        layout.mesh,
         in_specs=(specs, replicas.WORKERS, replicas.REPLICATED),
         out_specs=specs,
     )(state, tokens_KxCxBxL1, num_steps)
+    return layout.constrain(new, specs)
 
   return inner_fn
 
 
-def jit_sync(sync_block: Callable, mesh: Mesh) -> Callable:
+def jit_sync(sync_block: Callable, mesh: Mesh | Layout) -> Callable:
   """Wraps a per-device sync ``(state, present_K) -> (state, metrics)`` as a
   jitted function over the whole mesh; metrics must be worker-invariant
   scalars."""
@@ -94,7 +100,9 @@ class BoundSync:
     return self.fn._cache_size()
 
 
-def jit_sync_of(make_block: Callable[[Any], Callable], hyper: Any, mesh: Mesh) -> BoundSync:
+def jit_sync_of(
+    make_block: Callable[[Any], Callable], hyper: Any, mesh: Mesh | Layout
+) -> BoundSync:
   """:func:`jit_sync` for a sync built from hyperparameters, ``make_block(hyper)
   -> (state, present_K) -> (state, metrics)``, with ``hyper`` (a pytree of
   scalars, e.g. the outer ``{'alpha': α, 'beta': β}``) passed to the compiled
@@ -104,14 +112,17 @@ def jit_sync_of(make_block: Callable[[Any], Callable], hyper: Any, mesh: Mesh) -
   operations run either way, so the results are bit for bit those of the
   constants (``tests/test_algorithms.py``)."""
 
+  layout = as_layout(mesh)
+
   @functools.partial(jax.jit, donate_argnums=0)
   def sync(state: TrainState, present_K, hyper_traced):
     specs = state.specs()
-    return replicas.map_workers(
+    new, metrics = replicas.map_workers(
         lambda s, p, h: make_block(h)(s, p),
-        mesh,
+        layout.mesh,
         in_specs=(specs, replicas.WORKERS, replicas.REPLICATED),
         out_specs=(specs, replicas.REPLICATED),
     )(state, present_K, hyper_traced)
+    return layout.constrain(new, specs), metrics
 
   return BoundSync(sync, jax.tree.map(np.float32, hyper))

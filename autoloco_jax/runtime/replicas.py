@@ -8,6 +8,12 @@ therefore always sees a block ``x_K`` of local workers, and the only collective
 the DiLoCo family needs, the mean over all K workers, is a local mean over the
 block followed by ``lax.pmean`` over the mesh axis (:func:`worker_mean`).
 
+The mesh may also have model axes, ``fsdp`` and ``tensor``, over which each
+worker's arrays are split (a worker spans ``fsdp × tensor`` devices). Only
+``replica`` is mapped by hand; the compiler shards the model axes
+(``jax.shard_map(..., axis_names={'replica'})`` over a mesh of automatic axis
+types). Where each array goes on them is ``layout.py``'s.
+
 Why blocks rather than a ``vmap`` axis name: under JAX's varying-manual-axes
 checks a collective cannot yet name a ``vmap`` axis and a ``shard_map`` mesh axis
 together, and a block with an explicit local mean keeps the same code path for 1
@@ -22,9 +28,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 REPLICA = "replica"
+#: The model axes (``layout.py``): parameters and batch split over ``fsdp``,
+#: heads, MLP width and vocabulary over ``tensor``.
+FSDP = "fsdp"
+TENSOR = "tensor"
+AXES = (REPLICA, FSDP, TENSOR)
 
 #: Partition spec of a per-worker array (leading K axis split over the mesh).
 WORKERS = P(REPLICA)
@@ -33,37 +44,80 @@ REPLICATED = P()
 
 
 def make_mesh(
-    num_workers: int, num_devices: int = 0, devices: list | None = None
+    num_workers: int,
+    num_devices: int = 0,
+    devices: list | None = None,
+    fsdp: int = 1,
+    tensor: int = 1,
 ) -> Mesh:
-  """A 1-D mesh with axis ``replica`` over the devices that will hold K workers.
+  """The ``replica × fsdp × tensor`` mesh over the devices that hold K workers.
+
+  The replica axis takes what the model axes leave: ``R = D / (fsdp · tensor)``
+  of the ``D`` devices, each row of ``fsdp · tensor`` consecutive devices one
+  block of ``K / R`` workers (consecutive devices: a worker stays within a
+  host when a host's devices are a multiple of ``fsdp · tensor``). Every axis
+  is of automatic type: ``map_workers`` maps ``replica`` by hand, the
+  compiler shards the model axes.
 
   Args:
     num_workers: K, the number of simulated workers.
     num_devices: how many devices to use; 0 means all that JAX sees
       (``jax.devices()``, every process's devices in a multi-process run).
     devices: explicit device list (overrides ``num_devices``).
-
-  Returns:
-    A ``jax.sharding.Mesh`` with one axis ``replica``.
+    fsdp: devices each worker's parameters, optimizer state and batch are
+      split over (``config.mesh.fsdp``).
+    tensor: devices each worker's heads, MLP width and vocabulary are split
+      over (``config.mesh.tensor``).
 
   Raises:
-    ValueError: K < 1, more devices asked for than exist, or K not divisible
-      by the device count (each device must hold the same number of workers).
+    ValueError: K < 1, more devices asked for than exist, a device count that
+      ``fsdp · tensor`` does not divide, or K not divisible by the replica
+      axis (each replica device row must hold the same number of workers).
   """
   if num_workers < 1:
     raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+  for name, size in (("fsdp", fsdp), ("tensor", tensor)):
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+      raise ValueError(f"mesh.{name} must be a positive int, got {size!r}")
   if devices is None:
     available = jax.devices()
     if num_devices < 0 or num_devices > len(available):
       raise ValueError(f"num_devices={num_devices} but JAX sees {len(available)} devices")
     devices = available[:num_devices] if num_devices else available
-  if num_workers % len(devices):
+  model = fsdp * tensor
+  if len(devices) % model:
     raise ValueError(
-        f"num_workers={num_workers} is not divisible by the device count "
-        f"{len(devices)}: every device must hold the same number of workers "
-        f"(set num_devices to a divisor of num_workers)"
+        f"{len(devices)} devices cannot be split into workers of mesh.fsdp={fsdp} "
+        f"x mesh.tensor={tensor} = {model} devices each"
     )
-  return Mesh(np.asarray(devices), (REPLICA,))
+  rows = len(devices) // model
+  if num_workers % rows:
+    raise ValueError(
+        f"num_workers={num_workers} is not divisible by the replica axis's "
+        f"{rows} device rows ({len(devices)} devices / {model} per worker): every "
+        f"row must hold the same number of workers (set num_devices to a divisor "
+        f"of num_workers times {model})"
+    )
+  grid = np.asarray(devices).reshape(rows, fsdp, tensor)
+  return Mesh(grid, AXES, axis_types=(AxisType.Auto,) * len(AXES))
+
+
+def replica_rows(mesh: Mesh) -> int:
+  """``R``, the devices of the replica axis (each holds a block of workers)."""
+  return mesh.shape[REPLICA]
+
+
+def model_size(mesh: Mesh) -> int:
+  """Devices each worker spans, ``fsdp · tensor`` (1: a worker per device)."""
+  return mesh.devices.size // replica_rows(mesh)
+
+
+def tokens_spec(mesh: Mesh) -> P:
+  """Partition spec of staged batches ``tokens_KxCxBxL1``: workers over
+  ``replica``, each worker's ``B`` sequences over ``fsdp``."""
+  if mesh.shape.get(FSDP, 1) > 1:
+    return P(REPLICA, None, FSDP)
+  return WORKERS
 
 
 def put(tree: Any, shardings: Any, may_alias: bool | None = None) -> Any:
@@ -97,24 +151,29 @@ def put_workers(tree_K: Any, mesh: Mesh) -> Any:
 
 def local_workers(mesh: Mesh, num_workers: int) -> list[int]:
   """The workers held by this process's devices (all K in a single process):
-  worker ``d·b + j`` is row ``j`` of the ``d``-th device's block of ``b = K/D``."""
-  b = num_workers // mesh.devices.size
+  worker ``r·b + j`` is row ``j`` of the ``r``-th replica row's block of
+  ``b = K/R``; a row is this process's when any of its devices is."""
+  b = num_workers // replica_rows(mesh)
   me = jax.process_index()
+  rows = mesh.devices.reshape(replica_rows(mesh), -1)
   return [
-      d * b + j
-      for d, device in enumerate(mesh.devices.flat)
-      if device.process_index == me
+      r * b + j
+      for r, row in enumerate(rows)
+      if any(device.process_index == me for device in row)
       for j in range(b)
   ]
 
 
-def put_local_workers(local_K: np.ndarray, mesh: Mesh) -> jax.Array:
+def put_local_workers(local_K: np.ndarray, mesh: Mesh, spec: P = WORKERS) -> jax.Array:
   """Places the rows of this process's workers (``local_workers`` order) as one
-  global per-worker array; every process passes its own rows."""
-  sharding = NamedSharding(mesh, WORKERS)
+  global per-worker array with ``spec`` (default: workers over ``replica``);
+  every process passes its own rows."""
+  sharding = NamedSharding(mesh, spec)
   if jax.process_count() == 1:
     return jax.device_put(local_K, sharding)
-  global_shape = (local_K.shape[0] * jax.process_count(),) + local_K.shape[1:]
+  rows = replica_rows(mesh)
+  mine = len(local_workers(mesh, rows)) or 1
+  global_shape = (local_K.shape[0] * rows // mine,) + local_K.shape[1:]
   return jax.make_array_from_process_local_data(sharding, local_K, global_shape)
 
 
@@ -131,10 +190,14 @@ def stack_workers(tree: Any, num_workers: int) -> Any:
 def map_workers(fn: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable:
   """Runs ``fn`` on each device's block of workers (``jax.shard_map``).
 
-  ``fn`` receives per-worker arguments with a leading axis of ``K / D`` local
-  workers; collectives inside it go through :func:`worker_mean`.
+  ``fn`` receives per-worker arguments with a leading axis of ``K / R`` local
+  workers; collectives inside it go through :func:`worker_mean`. Only
+  ``replica`` is mapped by hand: arrays inside keep their model axes, which
+  the compiler shards.
   """
-  return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+  return jax.shard_map(
+      fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, axis_names={REPLICA}
+  )
 
 
 def worker_mean(tree_K: Any) -> Any:

@@ -60,7 +60,8 @@ def round_steps(planned: int, remaining: int, min_steps: int) -> int:
 def stage(batch_KxnxBxL1: np.ndarray, chunk: int, mesh: Mesh) -> jax.Array:
   """Pads ``n <= C`` batches to ``C`` and places them on the mesh (workers split
   over devices), in the batch's own dtype (uint8 tokens move a quarter of the
-  bytes of int32). The rows are this process's workers (all of them in a
+  bytes of int32), each worker's ``B`` sequences split over ``fsdp``
+  (``replicas.tokens_spec``). The rows are this process's workers (all of them in a
   single process). A fresh host array per call: the device may still read the
   previous one."""
   k, n = batch_KxnxBxL1.shape[:2]
@@ -68,7 +69,7 @@ def stage(batch_KxnxBxL1: np.ndarray, chunk: int, mesh: Mesh) -> jax.Array:
     raise ValueError(f"cannot stage {n} batches in a chunk of {chunk}")
   tokens_KxCxBxL1 = np.zeros((k, chunk) + batch_KxnxBxL1.shape[2:], batch_KxnxBxL1.dtype)
   tokens_KxCxBxL1[:, :n] = batch_KxnxBxL1
-  return replicas.put_local_workers(tokens_KxCxBxL1, mesh)
+  return replicas.put_local_workers(tokens_KxCxBxL1, mesh, replicas.tokens_spec(mesh))
 
 
 def run_steps(

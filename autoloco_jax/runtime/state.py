@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from autoloco_jax.runtime import replicas
+from autoloco_jax.runtime import layout as layout_lib, replicas
 from autoloco_jax.runtime.inner import RoundAcc
 
 
@@ -67,7 +67,9 @@ def init(params_K: Any, inner_opt_K: Any, algo: Any, num_workers: int) -> TrainS
 
 
 def place(state: TrainState, mesh) -> TrainState:
-  """Puts every field of ``state`` on the mesh with the sharding its spec names.
+  """Puts every field of ``state`` on the mesh with the sharding its spec names,
+  and its model axes where a ``layout.Layout`` is given for ``mesh``
+  (``Layout.shardings``: a parameter-shaped leaf split like the parameter).
 
   Every leaf gets buffers of its own: the jitted rounds donate the state, and two
   fields sharing a buffer (or a field sharing the caller's ``params``) could not
@@ -76,14 +78,19 @@ def place(state: TrainState, mesh) -> TrainState:
   so device arrays are copied first.
   """
   from jax.sharding import NamedSharding, PartitionSpec
+
+  layout = layout_lib.as_layout(mesh)
+  mesh = layout.mesh
   # On a one-device mesh JAX returns P('replica') outputs as P(); lay inputs out
   # the same way so the first call and later ones hit the same compiled round.
-  canonical = (
-      (lambda spec: PartitionSpec()) if mesh.devices.size == 1 else (lambda spec: spec)
-  )
+  specs = layout.specs(state, state.specs())
+  if mesh.devices.size == 1:
+    specs = jax.tree.map(
+        lambda spec: PartitionSpec(), specs, is_leaf=lambda x: isinstance(x, PartitionSpec)
+    )
   shardings = jax.tree.map(
-      lambda spec: NamedSharding(mesh, canonical(spec)),
-      state.specs(),
+      lambda spec: NamedSharding(mesh, spec),
+      specs,
       is_leaf=lambda x: isinstance(x, PartitionSpec),
   )
   state = jax.tree.map(lambda x: x.copy() if isinstance(x, jax.Array) else x, state)

@@ -203,21 +203,20 @@ class DiLoCo:
     return Algorithm(
         name=self.name,
         init_state=init_state,
-        inner=jit_inner(setup.inner_loop(), setup.mesh),
-        sync=jit_sync_of(sync_of, hyper, setup.mesh),
+        inner=jit_inner(setup.inner_loop(), setup.layout),
+        sync=jit_sync_of(sync_of, hyper, setup.layout),
         comm_pattern=piece.comm_pattern(shapes, k),
         max_round_steps=stream.slot_length(max(self.h0, self.controller.h_max)),
         min_round_steps=self.controller.h_min,
         supports_faults=stream.tau == 0,
-        eval_params=None if stream.plain else _global_params(setup.mesh),
+        eval_params=None if stream.plain else _global_params(setup.layout),
         first_round_steps=stream.slot_length(self.h0),
         next_round_steps=sync.open_loop_next_h(self.controller, piece),
     )
 
 
-def _global_params(mesh) -> Callable:
+def _global_params(layout) -> Callable:
   """``state -> {'': θ}``: with streaming, worker 0 holds a mix of fresh and
   stale fragments; evaluate the global parameters, every fragment as of its
-  last sync."""
-  replicated = jax.sharding.NamedSharding(mesh, replicas.REPLICATED)
-  return jax.jit(lambda state: {"": state.algo.global_params}, out_shardings=replicated)
+  last sync (replicated over the workers: ``Layout.jit_models``)."""
+  return layout.jit_models(lambda state: {"": state.algo.global_params})

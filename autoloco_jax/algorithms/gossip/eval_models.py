@@ -11,9 +11,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import Mesh, NamedSharding
-
-from autoloco_jax.runtime import replicas
+from autoloco_jax.runtime.layout import Layout
 
 
 def mean_and_replica(params_K: Any) -> dict:
@@ -24,10 +22,8 @@ def mean_and_replica(params_K: Any) -> dict:
   }
 
 
-def make_eval_params(mesh: Mesh) -> Callable[[Any], dict]:
-  """``state -> {"mean": ..., "replica": ...}``, jitted, the models replicated on
-  the mesh so every process can evaluate them."""
-  return jax.jit(
-      lambda state: mean_and_replica(state.params_K),
-      out_shardings=NamedSharding(mesh, replicas.REPLICATED),
-  )
+def make_eval_params(layout: Layout) -> Callable[[Any], dict]:
+  """``state -> {"mean": ..., "replica": ...}``, jitted, the models replicated
+  over the workers so every process can evaluate them
+  (``Layout.jit_models``)."""
+  return layout.jit_models(lambda state: mean_and_replica(state.params_K))

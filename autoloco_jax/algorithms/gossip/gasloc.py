@@ -169,15 +169,15 @@ class GASLoC:
     return Algorithm(
         name=self.name,
         init_state=init_state,
-        inner=jit_inner(setup.inner_loop(), setup.mesh, local_steps),
-        sync=jit_sync(sync, setup.mesh),
+        inner=jit_inner(setup.inner_loop(), setup.layout, local_steps),
+        sync=jit_sync(sync, setup.layout),
         comm_pattern=sync.comm_pattern(shapes, k),
         max_round_steps=self.h,
         min_round_steps=self.h,
         first_round_steps=self.h,
         next_round_steps=lambda round_index: sync.round_length(round_index, self.h),
         supports_faults=False,
-        eval_params=eval_models.make_eval_params(setup.mesh),
+        eval_params=eval_models.make_eval_params(setup.layout),
     )
 
 
