@@ -1,2 +1,3 @@
-"""Compression: the codecs of exchanged pseudo-gradients and error feedback,
-one interface for every algorithm. Imports nothing else of the package."""
+"""Compression: the codecs of exchanged pseudo-gradients, error feedback and
+the encoded payloads on the wire, one interface for every algorithm. Imports
+``ranges`` and the replica axis (``runtime.replicas``) of the package."""

@@ -27,6 +27,12 @@ decodes every payload and averages them in float32 (:func:`average`), by
 The residuals are per worker (``params_K``-shaped, sharded on the replica
 axis) and live in the run state, so a resumed run continues with them.
 
+Inside the DiLoCo family's sync the encoded payloads themselves cross the
+replica axis (``wire.py``: an all-gather of the packed codes, then every device
+decodes and averages them); the functions here are the decode-then-mean form
+(``Compression.wire = False``, and the dense codecs' all-reduce), which gives
+the same numbers.
+
 On the simulated clock the message is the encoded payload
 (``codecs.tree_encoded_bytes``: values, indices and scales), moved by a ring
 all-reduce when the codec is dense (identity, bf16) and by a ring all-gather
@@ -75,11 +81,17 @@ class Compression:
       feedback.
     aggregate: how the decoded messages are averaged, one of
       :data:`AGGREGATES` (:func:`average`).
+    wire: whether the DiLoCo family's collective carries the encoded payloads
+      (``wire.py``: an all-gather of int8 codes, packed nibbles, packed
+      indices...) when the codec is not dense; False: each message is decoded
+      by its sender and the float32 results are all-reduced (the same numbers
+      on CPU, bit for bit). Not a config field: a program choice, not a result.
   """
 
   codec: codecs.Codec
   ef_beta: float | None
   aggregate: str = "mean"
+  wire: bool = True
 
   @classmethod
   def from_config(cls, config: Any) -> "Compression":

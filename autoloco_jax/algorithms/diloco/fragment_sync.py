@@ -45,7 +45,7 @@ import jax.numpy as jnp
 
 from autoloco_jax.algorithms.diloco import sync
 from autoloco_jax.algorithms.diloco.stream import ARRIVE, SEND, Stream
-from autoloco_jax.compression import exchange
+from autoloco_jax.compression import exchange, wire
 from autoloco_jax.runtime import inner, replicas, state as state_lib
 
 
@@ -142,11 +142,16 @@ class Fragment:
     # Means over the workers present this round (all of them without faults).
     mean = lambda tree_K: replicas.worker_weighted_mean(tree_K, present_K)
     delta_K = sync.pseudo_gradients_K(own.global_params, state.params_K)
-    sent_K, residual_K = exchange.encode_workers(
-        self.compression, delta_K, own.residual_K
-    )
-    # The all-reduce (all-gather for sparse or scaled codecs).
-    delta = exchange.average(self.compression, sent_K, mean)
+    if wire.carries(self.compression):
+      # The encoded payloads of this fragment's leaves, all-gathered.
+      delta, residual_K = wire.exchange(
+          self.compression, delta_K, own.residual_K, present_K, self.leaves
+      )
+    else:  # the all-reduce of the decoded messages
+      sent_K, residual_K = exchange.encode_workers(
+          self.compression, delta_K, own.residual_K
+      )
+      delta = exchange.average(self.compression, sent_K, mean)
     worker_sq = mean(replicas.sq_norm_K(self.only(delta_K)))
     present = sync.workers_present(present_K)
     lr_sum, steps, fragments = self.period(own, acc)
