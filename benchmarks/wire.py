@@ -1,0 +1,182 @@
+"""What a config's compiled sync moves across the replica axis, beside the clock.
+
+  XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
+    python -m benchmarks.wire --config configs/sparseloco.py:tiny \\
+    [--config.compress.codec=int8]  # or fp4, fp8, int4; top-k is the config's own
+
+Lowers and compiles the run's sync (``algo.sync.lower(state, present_K)``) on
+abstract inputs (nothing is trained), reads the compiled HLO text
+(``.compile().as_text()``) for its cross-replica collectives (all-gather,
+all-reduce, collective-permute, reduce-scatter, all-to-all) and prints each
+with its dtype, shape and bytes: the bytes of its result on one device, and for
+an all-gather the bytes per worker (the result over ``K``). The all-gathers
+that carry the encoded payloads (``compression/wire.py``, named ``wire_payload``
+in the HLO's metadata) are summed per worker and set beside the simulated
+clock's payload for the same round (``Algorithm.comm_pattern``: the
+``payload_bytes`` of one worker's message, ``codecs.tree_encoded_bytes``); the
+two agree up to each packed stream's rounding to whole bytes
+(``wire_format.py``). With one device XLA keeps no collective: run it with
+several (``XLA_FLAGS`` above).
+
+Prints a table per sync branch (a streaming sync has one per event) and, with
+``--out``, writes the JSON.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import flags
+from jax.sharding import NamedSharding, PartitionSpec
+from ml_collections import config_flags
+
+from autoloco_jax.algorithms import registry
+from autoloco_jax.data import corpus
+from autoloco_jax.model import transformer as model_lib
+from autoloco_jax.runtime import replicas
+
+_CONFIG = config_flags.DEFINE_config_file(
+  "config", "configs/sparseloco.py:tiny", "Run config."
+)
+_OUT = flags.DEFINE_string("out", "", "Also write the JSON here.")
+
+COLLECTIVES = (
+  "all-gather",
+  "all-reduce",
+  "collective-permute",
+  "reduce-scatter",
+  "all-to-all",
+)
+_ITEM_BYTES = {"s8": 1, "u8": 1, "pred": 1, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f32": 4}
+_ARRAY = re.compile(r"(\w+)\[([\d,]*)\]")
+_LINE = re.compile(
+  r"=\s*(\(.*?\)|\w+\[[\d,]*\](?:\{[^}]*\})?)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\("
+)
+
+
+def collectives(hlo_text: str) -> list[dict]:
+  """The collectives of a compiled HLO text, in order: ``op``, the arrays of
+  its result (``dtype``, ``shape``), their ``bytes`` on one device, and
+  ``branch`` (the ``lax.switch`` branch it is in, from its metadata, or 0)
+  and ``payload`` (whether its metadata names ``wire_payload``)."""
+  out = []
+  for line in hlo_text.splitlines():
+    m = _LINE.search(line)
+    if not m or "-done(" in line:
+      continue
+    arrays = [
+      (dtype, tuple(int(d) for d in dims.split(",") if d))
+      for dtype, dims in _ARRAY.findall(m.group(1))
+    ]
+    branch = re.search(r"branch_(\d+)_fun", line)
+    out.append(
+      dict(
+        op=m.group(2),
+        arrays=[dict(dtype=d, shape=list(s)) for d, s in arrays],
+        bytes=sum(_ITEM_BYTES.get(d, 4) * int(np.prod(s)) for d, s in arrays),
+        branch=int(branch.group(1)) if branch else 0,
+        payload="wire_payload" in line,
+      )
+    )
+  return out
+
+
+def _abstract_state(algo, params, mesh) -> Any:
+  """The run state as ``ShapeDtypeStruct``s with the trainer's shardings."""
+  shapes = jax.eval_shape(algo.init_state, params)
+
+  def one(spec, subtree):
+    sharding = NamedSharding(mesh, spec)
+    return jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), subtree
+    )
+
+  return jax.tree.map(
+    one, shapes.specs(), shapes, is_leaf=lambda x: isinstance(x, PartitionSpec)
+  )
+
+
+def measure(config: Any) -> dict:
+  """The compiled sync's collectives per branch, and the clock's payload."""
+  model_cfg = config.model.copy_and_resolve_references()
+  with model_cfg.unlocked():
+    model_cfg.vocab_size = corpus.VOCAB_SIZE
+    model_cfg.seq_len = config.data.seq_len
+  init, apply = model_lib.make(model_cfg)
+  mesh = replicas.make_mesh(config.num_workers, config.num_devices)
+  algo = registry.make(config, functools.partial(model_lib.loss_fn, apply), mesh)
+  params = jax.eval_shape(init, jax.random.key(0))
+  state = _abstract_state(algo, params, mesh)
+  k = config.num_workers
+  present = jax.ShapeDtypeStruct(
+    (k,), jnp.float32, sharding=NamedSharding(mesh, replicas.WORKERS)
+  )
+  found = collectives(algo.sync.lower(state, present).compile().as_text())
+  branches = []
+  for b in sorted({c["branch"] for c in found} | {0}):
+    mine = [c for c in found if c["branch"] == b]
+    comm = algo.comm_pattern(b, int(config.interval.h))
+    wire = sum(c["bytes"] for c in mine if c["payload"] and c["op"] == "all-gather")
+    branches.append(
+      dict(
+        branch=b,
+        collectives=mine,
+        wire_bytes_per_worker=wire / k,
+        clock_payload_bytes=comm.payload_bytes,
+        clock_kind=comm.kind,
+        clock_dense=comm.dense,
+      )
+    )
+  return dict(
+    config=algo.name,
+    codec=config.compress.codec,
+    num_workers=k,
+    devices=int(mesh.devices.size),
+    branches=branches,
+  )
+
+
+def _table(result: dict) -> str:
+  lines = [
+    f"{result['config']} codec={result['codec']} K={result['num_workers']} "
+    f"devices={result['devices']}"
+  ]
+  for b in result["branches"]:
+    lines.append(f"branch {b['branch']}:")
+    lines.append(f"  {'op':<20}{'role':<9}{'arrays':<40}{'bytes':>10}{'B/worker':>10}")
+    for c in b["collectives"]:
+      arrays = " ".join(f"{a['dtype']}{a['shape']}" for a in c["arrays"])
+      per = f"{c['bytes'] / result['num_workers']:.0f}" if c["op"] == "all-gather" else ""
+      role = "payload" if c["payload"] else "other"
+      lines.append(f"  {c['op']:<20}{role:<9}{arrays:<40}{c['bytes']:>10}{per:>10}")
+    clock = b["clock_payload_bytes"]
+    if b["clock_kind"] == "arrive":
+      lines.append("  an arrival: nothing is sent")
+      continue
+    lines.append(
+      f"  payload per worker: compiled {b['wire_bytes_per_worker']:.0f} B, "
+      f"clock {'the model' if clock is None else f'{clock:g} B'} "
+      f"({b['clock_kind']}, {'all-reduce' if b['clock_dense'] else 'all-gather'})"
+    )
+  return "\n".join(lines)
+
+
+def main(argv):
+  del argv
+  result = measure(_CONFIG.value)
+  print(_table(result))
+  if _OUT.value:
+    with open(_OUT.value, "w") as f:
+      f.write(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+  from experiments import cli
+
+  cli.run(main)
