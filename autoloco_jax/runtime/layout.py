@@ -69,7 +69,8 @@ class Layout:
   """The mesh and the model axes of every parameter, by path.
 
   Attributes:
-    mesh: the ``replica × fsdp × tensor`` mesh.
+    mesh: the ``replica × fsdp × tensor`` mesh (or a ``jax.sharding.AbstractMesh``
+      of that shape, to size a slice this process does not have).
     params: ``((path, shape, spec), ...)``: each parameter's path in the
       params tree, its shape and its spec over the model axes (from its
       logical names and :data:`RULES`); empty without model axes.
@@ -89,7 +90,7 @@ class Layout:
     """
     if logical is None or not replicas.model_size(mesh) > 1:
       return cls(mesh)
-    sizes = dict(zip(mesh.axis_names, mesh.devices.shape))
+    sizes = dict(mesh.shape)
     specs = jax.tree.leaves_with_path(logical, is_leaf=lambda x: isinstance(x, P))
     shape_of = {_path(p): tuple(s.shape) for p, s in jax.tree.leaves_with_path(shapes)}
     params = []
@@ -124,7 +125,7 @@ class Layout:
     (a state's ``specs()``)."""
     full = _broadcast(manual, tree)
     return jax.tree.map_with_path(
-        lambda keys, spec, x: self.spec(keys, jax.numpy.shape(x), spec), full, tree,
+        lambda keys, spec, x: self.spec(keys, tuple(getattr(x, "shape", ())), spec), full, tree,
         is_leaf=lambda x: isinstance(x, P),
     )
 

@@ -57,7 +57,10 @@ def make_mesh(
   block of ``K / R`` workers (consecutive devices: a worker stays within a
   host when a host's devices are a multiple of ``fsdp · tensor``). Every axis
   is of automatic type: ``map_workers`` maps ``replica`` by hand, the
-  compiler shards the model axes.
+  compiler shards the model axes. With ``fsdp = tensor = 1`` the mesh is the
+  one-axis ``replica`` mesh it always was: a mesh with model axes of size 1
+  compiles to other code, whose float results differ in the last bits
+  (``experiments.fingerprint``).
 
   Args:
     num_workers: K, the number of simulated workers.
@@ -98,6 +101,8 @@ def make_mesh(
         f"row must hold the same number of workers (set num_devices to a divisor "
         f"of num_workers times {model})"
     )
+  if model == 1:
+    return Mesh(np.asarray(devices), (REPLICA,))
   grid = np.asarray(devices).reshape(rows, fsdp, tensor)
   return Mesh(grid, AXES, axis_types=(AxisType.Auto,) * len(AXES))
 
@@ -109,7 +114,7 @@ def replica_rows(mesh: Mesh) -> int:
 
 def model_size(mesh: Mesh) -> int:
   """Devices each worker spans, ``fsdp · tensor`` (1: a worker per device)."""
-  return mesh.devices.size // replica_rows(mesh)
+  return mesh.size // replica_rows(mesh)
 
 
 def tokens_spec(mesh: Mesh) -> P:

@@ -66,10 +66,30 @@ def init(params_K: Any, inner_opt_K: Any, algo: Any, num_workers: int) -> TrainS
   )
 
 
+def shardings(state: TrainState, mesh) -> TrainState:
+  """Each leaf's ``NamedSharding``: the replica spec its field names
+  (:meth:`TrainState.specs`) and, where a ``layout.Layout`` is given for
+  ``mesh``, its model axes (``Layout.shardings``: a parameter-shaped leaf split
+  like the parameter)."""
+  from jax.sharding import NamedSharding, PartitionSpec
+
+  layout = layout_lib.as_layout(mesh)
+  specs = layout.specs(state, state.specs())
+  if layout.mesh.size == 1:
+    # On a one-device mesh JAX returns P('replica') outputs as P(); lay inputs
+    # out the same way so the first call and later ones hit the same program.
+    specs = jax.tree.map(
+        lambda spec: PartitionSpec(), specs, is_leaf=lambda x: isinstance(x, PartitionSpec)
+    )
+  return jax.tree.map(
+      lambda spec: NamedSharding(layout.mesh, spec),
+      specs,
+      is_leaf=lambda x: isinstance(x, PartitionSpec),
+  )
+
+
 def place(state: TrainState, mesh) -> TrainState:
-  """Puts every field of ``state`` on the mesh with the sharding its spec names,
-  and its model axes where a ``layout.Layout`` is given for ``mesh``
-  (``Layout.shardings``: a parameter-shaped leaf split like the parameter).
+  """Puts every field of ``state`` on the mesh with its :func:`shardings`.
 
   Every leaf gets buffers of its own: the jitted rounds donate the state, and two
   fields sharing a buffer (or a field sharing the caller's ``params``) could not
@@ -77,24 +97,9 @@ def place(state: TrainState, mesh) -> TrainState:
   the source buffer on its own device when it replicates over several devices,
   so device arrays are copied first.
   """
-  from jax.sharding import NamedSharding, PartitionSpec
-
-  layout = layout_lib.as_layout(mesh)
-  mesh = layout.mesh
-  # On a one-device mesh JAX returns P('replica') outputs as P(); lay inputs out
-  # the same way so the first call and later ones hit the same compiled round.
-  specs = layout.specs(state, state.specs())
-  if mesh.devices.size == 1:
-    specs = jax.tree.map(
-        lambda spec: PartitionSpec(), specs, is_leaf=lambda x: isinstance(x, PartitionSpec)
-    )
-  shardings = jax.tree.map(
-      lambda spec: NamedSharding(mesh, spec),
-      specs,
-      is_leaf=lambda x: isinstance(x, PartitionSpec),
-  )
+  placed = shardings(state, mesh)
   state = jax.tree.map(lambda x: x.copy() if isinstance(x, jax.Array) else x, state)
-  return replicas.put(state, shardings, may_alias=False)
+  return replicas.put(state, placed, may_alias=False)
 
 
 def scalar(value: int) -> jax.Array:
