@@ -1,12 +1,18 @@
 """Compiles a config's round functions ahead of time from abstract shapes.
 
   python -m benchmarks.aot --config configs/autoloco.py:gpu
+  XLA_FLAGS=--xla_force_host_platform_device_count=64 python -m benchmarks.aot \
+      --config configs/diloco.py:1b --config.num_workers=4 --config.num_devices=64 \
+      --config.mesh.fsdp=16 --out docs/mesh/aot_1b.json      # about 3 minutes
+  python -m benchmarks.aot --table docs/mesh/aot_1b.json    # docs/mesh.md's table
 
 Nothing is allocated and no data is read: the parameters, the run state and a
 chunk of tokens are `jax.ShapeDtypeStruct`s with the shardings the trainer
-would give them, and `jit(...).lower(...).compile()` runs XLA on them. A shape
-or sharding error in a config (the `gpu` size, say) therefore fails here, on a
-CPU machine, not on a rented accelerator. Reports, per device, XLA's memory
+would give them (``config.mesh``'s model axes included: a worker's arrays split
+over ``fsdp`` devices), and `jit(...).lower(...).compile()` runs XLA on them; a
+CPU machine with as many simulated devices as a pod slice compiles the slice's
+program. A shape or sharding error in a config (the `gpu` size, say)
+therefore fails here, on a CPU machine, not on a rented accelerator. Reports, per device, XLA's memory
 analysis (arguments, outputs, temporaries) and the FLOPs of one inner step.
 """
 
@@ -14,38 +20,20 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import flags
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding
 from ml_collections import config_flags
 
-from autoloco_jax.algorithms import registry
 from autoloco_jax.data import corpus
 from autoloco_jax.model import transformer as model_lib
+from autoloco_jax.run import assembly
 from autoloco_jax.runtime import replicas, rounds
-
-
-def _abstract(tree: Any, specs: Any, mesh) -> Any:
-  """``ShapeDtypeStruct``s of ``tree`` with the shardings ``specs`` name."""
-  canonical = (lambda s: PartitionSpec()) if mesh.devices.size == 1 else (lambda s: s)
-  shardings = jax.tree.map(
-      lambda s: NamedSharding(mesh, canonical(s)),
-      specs,
-      is_leaf=lambda x: isinstance(x, PartitionSpec),
-  )
-
-  def one(sharding, subtree):
-    return jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), subtree
-    )
-
-  return jax.tree.map(
-      one, shardings, tree, is_leaf=lambda x: isinstance(x, NamedSharding)
-  )
 
 
 def memory_analysis(compiled) -> dict:
@@ -101,49 +89,87 @@ def saved_activation_bytes(config: Any, vocab_size: int = corpus.VOCAB_SIZE) -> 
 
 
 def compile_config(config: Any, vocab_size: int = corpus.VOCAB_SIZE) -> dict:
-  """Lowers and compiles ``config``'s inner loop and sync on abstract inputs.
+  """Lowers and compiles ``config``'s inner loop and sync on abstract inputs,
+  on the run's ``replica × fsdp × tensor`` mesh (``config.mesh``).
 
-  Returns the mesh size, parameter count, the run state's bytes per device,
-  each program's memory analysis and the inner loop's FLOPs for one step.
+  Returns the mesh, parameter count, the run state's bytes in all and on one
+  device (its shards: ``assembly.state_bytes_per_device``), each program's
+  memory analysis, the compile times and the inner loop's FLOPs for one step.
   """
-  model_cfg = config.model.copy_and_resolve_references()
-  with model_cfg.unlocked():
-    model_cfg.vocab_size = vocab_size
-    model_cfg.seq_len = config.data.seq_len
-  init, apply = model_lib.make(model_cfg)
-  mesh = replicas.make_mesh(config.num_workers, config.num_devices)
-  algo = registry.make(config, functools.partial(model_lib.loss_fn, apply), mesh)
-  params = jax.eval_shape(init, jax.random.key(0))
-  state_shapes = jax.eval_shape(algo.init_state, params)
-  state = _abstract(state_shapes, state_shapes.specs(), mesh)
+  mesh = assembly.make_mesh(config)
+  built = assembly.build(config, mesh, vocab_size)
+  state = assembly.abstract_state(config, built)
+  algo = built.algo
   chunk = rounds.chunk_size(config.chunk_steps, algo.max_round_steps)
   k, b, l = config.num_workers, config.data.batch_size, config.data.seq_len
   dtype = corpus.token_dtype(vocab_size)
-  workers = NamedSharding(mesh, replicas.WORKERS)
-  tokens = jax.ShapeDtypeStruct((k, chunk, b, l + 1), dtype, sharding=workers)
-  present = jax.ShapeDtypeStruct((k,), jnp.float32, sharding=workers)
+  tokens = jax.ShapeDtypeStruct(
+      (k, chunk, b, l + 1), dtype, sharding=NamedSharding(mesh, replicas.tokens_spec(mesh))
+  )
+  present = jax.ShapeDtypeStruct(
+      (k,), jnp.float32, sharding=NamedSharding(mesh, replicas.WORKERS)
+  )
+  t0 = time.perf_counter()
   inner = algo.inner.lower(state, tokens, np.int32(1)).compile()
+  t1 = time.perf_counter()
   sync = algo.sync.lower(state, present).compile()
-  num_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params))
-  devices = int(mesh.devices.size)
-  state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state_shapes))
+  t2 = time.perf_counter()
+  num_params = model_lib.param_count(jax.eval_shape(built.init, jax.random.key(0)))
+  state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state))
+  # What one device keeps for the backward pass: its row's K / R workers'
+  # activations, their batch split over fsdp.
+  row = config.copy_and_resolve_references()
+  row.num_workers = k // replicas.replica_rows(mesh)
+  kept = saved_activation_bytes(row, vocab_size)["bytes"] // mesh.shape.get(replicas.FSDP, 1)
   return dict(
       algorithm=algo.name,
       num_workers=k,
-      devices=devices,
+      devices=int(mesh.devices.size),
+      mesh={axis: mesh.shape.get(axis, 1) for axis in replicas.AXES},
       num_params=num_params,
       chunk=chunk,
       tokens_per_step=k * b * l,
       state_bytes_total=int(state_bytes),
+      state_bytes_per_device=assembly.state_bytes_per_device(state),
+      activations_kept_bytes_per_device=int(kept),
+      compile_seconds=dict(inner=round(t1 - t0, 2), sync=round(t2 - t1, 2)),
       # XLA counts a while loop's body once: the inner loop's FLOPs are one step's.
       inner=dict(memory_analysis(inner), flops_per_step=_flops(inner)),
       sync=dict(memory_analysis(sync), flops=_flops(sync)),
-      model_flops_per_step=model_lib.flops_per_token(model_cfg, num_params) * k * b * l,
+      model_flops_per_step=model_lib.flops_per_token(built.model_cfg, num_params) * k * b * l,
   )
+
+
+def table(results: list[dict]) -> str:
+  """The markdown table of ``compile_config`` results (``--table``), one row
+  each: the mesh, the state per device and XLA's arguments per device, the
+  activations one device keeps, and the compile times."""
+  gib = lambda b: f"{b / 2**30:.3g}" if b >= 2**30 else f"{b / 2**20:.3g} MiB"
+  lines = [
+      "| params | K | mesh (replica × fsdp × tensor) | state per device | XLA arguments per device, inner / sync | activations kept per device | compile s, inner / sync |",
+      "| ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+  ]
+  for r in results:
+    m = r["mesh"]
+    lines.append(
+        f"| {r['num_params'] / 1e6:,.1f}M | {r['num_workers']} | "
+        f"{m['replica']} × {m['fsdp']} × {m['tensor']} | {gib(r['state_bytes_per_device'])} | "
+        f"{gib(r['inner']['argument_bytes'])} / {gib(r['sync']['argument_bytes'])} | "
+        f"{gib(r['activations_kept_bytes_per_device'])} | "
+        f"{r['compile_seconds']['inner']} / {r['compile_seconds']['sync']} |"
+    )
+  return "\n".join(lines)
 
 
 def main(argv):
   del argv
+  if flags.FLAGS.table:
+    results = []
+    for path in flags.FLAGS.table:
+      with open(path) as f:
+        results.append(json.load(f))
+    print(table(results))
+    return
   result = compile_config(flags.FLAGS.config)
   text = json.dumps(result, indent=2)
   print(text)
@@ -158,4 +184,5 @@ if __name__ == "__main__":
   # Flags only when run as a program, so other modules can import this one.
   config_flags.DEFINE_config_file("config", "configs/autoloco.py:gpu", "Run config.")
   flags.DEFINE_string("out", "", "Also write the JSON here.")
+  flags.DEFINE_list("table", [], "Print the markdown table of these JSON results instead.")
   cli.run(main)

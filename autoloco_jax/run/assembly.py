@@ -10,9 +10,11 @@ from __future__ import annotations
 import collections
 import functools
 import json
+import math
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from autoloco_jax.algorithms import registry
 from autoloco_jax.data import corpus as data_lib
@@ -126,6 +128,34 @@ def make_mesh(config: Any) -> Any:
       fsdp=int(mesh_cfg.get("fsdp", 1)),
       tensor=int(mesh_cfg.get("tensor", 1)),
   )
+
+
+def abstract_state(config: Any, built: Built) -> state_lib.TrainState:
+  """The run's initial state as ``jax.ShapeDtypeStruct``s with the shardings
+  :func:`setup` gives it (``state.place``): nothing is allocated, so a model
+  of any size can be lowered and compiled (``benchmarks/aot.py``) or sized
+  (``experiments.plan``)."""
+  params = jax.eval_shape(built.init, jax.random.key(config.seed))
+  return placed(jax.eval_shape(built.algo.init_state, params), built.layout)
+
+
+def placed(shapes: state_lib.TrainState, layout: layout_lib.Layout) -> state_lib.TrainState:
+  """A state's ``jax.ShapeDtypeStruct``s with the shardings ``layout`` gives
+  them (``state.shardings``); ``layout`` may be of an abstract mesh."""
+  shardings = state_lib.shardings(shapes, layout)
+  return jax.tree.map(
+      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes, shardings
+  )
+
+
+def state_bytes_per_device(state: Any) -> int:
+  """Bytes of the state's shards on the most loaded device (every leaf's
+  ``sharding.shard_shape``): the parameters, optimizer and outer state one
+  device holds."""
+  total = 0
+  for x in jax.tree.leaves(state):
+    total += math.prod(x.sharding.shard_shape(x.shape)) * jnp.dtype(x.dtype).itemsize
+  return int(total)
 
 
 def setup(config: Any) -> Run:
