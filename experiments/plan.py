@@ -13,16 +13,27 @@ end), else ``config.network``. The step time is ``network.step_time`` unless
 a measured run (``--plan.h_from=runs/x/metrics.jsonl``), a schedule
 (``--plan.h_schedule=150,100``) or its controller, run open loop when it has a
 plan. ``docs/planning.md`` has worked examples.
+
+``GB/dev`` is the run state one device holds (a worker's parameters and AdamW
+moments, the method's own state: DiLoCo's global copy and outer momentum...)
+when each site's worker spans ``config.mesh.fsdp × config.mesh.tensor``
+devices: the trainer's own placement (``runtime/layout.py``) on a mesh of that
+shape, the number ``benchmarks/aot.py`` reports as ``state_bytes_per_device``
+for the same config (``tests/test_mesh.py``). Activations are not in it.
 """
 
 import json
 import math
 
+import jax
 import ml_collections
 from absl import app, flags
+from jax.sharding import AbstractMesh, AxisType
 from ml_collections import config_flags
 
 from autoloco_jax.model import transformer
+from autoloco_jax.run import assembly
+from autoloco_jax.runtime import layout as layout_lib, replicas
 from autoloco_jax.sim import planner
 from experiments import cli
 
@@ -102,6 +113,17 @@ def setup(config, p) -> tuple:
   return config, params, step_time
 
 
+def memory_per_device(config, algo, params) -> int:
+  """Bytes of ``algo``'s run state on one device when each of the
+  ``config.num_workers`` sites' worker spans ``mesh.fsdp × mesh.tensor``
+  devices (an abstract ``replica × fsdp × tensor`` mesh: nothing allocated)."""
+  shape = (config.num_workers, config.mesh.fsdp, config.mesh.tensor)
+  mesh = AbstractMesh(shape, replicas.AXES, axis_types=(AxisType.Auto,) * 3)
+  layout = layout_lib.Layout.of(mesh, *transformer.logical_specs(config.model))
+  shapes = jax.eval_shape(algo.init_state, params)
+  return assembly.state_bytes_per_device(assembly.placed(shapes, layout))
+
+
 def _given(values, unit: str) -> str:
   return f"{','.join(f'{v:g}' for v in values)} {unit}, " if len(values) else ""
 
@@ -110,7 +132,8 @@ def _row(name: str, r: dict) -> str:
   need = " ".join(f"{g:8.3g}" for g in r["needed_gbps"].values())
   return (
       f"{name:14s} {r['wall_clock_s'] / 3600:10.3g} {r['utilization']:6.3f} "
-      f"{r['bytes_per_site'] / 1e12:10.3g} {r['peak_gbps']:9.3g}  {need}"
+      f"{r['bytes_per_site'] / 1e12:10.3g} {r['peak_gbps']:9.3g} "
+      f"{r['memory_per_device'] / 1e9:8.3g}  {need}"
   )
 
 
@@ -129,8 +152,8 @@ def main(argv):
       f"{config.comm.bytes_per_param} bytes/param"
   )
   cus = " ".join(f"{u:8.0%}" for u in planner.UTILIZATIONS)
-  print(f"{'method':14s} {'wall h':>10s} {'CU':>6s} {'TB/site':>10s} {'peak Gb/s':>9s}  "
-        f"Gbit/s for CU {cus}")
+  print(f"{'method':14s} {'wall h':>10s} {'CU':>6s} {'TB/site':>10s} {'peak Gb/s':>9s} "
+        f"{'GB/dev':>8s}  Gbit/s for CU {cus}")
   fragments = max(1, config.model.num_layers // p.fragment_layers)
   hs = planner.h_sequence(p.h_from, p.h_scale) if p.h_from else None
   if p.h_schedule:
@@ -140,6 +163,7 @@ def main(argv):
     cfg = planner.method_config(config, name, fragments)
     method_hs = hs if name == "autoloco" else None
     rows[name] = planner.plan_method(cfg, params, step_time, method_hs, p.horizon)
+    rows[name]["memory_per_device"] = memory_per_device(cfg, planner.build(cfg, params), params)
     print(_row(name, rows[name]), flush=True)
     if p.curves:
       curves[name] = planner.utilization_curve(
