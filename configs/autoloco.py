@@ -3,7 +3,8 @@
 Run (2 CPU cores, about 3 minutes):
   python -m experiments.run --config configs/autoloco.py --workdir runs/autoloco
 Sizes: ``:tiny`` (seconds), ``:cpu`` (default), ``:study`` (the studies' runs),
-``:gpu`` (TPU/GPU VM, not run here).
+``:gpu`` (TPU/GPU VM, not run here), ``:1b`` (a Llama-shaped 1.0B model for a
+pod slice, workers spanning ``config.mesh.fsdp`` devices: docs/mesh.md).
 
 The design the evidence study's second protocol chose on its tuning seeds, and
 the default because no design tried did better: controller ``loss_ratio`` from

@@ -20,7 +20,13 @@ SIZES = {
     # studies (configs/studies): 60-odd runs of about a minute each on 2 cores
     "study": (128, 2, 4, 512, 64, 8, 600, 20, 50),
     "gpu": (768, 12, 12, 3072, 1024, 32, 20_000, 500, 1000),
+    # Llama-shaped 1.0B (d 2048, 20 blocks, 16 heads of 128; GELU MLP 4d):
+    # a worker spans devices (config.mesh.fsdp); compiled on a simulated pod
+    # slice in docs/mesh.md (benchmarks/aot.py), not trained here.
+    "1b": (2048, 20, 16, 8192, 2048, 16, 20_000, 500, 1000),
 }
+#: The sizes for accelerators: bfloat16 activations, a smaller learning rate.
+ACCELERATOR_SIZES = ("gpu", "1b")
 
 
 def base(size: str = "cpu") -> ml_collections.ConfigDict:
@@ -88,13 +94,13 @@ def _model(
   m.tie_embeddings = True
   # Activations and matmuls; the parameters and optimizer state stay float32
   # (the master weights). bfloat16 at the gpu size: docs/bf16_cpu.md.
-  m.dtype = "float32" if size != "gpu" else "bfloat16"
+  m.dtype = "bfloat16" if size in ACCELERATOR_SIZES else "float32"
   # auto | einsum | xla | cudnn (model.ATTENTION; auto: einsum on CPU, cuDNN's
   # fused kernel on GPU in bfloat16, else XLA's).
   m.attention = "auto"
   # What each block keeps for the backward pass (model.REMAT): none | full |
   # dots_saveable. Memory at the gpu size: docs/device.md.
-  m.remat = "none"
+  m.remat = "full" if size == "1b" else "none"
   return m
 
 
@@ -138,7 +144,7 @@ def _inner(size: str, steps: int) -> ml_collections.ConfigDict:
   """Each worker's AdamW, on a warmup-cosine learning-rate schedule."""
   c = ml_collections.ConfigDict()
   # Peak learning rate.
-  c.lr = 3e-3 if size != "gpu" else 4e-4
+  c.lr = 4e-4 if size in ACCELERATOR_SIZES else 3e-3
   c.warmup_steps = max(steps // 20, 1)
   # The schedule's last learning rate, as a share of the peak.
   c.min_lr_ratio = 0.1
@@ -368,7 +374,7 @@ def _network() -> ml_collections.ConfigDict:
 def _checkpoint(size: str) -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   # Save every N rounds, and at the end.
-  c.every_rounds = 5 if size != "gpu" else 2
+  c.every_rounds = 2 if size in ACCELERATOR_SIZES else 5
   # Checkpoints kept (older ones deleted).
   c.keep = 2
   return c
