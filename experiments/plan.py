@@ -25,15 +25,12 @@ for the same config (``tests/test_mesh.py``). Activations are not in it.
 import json
 import math
 
-import jax
 import ml_collections
 from absl import app, flags
-from jax.sharding import AbstractMesh, AxisType
 from ml_collections import config_flags
 
 from autoloco_jax.model import transformer
 from autoloco_jax.run import assembly
-from autoloco_jax.runtime import layout as layout_lib, replicas
 from autoloco_jax.sim import planner
 from experiments import cli
 
@@ -113,17 +110,6 @@ def setup(config, p) -> tuple:
   return config, params, step_time
 
 
-def memory_per_device(config, algo, params) -> int:
-  """Bytes of ``algo``'s run state on one device when each of the
-  ``config.num_workers`` sites' worker spans ``mesh.fsdp × mesh.tensor``
-  devices (an abstract ``replica × fsdp × tensor`` mesh: nothing allocated)."""
-  shape = (config.num_workers, config.mesh.fsdp, config.mesh.tensor)
-  mesh = AbstractMesh(shape, replicas.AXES, axis_types=(AxisType.Auto,) * 3)
-  layout = layout_lib.Layout.of(mesh, *transformer.logical_specs(config.model))
-  shapes = jax.eval_shape(algo.init_state, params)
-  return assembly.state_bytes_per_device(assembly.placed(shapes, layout))
-
-
 def _given(values, unit: str) -> str:
   return f"{','.join(f'{v:g}' for v in values)} {unit}, " if len(values) else ""
 
@@ -163,7 +149,8 @@ def main(argv):
     cfg = planner.method_config(config, name, fragments)
     method_hs = hs if name == "autoloco" else None
     rows[name] = planner.plan_method(cfg, params, step_time, method_hs, p.horizon)
-    rows[name]["memory_per_device"] = memory_per_device(cfg, planner.build(cfg, params), params)
+    algo = planner.build(cfg, params)
+    rows[name]["memory_per_device"] = assembly.planned_state_bytes(cfg, algo, params)
     print(_row(name, rows[name]), flush=True)
     if p.curves:
       curves[name] = planner.utilization_curve(

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import AbstractMesh, AxisType
 
 from autoloco_jax.algorithms import registry
 from autoloco_jax.data import corpus as data_lib
@@ -156,6 +157,18 @@ def state_bytes_per_device(state: Any) -> int:
   for x in jax.tree.leaves(state):
     total += math.prod(x.sharding.shard_shape(x.shape)) * jnp.dtype(x.dtype).itemsize
   return int(total)
+
+
+def planned_state_bytes(config: Any, algo: contract.Algorithm, params: Any) -> int:
+  """Bytes of ``algo``'s run state on one device when each of the
+  ``config.num_workers`` workers spans ``mesh.fsdp × mesh.tensor`` devices:
+  the placement :func:`setup` would give it on an abstract ``replica ×
+  fsdp × tensor`` mesh of one worker per replica row (nothing allocated;
+  ``experiments.plan``'s ``GB/dev``)."""
+  shape = (config.num_workers, config.mesh.fsdp, config.mesh.tensor)
+  mesh = AbstractMesh(shape, replicas.AXES, axis_types=(AxisType.Auto,) * 3)
+  layout = layout_lib.Layout.of(mesh, *model_lib.logical_specs(config.model))
+  return state_bytes_per_device(placed(jax.eval_shape(algo.init_state, params), layout))
 
 
 def setup(config: Any) -> Run:

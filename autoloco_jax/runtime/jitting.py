@@ -63,12 +63,13 @@ def jit_inner_block(block: Callable, mesh: Mesh | Layout) -> Callable:
   @functools.partial(jax.jit, donate_argnums=0)
   def inner_fn(state: TrainState, tokens_KxCxBxL1, num_steps):
     specs = state.specs()
-    new = replicas.map_workers(
-        block,
-        layout.mesh,
-        in_specs=(specs, replicas.WORKERS, replicas.REPLICATED),
-        out_specs=specs,
-    )(state, tokens_KxCxBxL1, num_steps)
+    with layout.rules():
+      new = replicas.map_workers(
+          block,
+          layout.mesh,
+          in_specs=(specs, replicas.WORKERS, replicas.REPLICATED),
+          out_specs=specs,
+      )(state, tokens_KxCxBxL1, num_steps)
     return layout.constrain(new, specs)
 
   return inner_fn

@@ -32,6 +32,7 @@ alone and no constraint is added, so every program is the one-axis program.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -50,6 +51,12 @@ RULES = (
     ("mlp", replicas.TENSOR),
     ("vocab", replicas.TENSOR),
     ("norm", None),
+    # Activations (the model's ``_constrain``): a worker's batch over fsdp, as
+    # its tokens are (``replicas.tokens_spec``); their width whole, but for
+    # the MLP's hidden width over tensor.
+    ("act_batch", replicas.FSDP),
+    ("act_embed", None),
+    ("act_mlp", replicas.TENSOR),
 )
 
 
@@ -143,6 +150,14 @@ class Layout:
     if not self.params:
       return tree
     return jax.lax.with_sharding_constraint(tree, self.shardings(tree, manual))
+
+  def rules(self):
+    """The context in which a round is traced: :data:`RULES` as Flax's
+    logical axis rules (the model's activations read them), none without
+    model axes."""
+    if not self.params:
+      return contextlib.nullcontext()
+    return nn.logical_axis_rules(RULES)
 
   def jit_models(self, fn):
     """``jax.jit(fn)`` for a function that returns models (trees of
