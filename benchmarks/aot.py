@@ -144,7 +144,7 @@ def table(results: list[dict]) -> str:
   """The markdown table of ``compile_config`` results (``--table``), one row
   each: the mesh, the state per device and XLA's arguments per device, the
   activations one device keeps, and the compile times."""
-  gib = lambda b: f"{b / 2**30:.3g}" if b >= 2**30 else f"{b / 2**20:.3g} MiB"
+  gib = lambda b: f"{b / 2**30:.3g} GiB" if b >= 2**30 else f"{b / 2**20:.3g} MiB"
   lines = [
       "| params | K | mesh (replica × fsdp × tensor) | state per device | XLA arguments per device, inner / sync | activations kept per device | compile s, inner / sync |",
       "| ---: | ---: | --- | ---: | ---: | ---: | ---: |",

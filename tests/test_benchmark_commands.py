@@ -1,7 +1,8 @@
 """Every command that a benchmark's docstring shows runs, at its smallest size.
 
 The throughput benchmark (``--quick``, ``--render_only``), ``xla_options
---quick`` and ``device_check.sh --dry_run`` have their own test files; this one
+--quick``, ``device_check.sh --dry_run`` and ``mesh_equivalence``
+(``tests/test_mesh.py``) have their own test files; this one
 runs the rest as a user would, each on a ``:tiny`` config, and checks the JSON
 it writes."""
 
@@ -200,6 +201,12 @@ COMMANDS = [
         "benchmarks.stream_peak",
         ["--layers", "2,4"],
         _stream_peak,
+    ),
+    (
+        "benchmarks.same_programs",
+        ["--configs", "diloco", "--size", "tiny", "--num_devices", "1"],
+        lambda r: set(r) == {"diloco"} and len(r["diloco"]["inner"]) == 16
+        and r["diloco"]["inner"] != r["diloco"]["sync"],
     ),
     (
         "benchmarks.remat",

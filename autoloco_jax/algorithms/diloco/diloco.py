@@ -45,7 +45,7 @@ from autoloco_jax.algorithms.diloco.sync import DiLoCoState
 from autoloco_jax.algorithms.interval import Interval
 from autoloco_jax.algorithms.round_sync import RoundSync
 from autoloco_jax.compression import exchange
-from autoloco_jax.runtime import replicas, state as state_lib
+from autoloco_jax.runtime import state as state_lib
 from autoloco_jax.runtime.contract import Algorithm, ParamShapes, Setup
 from autoloco_jax.runtime.jitting import jit_inner, jit_sync_of
 

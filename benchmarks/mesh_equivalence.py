@@ -1,0 +1,176 @@
+"""Every algorithm with its workers spanning devices equals the same run with a
+worker per device: ``replica R × fsdp F`` against ``replica R × fsdp 1``.
+
+  XLA_FLAGS=--xla_force_host_platform_device_count=8 \\
+      python -m benchmarks.mesh_equivalence --fsdp 4 --out docs/mesh_equivalence.json
+  python -m benchmarks.mesh_equivalence --table docs/mesh_equivalence.json   # docs/mesh.md's table
+
+Each config of :data:`CONFIGS` (the algorithms' ``:tiny`` configs, and
+streaming with its codec off) trains twice in this process from the same seed:
+on ``R · F`` devices with ``config.mesh.fsdp = F`` and on ``R`` devices with
+``F = 1``, the same ``K`` workers (``R`` rows of ``K / R``). The model axes
+change only where the compiler splits a sum (the gradient's reduction over
+the batch, a weight's all-gather), so the two runs agree up to float rounding,
+which training then carries forward; the report is each run's largest relative
+difference of a logged loss and of the final evaluation on the whole
+validation split. A quantizing codec (fp4) rounds each value to a code: a
+rounding difference that moves a value across a code's boundary moves it by a
+whole code step, so such a run drifts further (``streaming`` against
+``streaming_identity``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import tempfile
+import time
+from typing import Any
+
+from absl import flags
+
+from autoloco_jax.run import trainer
+
+#: name -> (config module, overrides): every algorithm at ``:tiny``.
+CONFIGS = {
+    "ddp": ("ddp", {}),
+    "diloco": ("diloco", {}),
+    "autoloco": ("autoloco", {}),
+    "streaming": ("streaming", {}),
+    "streaming_identity": ("streaming", {"compress.codec": "identity"}),
+    "sparseloco": ("sparseloco", {}),
+    "noloco": ("noloco", {}),
+    "gasloc": ("gasloc", {}),
+    "gossip_adamw": ("gossip_adamw", {}),
+}
+
+_CONFIGS = flags.DEFINE_list("configs", list(CONFIGS), "Which of CONFIGS to run.")
+_FSDP = flags.DEFINE_integer("fsdp", 4, "F: devices each worker's state and batch split over.")
+_TENSOR = flags.DEFINE_integer("tensor", 1, "T: devices its heads, MLP and vocabulary split over.")
+_REPLICAS = flags.DEFINE_integer("replicas", 2, "R: rows of the replica axis.")
+_WORKERS = flags.DEFINE_integer("num_workers", 4, "K, the same in both runs.")
+_STEPS = flags.DEFINE_integer("total_steps", 20, "Inner steps of each run.")
+_OUT = flags.DEFINE_string("out", "", "Also write the JSON here.")
+_TABLE = flags.DEFINE_string("table", "", "Print the table of this JSON result instead.")
+
+
+def config_of(
+    name: str, fsdp: int, replicas: int, num_workers: int, steps: int, tensor: int = 1
+) -> Any:
+  """``CONFIGS[name]`` at ``:tiny`` on ``replicas · fsdp · tensor`` devices."""
+  module, overrides = CONFIGS[name]
+  c = importlib.import_module(f"configs.{module}").get_config("tiny")
+  c.num_workers, c.num_devices = num_workers, replicas * fsdp * tensor
+  c.mesh.fsdp, c.mesh.tensor = fsdp, tensor
+  c.total_steps = steps
+  c.eval.every_steps = steps // 2
+  c.network.step_time = 0.01
+  c.log.progress = False
+  c.log.tensorboard = False
+  for dotted, value in overrides.items():
+    group, field = dotted.split(".")
+    c[group][field] = value
+  return c
+
+
+def train(config: Any) -> list[dict]:
+  """The run's ``metrics.jsonl`` records (its output kept quiet)."""
+  workdir = tempfile.mkdtemp(prefix="mesh_equivalence_")
+  with contextlib.redirect_stdout(io.StringIO()):
+    trainer.train_and_evaluate(config, workdir)
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    return [json.loads(line) for line in f]
+
+
+def relative_difference(a: list[dict], b: list[dict]) -> dict:
+  """The largest ``|a − b| / |a|`` over the logged losses of every round
+  (``loss_mean``, ``loss_end``, ``eval_loss``...), and over the final
+  evaluation's, of two runs' records.
+
+  Raises:
+    ValueError: runs whose rounds (steps and ``H``) differ: an adaptive ``H``
+      that rounding moved is a different run, not a small difference.
+  """
+  rounds_of = lambda records: [(r.get("step"), r.get("h")) for r in records]
+  if rounds_of(a) != rounds_of(b):
+    raise ValueError(
+        f"the runs took different rounds: {rounds_of(a)} against {rounds_of(b)}"
+    )
+  rounds, final = 0.0, 0.0
+  for ra, rb in zip(a, b):
+    for key, value in ra.items():
+      if "loss" in key and isinstance(value, float) and isinstance(rb.get(key), float):
+        diff = abs(value - rb[key]) / max(abs(value), 1e-12)
+        if key.startswith("final_eval"):
+          final = max(final, diff)
+        else:
+          rounds = max(rounds, diff)
+  return dict(rounds=rounds, final_eval=final)
+
+
+def compare(
+    name: str, fsdp: int, replicas: int, num_workers: int, steps: int, tensor: int = 1
+) -> dict:
+  """One row: both runs of ``name`` and their differences."""
+  t0 = time.perf_counter()
+  one = train(config_of(name, 1, replicas, num_workers, steps))
+  spanning = train(config_of(name, fsdp, replicas, num_workers, steps, tensor))
+  final = lambda records: records[-1].get("final_eval_loss")
+  return dict(
+      name=name,
+      algorithm=one[-1].get("algorithm"),
+      records=len(one),
+      final_eval_loss={"fsdp_1": final(one), f"fsdp_{fsdp}": final(spanning)},
+      max_relative_difference=relative_difference(one, spanning),
+      seconds=round(time.perf_counter() - t0, 1),
+  )
+
+
+def table(result: dict) -> str:
+  """The markdown table of a result (what ``main`` prints, ``docs/mesh.md``)."""
+  lines = [
+      f"| config | algorithm | rounds: max relative difference | final eval (whole split) | "
+      f"final eval loss, fsdp 1 / fsdp {result['fsdp']}"
+      f"{' × tensor %d' % result['tensor'] if result.get('tensor', 1) > 1 else ''} |",
+      "| --- | --- | ---: | ---: | ---: |",
+  ]
+  for row in result["rows"]:
+    d, losses = row["max_relative_difference"], list(row["final_eval_loss"].values())
+    lines.append(
+        f"| {row['name']} | {row['algorithm']} | {d['rounds']:.2e} | {d['final_eval']:.2e} | "
+        f"{losses[0]:.6f} / {losses[1]:.6f} |"
+    )
+  return "\n".join(lines)
+
+
+def main(argv):
+  del argv
+  if _TABLE.value:
+    with open(_TABLE.value) as f:
+      print(table(json.load(f)))
+    return
+  rows = [
+      compare(
+          name, _FSDP.value, _REPLICAS.value, _WORKERS.value, _STEPS.value, _TENSOR.value
+      )
+      for name in _CONFIGS.value
+  ]
+  result = dict(
+      fsdp=_FSDP.value, tensor=_TENSOR.value, replicas=_REPLICAS.value,
+      num_workers=_WORKERS.value,
+      total_steps=_STEPS.value, rows=rows,
+  )
+  print(table(result))
+  if _OUT.value:
+    with open(_OUT.value, "w") as f:
+      json.dump(result, f, indent=2)
+      f.write("\n")
+
+
+if __name__ == "__main__":
+  from experiments import cli
+
+  cli.run(main)
