@@ -9,14 +9,16 @@ abstract inputs (nothing is trained), reads the compiled HLO text
 (``.compile().as_text()``) for its cross-replica collectives (all-gather,
 all-reduce, collective-permute, reduce-scatter, all-to-all) and prints each
 with its dtype, shape and bytes: the bytes of its result on one device, and for
-an all-gather the bytes per worker (the result over ``K``). The all-gathers
+an all-gather the bytes per worker (the result over ``K``). The collectives
 that carry the encoded payloads (``compression/wire.py``, named ``wire_payload``
-in the HLO's metadata) are summed per worker and set beside the simulated
-clock's payload for the same round (``Algorithm.comm_pattern``: the
-``payload_bytes`` of one worker's message, ``codecs.tree_encoded_bytes``); the
-two agree up to each packed stream's rounding to whole bytes
-(``wire_format.py``). With one device XLA keeps no collective: run it with
-several (``XLA_FLAGS`` above).
+in the HLO's metadata: the DiLoCo family's all-gathers, the gossip methods'
+collective-permutes) are summed per worker (:func:`payload_per_worker`) and set
+beside the simulated clock's payload for the same round
+(``Algorithm.comm_pattern``: the ``payload_bytes`` of one worker's message,
+``codecs.tree_encoded_bytes``, times a gossip round's messages); the two agree
+up to each packed stream's rounding to whole bytes (``wire_format.py``), and
+for gossip when no neighbour shares a device (``K`` devices). With one device
+XLA keeps no collective: run it with several (``XLA_FLAGS`` above).
 
 Prints a table per sync branch (a streaming sync has one per event) and, with
 ``--out``, writes the JSON.
@@ -87,6 +89,20 @@ def collectives(hlo_text: str) -> list[dict]:
   return out
 
 
+def payload_per_worker(found: list[dict], num_workers: int, num_devices: int) -> float:
+  """Bytes per worker of the payload's collectives (:func:`collectives`): an
+  all-gather's result holds every worker's payload once; a collective-permute's
+  is what one device receives, the same on every device (a gossip method's
+  rows from other devices; neighbours on the same device take no wire)."""
+  total = 0.0
+  for c in found:
+    if c["payload"] and c["op"] == "all-gather":
+      total += c["bytes"] / num_workers
+    elif c["payload"] and c["op"] == "collective-permute":
+      total += c["bytes"] * num_devices / num_workers
+  return total
+
+
 def _abstract_state(algo, params, mesh) -> Any:
   """The run state as ``ShapeDtypeStruct``s with the trainer's shardings."""
   shapes = jax.eval_shape(algo.init_state, params)
@@ -118,17 +134,18 @@ def measure(config: Any) -> dict:
     (k,), jnp.float32, sharding=NamedSharding(mesh, replicas.WORKERS)
   )
   found = collectives(algo.sync.lower(state, present).compile().as_text())
+  devices = int(mesh.devices.size)
   branches = []
   for b in sorted({c["branch"] for c in found} | {0}):
     mine = [c for c in found if c["branch"] == b]
     comm = algo.comm_pattern(b, int(config.interval.h))
-    wire = sum(c["bytes"] for c in mine if c["payload"] and c["op"] == "all-gather")
     branches.append(
       dict(
         branch=b,
         collectives=mine,
-        wire_bytes_per_worker=wire / k,
+        wire_bytes_per_worker=payload_per_worker(mine, k, devices),
         clock_payload_bytes=comm.payload_bytes,
+        clock_messages=1 if comm.neighbors_DxK is None else len(comm.neighbors_DxK),
         clock_kind=comm.kind,
         clock_dense=comm.dense,
       )
@@ -137,7 +154,7 @@ def measure(config: Any) -> dict:
     config=algo.name,
     codec=config.compress.codec,
     num_workers=k,
-    devices=int(mesh.devices.size),
+    devices=devices,
     branches=branches,
   )
 
@@ -159,10 +176,14 @@ def _table(result: dict) -> str:
     if b["clock_kind"] == "arrive":
       lines.append("  an arrival: nothing is sent")
       continue
+    messages = b["clock_messages"]
+    collective = {"gossip": f"{messages} message(s)"}.get(
+      b["clock_kind"], "all-reduce" if b["clock_dense"] else "all-gather"
+    )
+    clock = "the model" if clock is None else f"{clock * messages:g} B"
     lines.append(
       f"  payload per worker: compiled {b['wire_bytes_per_worker']:.0f} B, "
-      f"clock {'the model' if clock is None else f'{clock:g} B'} "
-      f"({b['clock_kind']}, {'all-reduce' if b['clock_dense'] else 'all-gather'})"
+      f"clock {clock} ({b['clock_kind']}, {collective})"
     )
   return "\n".join(lines)
 

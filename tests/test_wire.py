@@ -230,3 +230,63 @@ def test_wire_command(tmp_path):
   clock, compiled = branch["clock_payload_bytes"], branch["wire_bytes_per_worker"]
   assert clock <= compiled < clock + 2 * 64  # two packed streams per leaf, < 64 leaves
   assert not branch["clock_dense"]
+
+
+# ----------------------------------------------------------------------------
+# The gossip methods: payloads to the neighbours by ppermute.
+
+
+def _gossip_cfg(name, topo, codec, ef_beta=0.5, **extra):
+  codec_name, fields = CODECS[codec]
+  c = config(name, K=K, h=2, lr=0.7, momentum=0.5, total=40)
+  c.gossip.topology = topo
+  c.compress.codec = codec_name
+  c.compress.ef_beta = ef_beta
+  for key, value in {**fields, **extra}.items():
+    c.compress[key] = value
+  return c
+
+
+@pytest.mark.parametrize(
+    "name, topo, codec, num_devices",
+    [
+        ("noloco", "matching", "int8", 4),
+        ("noloco", "complete", "fp4", 4),
+        ("noloco", "ring", "topk2", 2),
+        ("gasloc", "ring", "int8", 2),
+        ("gasloc", "complete", "int8", 2),
+        ("gasloc", "exponential", "topk32", 4),
+    ],
+)
+def test_gossip_wire_exchange_is_the_decoded_exchange_bit_for_bit(name, topo, codec, num_devices):
+  """NoLoCo and GASLoC with the payloads on the wire (ppermute'd codes, or
+  all-gathered on the complete graph): three rounds, the whole state and every
+  metric bit for bit."""
+  cfg = _gossip_cfg(name, topo, codec)
+  ones = [1, 1, 1, 1]
+  _assert_same_bits(
+      _three_rounds(cfg, num_devices, True, ones), _three_rounds(cfg, num_devices, False, ones)
+  )
+
+
+def test_gossip_compiled_exchange_permutes_codes():
+  """NoLoCo's pairs on 4 devices: the payload crosses by collective-permutes
+  of int8 codes and float32 scales, a worker's ``wire_bytes`` per round's
+  matching; no float32 parameter-sized permute is left."""
+  cfg = _gossip_cfg("noloco", "matching", "int8")
+  found = _compiled_collectives(cfg, True)
+  payload = [c for c in found if c["payload"]]
+  assert {c["op"] for c in payload} == {"collective-permute"}
+  assert {a["dtype"] for c in payload for a in c["arrays"]} == {"s8", "f32"}
+  shapes = wire_format.shapes_of(jax.tree.leaves(toy_params()))
+  want = wire_format.wire_bytes(codecs.from_config(cfg.compress), shapes)
+  # One table of the pool per lax.switch branch; in each, one partner, one row.
+  per_branch = {}
+  for c in payload:
+    per_branch[c["branch"]] = per_branch.get(c["branch"], 0) + c["bytes"]
+  assert len(per_branch) == 3  # the 3 matchings of 4 workers
+  assert set(per_branch.values()) == {sum(want.values())}
+  assert not any(
+      c["op"] == "collective-permute" and not c["payload"] and c["bytes"] >= 128 * 4
+      for c in found
+  )

@@ -38,6 +38,11 @@ per leaf up to each packed stream's rounding to whole bytes
 On GPU, NCCL's all-reduce adds in its own (ring) order, so there the two
 syncs agree to float32 rounding only.
 
+The gossip methods send the same buffers to their neighbours
+(``algorithms/gossip/compressed_exchange.py``: :func:`error_fed`,
+:func:`encode_block`, :func:`decoder`; :func:`gather` and
+:func:`ordered_mean` on the complete graph).
+
 Dense codecs (identity, bf16) are summable as they are: they keep the
 all-reduce (``exchange.average``).
 """
@@ -66,7 +71,7 @@ def carries(compression: exchange_lib.Compression) -> bool:
   )
 
 
-def _as_buffers(sums: Callable[[], Any], pred: jax.Array) -> Any:
+def as_buffers(sums: Callable[[], Any], pred: jax.Array) -> Any:
   """``sums()`` as buffers, not expressions that XLA fuses into its consumers
   (the module docstring says why): a conditional's result. ``pred`` is true
   wherever this is called, but no constant XLA could fold; the other branch
@@ -98,7 +103,7 @@ def ordered_weighted_mean(w_DxB: jax.Array, blocks: list) -> Any:
       parts.append(jnp.sum(w * x, axis=0))
     return sum(parts[1:], parts[0])
 
-  sum_tree = _as_buffers(lambda: jax.tree.map(leaf_sum, *blocks), total > 0)
+  sum_tree = as_buffers(lambda: jax.tree.map(leaf_sum, *blocks), total > 0)
   return jax.tree.map(lambda s: s / total.astype(s.dtype), sum_tree)
 
 
@@ -125,14 +130,32 @@ def decoder(codec: Any, shapes: list[tuple]) -> Callable[[dict], list]:
   return jax.vmap(lambda bufs: wire_format.from_wire(codec, bufs, shapes))
 
 
-def gather_decoded(codec: Any, buffers_K: dict, shapes: list[tuple]) -> list:
-  """Every worker's decoded payload, as ``D`` lists of ``[b, ...]`` leaves in
-  device order: one all-gather per wire buffer over the replica axis."""
+def gather(buffers_K: dict) -> list[dict]:
+  """Every device's wire buffers, ``D`` dicts of ``[b, L]`` arrays in device
+  order: one all-gather per wire buffer over the replica axis."""
   with jax.named_scope("wire_payload"):  # found by benchmarks/wire.py
     gathered = lax.all_gather(buffers_K, replicas.REPLICA, to="invarying")
-  decode = decoder(codec, shapes)
   num_devices = next(iter(gathered.values())).shape[0]
-  return [decode({k: g[d] for k, g in gathered.items()}) for d in range(num_devices)]
+  return [{k: g[d] for k, g in gathered.items()} for d in range(num_devices)]
+
+
+def gather_decoded(codec: Any, buffers_K: dict, shapes: list[tuple]) -> list:
+  """Every worker's decoded payload, as ``D`` lists of ``[b, ...]`` leaves in
+  device order (:func:`gather`, then :func:`decoder`)."""
+  decode = decoder(codec, shapes)
+  return [decode(b) for b in gather(buffers_K)]
+
+
+def ordered_mean(block_means: list[Callable[[], list]], pred: jax.Array) -> list:
+  r"""``mean_k x_k`` in ``replicas.worker_mean``'s order: per device
+  ``jnp.mean`` over its rows, the devices added left to right, divided by
+  ``D`` (``lax.pmean``). ``block_means[d]()`` is device ``d``'s mean of its
+  decoded rows (one list of leaves); each is made a buffer, as the
+  all-reduce's operands are, and so is their sum (:func:`as_buffers`, with
+  ``pred``)."""
+  means = [as_buffers(mean, pred) for mean in block_means]
+  sums = as_buffers(lambda: [sum(xs[1:], xs[0]) for xs in zip(*means)], pred)
+  return [s / len(block_means) for s in sums]
 
 
 def exchange(

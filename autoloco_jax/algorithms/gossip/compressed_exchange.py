@@ -46,6 +46,11 @@ plus the drift of the outer weights; GASLoC ``c = 1``,
   quantizers that decode with the receiver's own model as side information
   (Moniqua, Lu & De Sa 2020, arXiv 2002.11787; random pairs). Neither is built.
 
+The payloads travel encoded (``compression/wire.py``, ``Compression.wire``):
+a worker's packed codes and float32 scales go to each neighbour by
+``ppermute`` (all-gathered on the complete graph) and are decoded on arrival,
+the same numbers as decoding before sending.
+
 The identity codec without error feedback is the uncompressed exchange,
 operation for operation, and keeps no exchange state (``None``: checkpoints keep
 their layout). On the simulated clock a worker sends its encoded payload
@@ -64,12 +69,15 @@ References:
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
+from jax import lax
 
 from autoloco_jax.algorithms.gossip import topology
-from autoloco_jax.compression import exchange
+from autoloco_jax.compression import exchange, wire, wire_format
 from autoloco_jax.runtime import replicas
 
 
@@ -116,5 +124,79 @@ def encoded_laplacian(
   ``x_k = s_k − weight · θ_0`` (``s_k``: ``message_K``) and the new residuals
   (inside :func:`replicas.map_workers`; the math is in the module docstring)."""
   x_K = jax.tree.map(lambda s, r: s - weight * r[None], message_K, ex.reference)
+  if wire.carries(compression):
+    lap_K, residual_K = _wire_laplacian(topo, compression, x_K, ex.residual_K, round_index)
+    return lap_K, ex._replace(residual_K=residual_K)
   sent_K, residual_K = exchange.encode_workers(compression, x_K, ex.residual_K)
   return topology.laplacian(topo, sent_K, round_index), ex._replace(residual_K=residual_K)
+
+
+def _wire_laplacian(
+    topo: topology.Topology,
+    compression: exchange.Compression,
+    x_K: Any,
+    residual_K: Any | None,
+    round_index: Any,
+) -> tuple[Any, Any | None]:
+  """``(Λ \\hat x, residual_K)`` with the encoded payloads on the wire
+  (``compression/wire.py``): each worker's packed codes and scales go to its
+  neighbours by ``ppermute`` (:func:`_neighbor_rows`) and are decoded on
+  arrival; on the complete graph every device all-gathers them. The float
+  operations of ``topology.laplacian`` on the decoded payloads, in its order,
+  each decoded value a buffer where the decoded exchange has one (a
+  ``ppermute``'d row, an all-reduce's sum; ``wire.as_buffers``)."""
+  codec = compression.codec
+  x_leaves, treedef = jax.tree.flatten(x_K)
+  e_leaves = None if residual_K is None else jax.tree.leaves(residual_K)
+  acc_K = wire.error_fed(compression, x_leaves, e_leaves)
+  buffers_K, sent_K = wire.encode_block(codec, acc_K)
+  shapes = [tuple(x.shape[1:]) for x in acc_K]
+  true = jnp.asarray(round_index) >= 0  # no constant: see wire.as_buffers
+  if topo.complete:
+    decode = wire.decoder(codec, shapes)
+    block_means = [
+        lambda b=b: [jnp.mean(x, axis=0) for x in decode(b)] for b in wire.gather(buffers_K)
+    ]
+    mean = wire.ordered_mean(block_means, true)
+    lap = [topo.num_workers * (y - m[None]) for y, m in zip(sent_K, mean)]
+  else:
+    decode_one = lambda bufs: wire_format.from_wire(codec, bufs, shapes)
+
+    def nsum(table, bufs_K):
+      parts = [
+          _neighbor_rows(sent_K, bufs_K, row, topo.num_workers, decode_one, true)
+          for row in table
+      ]
+      return [sum(xs[1:], xs[0]) for xs in zip(*parts)]
+
+    if topo.pool_size == 1:
+      s_K = nsum(topo.pool_NxDxK[0], buffers_K)
+    else:
+      index = topology.pool_index(topo.seed, round_index, topo.pool_size)
+      branches = [functools.partial(nsum, t) for t in topo.pool_NxDxK]
+      s_K = lax.switch(index, branches, buffers_K)
+    lap = [topo.degree * y - s for y, s in zip(sent_K, s_K)]
+  if e_leaves is not None:
+    residual_K = jax.tree.unflatten(treedef, [a - s for a, s in zip(acc_K, sent_K)])
+  return jax.tree.unflatten(treedef, lap), residual_K
+
+
+def _neighbor_rows(sent_K, bufs_K, perm_K, num_workers, decode_one, true) -> list:
+  """``out[k] = \\hat x[perm_K[k]]`` for the device's rows (leaves of
+  ``sent_K``, its workers' decoded messages), as ``topology.gather_workers``
+  plans it: rows held by this device from ``sent_K``, the others' payloads
+  (``bufs_K``, wire buffers) by one single-row ``ppermute`` per colour,
+  decoded on arrival."""
+  b = sent_K[0].shape[0]
+  p = topology.plan(perm_K, num_workers // b)
+  dev = lax.axis_index(replicas.REPLICA)
+  local_src = jnp.asarray(p.local_src)[dev]
+  out = [x[local_src] for x in sent_K]
+  for pairs, send, recv, mask in p.colours:
+    s, r, m = jnp.asarray(send)[dev], jnp.asarray(recv)[dev], jnp.asarray(mask)[dev]
+    rows = {k: v[s] for k, v in bufs_K.items()}
+    with jax.named_scope("wire_payload"):
+      got = lax.ppermute(rows, replicas.REPLICA, perm=list(pairs))
+    g = wire.as_buffers(lambda got=got: decode_one(got), true)
+    out = [o.at[r].set(jnp.where(m, gi, o[r])) for o, gi in zip(out, g)]
+  return out
