@@ -47,14 +47,6 @@ CONFIGS = {
     "gossip_adamw": ("gossip_adamw", {}),
 }
 
-_CONFIGS = flags.DEFINE_list("configs", list(CONFIGS), "Which of CONFIGS to run.")
-_FSDP = flags.DEFINE_integer("fsdp", 4, "F: devices each worker's state and batch split over.")
-_TENSOR = flags.DEFINE_integer("tensor", 1, "T: devices its heads, MLP and vocabulary split over.")
-_REPLICAS = flags.DEFINE_integer("replicas", 2, "R: rows of the replica axis.")
-_WORKERS = flags.DEFINE_integer("num_workers", 4, "K, the same in both runs.")
-_STEPS = flags.DEFINE_integer("total_steps", 20, "Inner steps of each run.")
-_OUT = flags.DEFINE_string("out", "", "Also write the JSON here.")
-_TABLE = flags.DEFINE_string("table", "", "Print the table of this JSON result instead.")
 
 
 def config_of(
@@ -123,7 +115,7 @@ def compare(
       name=name,
       algorithm=one[-1].get("algorithm"),
       records=len(one),
-      final_eval_loss={"fsdp_1": final(one), f"fsdp_{fsdp}": final(spanning)},
+      final_eval_loss={"worker_per_device": final(one), "spanning": final(spanning)},
       max_relative_difference=relative_difference(one, spanning),
       seconds=round(time.perf_counter() - t0, 1),
   )
@@ -148,29 +140,41 @@ def table(result: dict) -> str:
 
 def main(argv):
   del argv
-  if _TABLE.value:
-    with open(_TABLE.value) as f:
-      print(table(json.load(f)))
+  f = flags.FLAGS
+  if f.table:
+    with open(f.table) as file:
+      print(table(json.load(file)))
     return
   rows = [
-      compare(
-          name, _FSDP.value, _REPLICAS.value, _WORKERS.value, _STEPS.value, _TENSOR.value
-      )
-      for name in _CONFIGS.value
+      compare(name, f.fsdp, f.replicas, f.num_workers, f.total_steps, f.tensor)
+      for name in f.configs
   ]
   result = dict(
-      fsdp=_FSDP.value, tensor=_TENSOR.value, replicas=_REPLICAS.value,
-      num_workers=_WORKERS.value,
-      total_steps=_STEPS.value, rows=rows,
+      fsdp=f.fsdp, tensor=f.tensor, replicas=f.replicas, num_workers=f.num_workers,
+      total_steps=f.total_steps, rows=rows,
   )
   print(table(result))
-  if _OUT.value:
-    with open(_OUT.value, "w") as f:
-      json.dump(result, f, indent=2)
-      f.write("\n")
+  if f.out:
+    with open(f.out, "w") as file:
+      json.dump(result, file, indent=2)
+      file.write("\n")
+
+
+def define_flags() -> None:
+  """The command's flags (defined only when it runs, so the tests can import
+  this module beside others that define ``--out``)."""
+  flags.DEFINE_list("configs", list(CONFIGS), "Which of CONFIGS to run.")
+  flags.DEFINE_integer("fsdp", 4, "F: devices each worker's state and batch split over.")
+  flags.DEFINE_integer("tensor", 1, "T: devices its heads, MLP and vocabulary split over.")
+  flags.DEFINE_integer("replicas", 2, "R: rows of the replica axis.")
+  flags.DEFINE_integer("num_workers", 4, "K, the same in both runs.")
+  flags.DEFINE_integer("total_steps", 20, "Inner steps of each run.")
+  flags.DEFINE_string("out", "", "Also write the JSON here.")
+  flags.DEFINE_string("table", "", "Print the table of this JSON result instead.")
 
 
 if __name__ == "__main__":
   from experiments import cli
 
+  define_flags()
   cli.run(main)

@@ -50,6 +50,12 @@ def test_a_batch_that_fsdp_does_not_divide_is_refused():
     config_check.validate(config)
 
 
+def test_two_model_axes_at_once_are_refused_by_name():
+  config = tiny(diloco_config, **{"mesh.fsdp": 2, "mesh.tensor": 2})
+  with pytest.raises(ValueError, match="config.mesh.fsdp=2 with config.mesh.tensor=2"):
+    config_check.validate(config)
+
+
 def _abstract_state(fsdp: int, tensor: int = 1, module=diloco_config, **overrides):
   config = tiny(
       module, num_workers=2, num_devices=2 * fsdp * tensor,
