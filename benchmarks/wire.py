@@ -26,7 +26,6 @@ Prints a table per sync branch (a streaming sync has one per event) and, with
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from typing import Any
@@ -35,12 +34,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import flags
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding
 from ml_collections import config_flags
 
-from autoloco_jax.algorithms import registry
 from autoloco_jax.data import corpus
-from autoloco_jax.model import transformer as model_lib
+from autoloco_jax.run import assembly
 from autoloco_jax.runtime import replicas
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -62,11 +60,31 @@ _LINE = re.compile(
 )
 
 
-def collectives(hlo_text: str) -> list[dict]:
+def _device_groups(line: str) -> list[list[int]]:
+  """The device groups of an HLO collective: ``replica_groups`` (listed, or
+  iota ``[G,S]<=[dims]T(perm)``) or a permute's ``source_target_pairs``."""
+  listed = re.search(r"(?:replica_groups|source_target_pairs)=\{((?:\{[\d,]*\},?)*)\}", line)
+  if listed:
+    return [[int(i) for i in g.split(",") if i] for g in re.findall(r"\{([\d,]*)\}", listed.group(1))]
+  iota = re.search(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", line)
+  if not iota:
+    return []
+  shape, dims = [[int(i) for i in x.split(",")] for x in iota.groups()[:2]]
+  ids = np.arange(int(np.prod(dims))).reshape(dims)
+  if iota.group(3):
+    ids = ids.transpose([int(i) for i in iota.group(3).split(",")])
+  return ids.reshape(shape).tolist()
+
+
+def collectives(hlo_text: str, replica_of: dict[int, int] | None = None) -> list[dict]:
   """The collectives of a compiled HLO text, in order: ``op``, the arrays of
-  its result (``dtype``, ``shape``), their ``bytes`` on one device, and
+  its result (``dtype``, ``shape``), their ``bytes`` on one device,
   ``branch`` (the ``lax.switch`` branch it is in, from its metadata, or 0)
-  and ``payload`` (whether its metadata names ``wire_payload``)."""
+  and ``payload``: its metadata names ``wire_payload`` and, given
+  ``replica_of`` (device id -> its index on the replica axis), its devices
+  differ in replica index (with ``config.mesh.fsdp > 1`` XLA also gathers a
+  worker's buffer across its own fsdp devices, which is no wire between
+  workers)."""
   out = []
   for line in hlo_text.splitlines():
     m = _LINE.search(line)
@@ -77,64 +95,53 @@ def collectives(hlo_text: str) -> list[dict]:
       for dtype, dims in _ARRAY.findall(m.group(1))
     ]
     branch = re.search(r"branch_(\d+)_fun", line)
+    crosses = replica_of is None or any(
+      len({replica_of[i] for i in group}) > 1 for group in _device_groups(line)
+    )
     out.append(
       dict(
         op=m.group(2),
         arrays=[dict(dtype=d, shape=list(s)) for d, s in arrays],
         bytes=sum(_ITEM_BYTES.get(d, 4) * int(np.prod(s)) for d, s in arrays),
         branch=int(branch.group(1)) if branch else 0,
-        payload="wire_payload" in line,
+        payload="wire_payload" in line and crosses,
       )
     )
   return out
 
 
-def payload_per_worker(found: list[dict], num_workers: int, num_devices: int) -> float:
+def payload_per_worker(found: list[dict], num_workers: int, num_rows: int) -> float:
   """Bytes per worker of the payload's collectives (:func:`collectives`): an
   all-gather's result holds every worker's payload once; a collective-permute's
-  is what one device receives, the same on every device (a gossip method's
-  rows from other devices; neighbours on the same device take no wire)."""
+  is what one device receives, the same in each of the ``num_rows`` rows of
+  the replica axis (a gossip method's rows from other devices; neighbours on
+  the same device take no wire)."""
   total = 0.0
   for c in found:
     if c["payload"] and c["op"] == "all-gather":
       total += c["bytes"] / num_workers
     elif c["payload"] and c["op"] == "collective-permute":
-      total += c["bytes"] * num_devices / num_workers
+      total += c["bytes"] * num_rows / num_workers
   return total
-
-
-def _abstract_state(algo, params, mesh) -> Any:
-  """The run state as ``ShapeDtypeStruct``s with the trainer's shardings."""
-  shapes = jax.eval_shape(algo.init_state, params)
-
-  def one(spec, subtree):
-    sharding = NamedSharding(mesh, spec)
-    return jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), subtree
-    )
-
-  return jax.tree.map(
-    one, shapes.specs(), shapes, is_leaf=lambda x: isinstance(x, PartitionSpec)
-  )
 
 
 def measure(config: Any) -> dict:
   """The compiled sync's collectives per branch, and the clock's payload."""
-  model_cfg = config.model.copy_and_resolve_references()
-  with model_cfg.unlocked():
-    model_cfg.vocab_size = corpus.VOCAB_SIZE
-    model_cfg.seq_len = config.data.seq_len
-  init, apply = model_lib.make(model_cfg)
-  mesh = replicas.make_mesh(config.num_workers, config.num_devices)
-  algo = registry.make(config, functools.partial(model_lib.loss_fn, apply), mesh)
-  params = jax.eval_shape(init, jax.random.key(0))
-  state = _abstract_state(algo, params, mesh)
+  mesh = assembly.make_mesh(config)
+  built = assembly.build(config, mesh, corpus.VOCAB_SIZE)
+  state = assembly.abstract_state(config, built)
+  algo = built.algo
   k = config.num_workers
   present = jax.ShapeDtypeStruct(
     (k,), jnp.float32, sharding=NamedSharding(mesh, replicas.WORKERS)
   )
-  found = collectives(algo.sync.lower(state, present).compile().as_text())
+  replica_of = {
+    int(d.id): int(np.unravel_index(i, mesh.devices.shape)[0])
+    for i, d in enumerate(mesh.devices.flat)
+  }
+  found = collectives(algo.sync.lower(state, present).compile().as_text(), replica_of)
   devices = int(mesh.devices.size)
+  rows = replicas.replica_rows(mesh)
   branches = []
   for b in sorted({c["branch"] for c in found} | {0}):
     mine = [c for c in found if c["branch"] == b]
@@ -143,7 +150,7 @@ def measure(config: Any) -> dict:
       dict(
         branch=b,
         collectives=mine,
-        wire_bytes_per_worker=payload_per_worker(mine, k, devices),
+        wire_bytes_per_worker=payload_per_worker(mine, k, rows),
         clock_payload_bytes=comm.payload_bytes,
         clock_messages=1 if comm.neighbors_DxK is None else len(comm.neighbors_DxK),
         clock_kind=comm.kind,
