@@ -17,8 +17,8 @@ training step agree on what was sent:
 * ``dense``: whether payloads can be summed as they are (``identity``,
   ``bf16``), so an all-reduce is modelled as a ring all-reduce. Payloads with
   per-block scales or indices cannot be summed without decoding; their
-  "all-reduce" is modelled as an all-gather of the payloads
-  (``clock.ring_allgather``).
+  "all-reduce" is an all-gather of the packed payloads (``wire_format.py``,
+  ``wire.py``), and the clock models it as one (``clock.ring_allgather``).
 
 Codecs (registry :data:`CODECS`, :func:`make`, :func:`from_config`), with
 ``B`` the block size, ``n`` the number of values and ``⌈·⌉`` the ceiling:
@@ -352,8 +352,8 @@ def int4(block_size: int = DEFAULT_BLOCK_SIZE) -> Codec:
   r"""Symmetric per-block int4: ``q = round(x / s) ∈ [−7, 7]``, ``x̂ = q s``.
 
   ``s = max_{block} |x| / 7``; ``|x − x̂| ≤ s / 2``; two values per byte:
-  ``n/2 + 4 ⌈n/B⌉`` bytes. (Codes are held one per int8 in memory; the wire
-  count is what matters.)
+  ``n/2 + 4 ⌈n/B⌉`` bytes. (Codes are held one per int8 in memory and packed
+  two per byte on the wire, ``wire_format.py``.)
   """
   return _int_codec("int4", 7, 0.5, block_size)
 
