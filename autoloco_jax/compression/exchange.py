@@ -29,9 +29,10 @@ axis) and live in the run state, so a resumed run continues with them.
 
 Inside the DiLoCo family's sync the encoded payloads themselves cross the
 replica axis (``wire.py``: an all-gather of the packed codes, then every device
-decodes and averages them); the functions here are the decode-then-mean form
-(``Compression.wire = False``, and the dense codecs' all-reduce), which gives
-the same numbers.
+decodes and averages them; the gossip methods ``ppermute`` them to their
+neighbours); the functions here are the decode-then-mean form
+(``Compression.wire = False``, one device, and the dense codecs' all-reduce),
+which gives the same numbers on CPU.
 
 On the simulated clock the message is the encoded payload
 (``codecs.tree_encoded_bytes``: values, indices and scales), moved by a ring
@@ -81,11 +82,12 @@ class Compression:
       feedback.
     aggregate: how the decoded messages are averaged, one of
       :data:`AGGREGATES` (:func:`average`).
-    wire: whether the DiLoCo family's collective carries the encoded payloads
-      (``wire.py``: an all-gather of int8 codes, packed nibbles, packed
-      indices...) when the codec is not dense; False: each message is decoded
-      by its sender and the float32 results are all-reduced (the same numbers
-      on CPU, bit for bit). Not a config field: a program choice, not a result.
+    wire: whether the collectives carry the encoded payloads (``wire.py``: an
+      all-gather, or the gossip methods' ``ppermute``, of int8 codes, packed
+      nibbles, packed indices...) when the codec is not dense and the mesh has
+      more than one device; False: each message is decoded by its sender and
+      the float32 results are exchanged (the same numbers on CPU, bit for
+      bit). Not a config field: a program choice, not a result.
   """
 
   codec: codecs.Codec
