@@ -35,7 +35,7 @@ def test_the_replica_axis_takes_the_devices_the_model_axes_leave():
     "kwargs, message",
     [
         (dict(num_workers=4, num_devices=3, fsdp=2), "cannot be split into workers"),
-        (dict(num_workers=3, num_devices=4, fsdp=2), "not divisible by the replica axis"),
+        (dict(num_workers=3, num_devices=4, fsdp=2), "not divisible by the device count 2 of the replica axis"),
         (dict(num_workers=2, num_devices=4, fsdp=0), "mesh.fsdp must be a positive int"),
     ],
 )

@@ -96,10 +96,10 @@ def make_mesh(
   rows = len(devices) // model
   if num_workers % rows:
     raise ValueError(
-        f"num_workers={num_workers} is not divisible by the replica axis's "
-        f"{rows} device rows ({len(devices)} devices / {model} per worker): every "
-        f"row must hold the same number of workers (set num_devices to a divisor "
-        f"of num_workers times {model})"
+        f"num_workers={num_workers} is not divisible by the device count {rows} of "
+        f"the replica axis ({len(devices)} devices / {model} per worker): every "
+        f"device row must hold the same number of workers (set num_devices to a "
+        f"divisor of num_workers times {model})"
     )
   if model == 1:
     return Mesh(np.asarray(devices), (REPLICA,))
