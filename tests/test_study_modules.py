@@ -222,8 +222,9 @@ def test_phased_studies_choose_on_tuning_seeds_and_report_on_fresh_ones(phases):
   """Every phase that chooses (regime, coarse, tune, design, mixing, the
   compression tunes and ablation) runs on tuning seeds only; no report phase
   shares a seed with them, and each has at least two (the old compression
-  study's quick report: one)."""
-  reports = ("report", "constant", "longer")
+  study's quick report: one). The recipe's ``ablate`` chooses nothing: it
+  measures the best row's parts on the report's fresh seeds."""
+  reports = ("report", "constant", "longer", "ablate")
   tuning, fresh = set(), set()
   for name, (study, _) in phases.items():
     (fresh if name.split("_")[-1] in reports else tuning).update(study.seeds)
@@ -672,6 +673,23 @@ def test_recipe_tunes_each_rows_schedule_and_reads_it_against_the_schedule_front
     assert auto[group].to_dict() == want
   assert {(l, "frontier") for l in report_study.syncs_saved} <= set(report_study.comparisons)
   assert set(report_["syncs_saved"]) == set(report_study.syncs_saved)
+  # Ablate: the same fresh seeds; the best label with one part removed at a
+  # time, each against it (stream_tau1 has no codec: no compression to remove).
+  ablate_study, ablate_ = phases["recipe_ablate"]
+  assert ablate_study.seeds == report_study.seeds
+  assert ablate_study.tolerance == report_study.tolerance
+  best = ablate_study.comparisons[0][1]
+  assert best == winner and all(ref == best for _, ref in ablate_study.comparisons)
+  parts = {label for label, _ in ablate_study.comparisons}
+  config = ablate_study.runs[best]
+  assert ("best_unstaggered" in parts) == (config.stream.fragments > 1)
+  assert ("best_uncompressed" in parts) == (config.compress.codec != "identity")
+  if "best_constant" in parts:
+    assert ablate_study.runs["best_constant"].diloco.get("beta_end") is None
+  for label in parts:
+    ablated = ablate_study.runs[label]
+    assert ablated.to_dict() != config.to_dict()
+  assert {c["candidate"] for c in ablate_["comparisons"]} == parts
 
 
 # --- the decentralized claims' cells ---------------------------------------------

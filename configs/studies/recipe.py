@@ -44,7 +44,10 @@ Phases (every choice on the tuning seeds 0-2; the report on fresh seeds):
   on top (``best_adaptive``: the evidence study's chosen design, no ratio
   correction, the row's exchange and schedule). Every label against the
   frontier (Δ at equal syncs, syncs saved at equal loss), each tuned row against
-  its constant (what the schedule adds), ``best_adaptive`` against the best.
+  its constant (what the schedule adds), ``best_adaptive`` against the best;
+* ``ablate``: the best label on the same fresh seeds with one part removed at a
+  time, its schedule, its compression, its staggering (:func:`ablations`),
+  each against it.
 
 The tolerance of the report is the schedule report's (the many/Python cell's,
 fixed before its report: ``docs/studies/evidence_v2/many_python``). The claims
@@ -59,7 +62,7 @@ from configs.studies import base, compression_many, evidence, schedule
 
 NAME = "recipe_{phase}"
 TITLE = "The best recipe ({phase}): rows against the schedule-tuned frontier, many/Python"
-PHASES = ("coarse", "tune", "report")
+PHASES = ("coarse", "tune", "report", "ablate")
 TOLERANCE = evidence.TOLERANCE
 DOCS_DIR = "docs/studies/recipe"
 QUICK_DIR = "runs/studies/recipe-quick"
@@ -191,4 +194,43 @@ def report(s, cell) -> None:
   )
 
 
-PHASE_RUNS = dict(coarse=coarse, tune=tune, report=report)
+def ablations(config, constant) -> dict:
+  """The best row with one part removed at a time (``label -> config``):
+  ``best_constant`` its schedule (the row at its constant ``β``: ``constant``),
+  ``best_uncompressed`` its compression (the codec off, no error feedback,
+  the plain mean), ``best_unstaggered`` its staggering (one fragment: the
+  whole model synced every ``H``, nothing in flight). A part the row does not
+  have is not removed."""
+  out = {}
+  if config.to_dict() != constant.to_dict():
+    out["best_constant"] = constant
+  if config.compress.codec != "identity" or config.compress.ef_beta is not None:
+    v = config.copy_and_resolve_references()
+    v.compress.codec, v.compress.ef_beta, v.compress.aggregate = "identity", None, "mean"
+    out["best_uncompressed"] = v
+  if config.stream.fragments > 1:
+    v = config.copy_and_resolve_references()
+    v.stream.fragments, v.stream.tau = 1, 0
+    out["best_unstaggered"] = v
+  return out
+
+
+def ablate(s, cell) -> None:
+  """The tuning seeds' best label (the report's ``best_adaptive`` base) and its
+  :func:`ablations`, on the report's fresh seeds (paired), each against it:
+  what its schedule, compression and staggering each add."""
+  reported = cell.read("report")
+  best = tuned(cell.read("tune")["stats"], cell)
+  winner = _ranked(cell.read("tune")["stats"], list(best.values()))[0]
+  row = {label: r for r, label in best.items()}[winner]
+  configs = row_configs(cell)[row]
+  s.seeds = tuple(reported["seeds"])
+  s.tolerance = float(reported["power"]["tolerance"])
+  base.add_run(s, winner, configs[winner])
+  parts = ablations(configs[winner], configs[row])
+  for label, config in parts.items():
+    base.add_run(s, label, config)
+  s.comparisons = tuple((label, winner) for label in parts)
+
+
+PHASE_RUNS = dict(coarse=coarse, tune=tune, report=report, ablate=ablate)
