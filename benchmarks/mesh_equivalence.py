@@ -33,6 +33,7 @@ from typing import Any
 from absl import flags
 
 from autoloco_jax.run import trainer
+from configs import common
 
 #: name -> (config module, overrides): every algorithm at ``:tiny``.
 CONFIGS = {
@@ -63,8 +64,7 @@ def config_of(
   c.log.progress = False
   c.log.tensorboard = False
   for dotted, value in overrides.items():
-    group, field = dotted.split(".")
-    c[group][field] = value
+    common.set_field(c, dotted, value)
   return c
 
 
