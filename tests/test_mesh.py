@@ -195,14 +195,15 @@ def test_the_mesh_page_shows_the_committed_results():
 @pytest.mark.slow
 def test_each_algorithm_spanning_four_devices_equals_a_worker_per_device(tmp_path):
   """``replica 2 × fsdp 4`` (8 simulated devices) against ``replica 2 × fsdp 1``:
-  the logged losses of every round and the final evaluation agree to
-  :data:`RTOL` (float rounding carried through training), the fp4-quantized
+  the logged losses of every round of 10 steps and the final evaluation agree
+  to :data:`RTOL` (float rounding carried through training), the fp4-quantized
   streaming run to :data:`RTOL_FP4` (a rounding difference moves a value by a
   whole fp4 code)."""
   out = tmp_path / "equivalence.json"
   env = user_env(XLA_FLAGS=_devices(8))
   subprocess.run(
-      [sys.executable, "-m", "benchmarks.mesh_equivalence", "--fsdp", "4", "--out", str(out)],
+      [sys.executable, "-m", "benchmarks.mesh_equivalence", "--fsdp", "4",
+       "--total_steps", "10", "--out", str(out)],
       cwd=ROOT, env=env, check=True, timeout=900,
   )
   rows = {row["name"]: row for row in json.loads(out.read_text())["rows"]}
@@ -234,13 +235,13 @@ def _devices(n: int) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module", [diloco_config, noloco_config])
-def test_two_processes_of_four_devices_equal_one_process_of_eight(tmp_path, module):
+def test_two_processes_of_four_devices_equal_one_process_of_eight(tmp_path):
   """A worker spans one process's 4 devices (``replica 2 × fsdp 4`` over 2
-  processes, ``experiments.launch_local``) and trains as in one process."""
-  name = module.__name__.split(".")[-1]
+  processes, ``experiments.launch_local``) and trains as in one process.
+  (NoLoCo passed the same check when it was written; one algorithm is kept
+  to spare the suite a minute.)"""
   flags = [
-      "--config", f"configs/{name}.py:tiny", "--config.num_workers=4",
+      "--config", "configs/diloco.py:tiny", "--config.num_workers=4",
       "--config.mesh.fsdp=4", "--config.total_steps=20", "--config.eval.every_steps=10",
       "--config.log.progress=False", "--config.log.tensorboard=False",
       "--config.network.step_time=0.01",
