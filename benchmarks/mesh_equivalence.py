@@ -56,14 +56,13 @@ def config_of(
   """``CONFIGS[name]`` at ``:tiny`` on ``replicas · fsdp · tensor`` devices."""
   module, overrides = CONFIGS[name]
   c = importlib.import_module(f"configs.{module}").get_config("tiny")
-  c.num_workers, c.num_devices = num_workers, replicas * fsdp * tensor
-  c.mesh.fsdp, c.mesh.tensor = fsdp, tensor
-  c.total_steps = steps
-  c.eval.every_steps = steps // 2
-  c.network.step_time = 0.01
-  c.log.progress = False
-  c.log.tensorboard = False
-  for dotted, value in overrides.items():
+  settings = {
+      "num_workers": num_workers, "num_devices": replicas * fsdp * tensor,
+      "mesh.fsdp": fsdp, "mesh.tensor": tensor, "total_steps": steps,
+      "eval.every_steps": steps // 2, "network.step_time": 0.01,
+      "log.progress": False, "log.tensorboard": False, **overrides,
+  }
+  for dotted, value in settings.items():
     common.set_field(c, dotted, value)
   return c
 
