@@ -144,6 +144,14 @@ def tuned(stats: dict, cell) -> dict[str, str]:
   return {row: _ranked(stats, configs)[0] for row, configs in row_configs(cell).items()}
 
 
+def winner(stats: dict, cell) -> tuple[str, str]:
+  """``(row, label)``: the tuned label with the lowest mean final loss on the
+  tuning seeds, and its row."""
+  best = tuned(stats, cell)
+  label = _ranked(stats, list(best.values()))[0]
+  return {l: row for row, l in best.items()}[label], label
+
+
 def _adaptive(cell, config):
   """AutoLoCo's chosen design (adaptive ``H``, no ratio correction) with
   ``config``'s exchange and outer step (its ``stream``, ``compress`` and
@@ -182,15 +190,14 @@ def report(s, cell) -> None:
     for name in dict.fromkeys((row, label)):
       base.add_run(s, name, configs[row][name])
       labels.append(name)
-  winner = _ranked(tune_stats, [best[r] for r in best])[0]
-  row_of = {label: row for row, label in best.items()}
-  base.add_run(s, "best_adaptive", _adaptive(cell, configs[row_of[winner]][winner]))
+  row, best_label = winner(tune_stats, cell)
+  base.add_run(s, "best_adaptive", _adaptive(cell, configs[row][best_label]))
   s.syncs_saved = tuple(labels) + ("best_adaptive",)
   s.cost_plots = ("bytes_per_worker", "peak_bandwidth")
   s.comparisons = (
       tuple((label, "frontier") for label in s.syncs_saved)
       + tuple((label, row) for row, label in best.items() if label != row)
-      + (("best_adaptive", winner),)
+      + (("best_adaptive", best_label),)
   )
 
 
@@ -220,17 +227,15 @@ def ablate(s, cell) -> None:
   :func:`ablations`, on the report's fresh seeds (paired), each against it:
   what its schedule, compression and staggering each add."""
   reported = cell.read("report")
-  best = tuned(cell.read("tune")["stats"], cell)
-  winner = _ranked(cell.read("tune")["stats"], list(best.values()))[0]
-  row = {label: r for r, label in best.items()}[winner]
+  row, best_label = winner(cell.read("tune")["stats"], cell)
   configs = row_configs(cell)[row]
   s.seeds = tuple(reported["seeds"])
   s.tolerance = float(reported["power"]["tolerance"])
-  base.add_run(s, winner, configs[winner])
-  parts = ablations(configs[winner], configs[row])
+  base.add_run(s, best_label, configs[best_label])
+  parts = ablations(configs[best_label], configs[row])
   for label, config in parts.items():
     base.add_run(s, label, config)
-  s.comparisons = tuple((label, winner) for label in parts)
+  s.comparisons = tuple((label, best_label) for label in parts)
 
 
 PHASE_RUNS = dict(coarse=coarse, tune=tune, report=report, ablate=ablate)
