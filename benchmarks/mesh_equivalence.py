@@ -46,6 +46,8 @@ CONFIGS = {
     "noloco": ("noloco", {}),
     "gasloc": ("gasloc", {}),
     "gossip_adamw": ("gossip_adamw", {}),
+    # NoLoCo's int8 payloads with error feedback, ppermute'd segment by segment.
+    "noloco_int8": ("noloco", {"compress.codec": "int8", "compress.ef_beta": 0.9}),
 }
 
 

@@ -37,6 +37,7 @@ from absl import flags
 from jax.sharding import NamedSharding
 from ml_collections import config_flags
 
+from autoloco_jax.compression import codecs, shards, wire_format
 from autoloco_jax.data import corpus
 from autoloco_jax.run import assembly
 from autoloco_jax.runtime import replicas
@@ -110,18 +111,22 @@ def collectives(hlo_text: str, replica_of: dict[int, int] | None = None) -> list
   return out
 
 
-def payload_per_worker(found: list[dict], num_workers: int, num_rows: int) -> float:
-  """Bytes per worker of the payload's collectives (:func:`collectives`): an
-  all-gather's result holds every worker's payload once; a collective-permute's
-  is what one device receives, the same in each of the ``num_rows`` rows of
-  the replica axis (a gossip method's rows from other devices; neighbours on
-  the same device take no wire)."""
+def payload_per_worker(
+    found: list[dict], num_workers: int, num_rows: int, worker_devices: int = 1
+) -> float:
+  """Bytes per worker of the payload's collectives (:func:`collectives`), all
+  of its ``worker_devices`` devices together (each sends its own segments,
+  ``compression/shards.py``): an all-gather's result on a device holds every
+  worker's part from that device's position once; a collective-permute's is
+  what one device receives, the same in each of the ``num_rows`` rows of the
+  replica axis (a gossip method's rows from other devices; neighbours on the
+  same device take no wire)."""
   total = 0.0
   for c in found:
     if c["payload"] and c["op"] == "all-gather":
-      total += c["bytes"] / num_workers
+      total += c["bytes"] * worker_devices / num_workers
     elif c["payload"] and c["op"] == "collective-permute":
-      total += c["bytes"] * num_rows / num_workers
+      total += c["bytes"] * num_rows * worker_devices / num_workers
   return total
 
 
@@ -142,6 +147,9 @@ def measure(config: Any) -> dict:
   found = collectives(algo.sync.lower(state, present).compile().as_text(), replica_of)
   devices = int(mesh.devices.size)
   rows = replicas.replica_rows(mesh)
+  span = replicas.model_size(mesh)
+  shapes = [tuple(x.shape[1:]) for x in jax.tree.leaves(state.params_K)]
+  codec = codecs.from_config(config.compress)
   branches = []
   for b in sorted({c["branch"] for c in found} | {0}):
     mine = [c for c in found if c["branch"] == b]
@@ -150,7 +158,7 @@ def measure(config: Any) -> dict:
       dict(
         branch=b,
         collectives=mine,
-        wire_bytes_per_worker=payload_per_worker(mine, k, rows),
+        wire_bytes_per_worker=payload_per_worker(mine, k, rows, span),
         clock_payload_bytes=comm.payload_bytes,
         clock_messages=1 if comm.neighbors_DxK is None else len(comm.neighbors_DxK),
         clock_kind=comm.kind,
@@ -162,6 +170,10 @@ def measure(config: Any) -> dict:
     codec=config.compress.codec,
     num_workers=k,
     devices=devices,
+    worker_devices=span,
+    # A whole model's message: its leaves' bytes, and on ``span`` segments each.
+    model_bytes=shards.wire_bytes(codec, shapes, 1) if wire_format.carries(codec) else None,
+    segment_bytes=shards.wire_bytes(codec, shapes, span) if wire_format.carries(codec) else None,
     branches=branches,
   )
 
@@ -169,8 +181,14 @@ def measure(config: Any) -> dict:
 def _table(result: dict) -> str:
   lines = [
     f"{result['config']} codec={result['codec']} K={result['num_workers']} "
-    f"devices={result['devices']}"
+    f"devices={result['devices']} ({result['worker_devices']} per worker)"
   ]
+  if result["segment_bytes"] is not None and result["worker_devices"] > 1:
+    lines.append(
+      f"a whole model's message: {result['model_bytes']} B, on "
+      f"{result['worker_devices']} segments per leaf {result['segment_bytes']} B "
+      "(the segments' padding, compression/shards.py)"
+    )
   for b in result["branches"]:
     lines.append(f"branch {b['branch']}:")
     lines.append(f"  {'op':<20}{'role':<9}{'arrays':<40}{'bytes':>10}{'B/worker':>10}")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from autoloco_jax.algorithms import registry
-from autoloco_jax.compression import codecs, packing, wire_format
+from autoloco_jax.compression import codecs, packing, shards, wire_format
 from autoloco_jax.runtime import replicas, state as state_lib
 from autoloco_jax.runtime.contract import Setup
 from benchmarks import wire as wire_benchmark
@@ -290,3 +290,65 @@ def test_gossip_compiled_exchange_permutes_codes():
       c["op"] == "collective-permute" and not c["payload"] and c["bytes"] >= 128 * 4
       for c in found
   )
+
+
+# ----------------------------------------------------------------------------
+# A worker spanning devices: each device sends its own segments (shards.py).
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+@pytest.mark.parametrize("count", [2, 3, 4])
+def test_segments_decode_to_the_whole_leaf_bit_for_bit(codec, count):
+  """A leaf cut into ``S`` segments of whole blocks (chunks), each encoded on
+  its own, decodes to the whole leaf's ``roundtrip`` bit for bit: a granule
+  never straddles two segments, so the result does not depend on ``S``."""
+  name, fields = CODECS[codec]
+  c = codecs.make(name, **fields)
+  shapes = [(37, 5), (16,), (3, 4, 11), (1,)]  # sizes not multiples of 16, nor of S
+  rng = np.random.default_rng(count)
+  leaves = [jnp.asarray(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+  g = shards.granule(c)
+  segs = shards.Segments(
+      tuple(shapes), count, tuple(shards.segment_size(math.prod(s), g, count) for s in shapes)
+  )
+  for i, x in enumerate(leaves):
+    parts = segs.split(i, x)
+    assert parts.shape == (count, segs.sizes[i]) and segs.sizes[i] % g == 0
+    got = segs.join(i, jax.vmap(lambda p: codecs.roundtrip(c, p))(parts))
+    np.testing.assert_array_equal(_bits(got), _bits(codecs.roundtrip(c, x)))
+    np.testing.assert_array_equal(_bits(segs.join(i, parts)), _bits(x))
+  padding = shards.padding_values(shapes, g, count)
+  assert padding == sum(count * n - math.prod(s) for s, n in zip(shapes, segs.sizes))
+  assert padding < len(shapes) * count * g
+
+
+@pytest.mark.parametrize(
+    "module, overrides",
+    [
+        ("sparseloco", {}),
+        ("sparseloco", {"compress.codec": "int8"}),
+        ("noloco", {"compress.codec": "fp4", "compress.ef_beta": 0.9}),
+    ],
+)
+def test_a_worker_spanning_two_devices_sends_each_segment_once(module, overrides):
+  """``replica 2 × fsdp 2``: each device all-gathers (or ``ppermute``s) only its
+  segments' buffers, a worker's two devices together its whole payload
+  (``shards.wire_bytes``: the clock's bytes plus the segments' padding), and
+  nothing gathers a parameter-sized array inside the sync (a leaf moves
+  between its layout and its segments by all-to-alls)."""
+  import importlib
+
+  cfg = importlib.import_module(f"configs.{module}").get_config("tiny")
+  cfg.num_devices, cfg.mesh.fsdp = 4, 2
+  for key, value in overrides.items():
+    section, field = key.split(".")
+    cfg[section][field] = value
+  result = wire_benchmark.measure(cfg)
+  assert result["worker_devices"] == 2
+  smallest_split = 64 * 64 // 2
+  for branch in result["branches"]:
+    assert branch["wire_bytes_per_worker"] == result["segment_bytes"]
+    assert result["model_bytes"] <= result["segment_bytes"] < 1.3 * result["model_bytes"]
+    for c in branch["collectives"]:
+      if c["op"] == "all-gather" and not c["payload"]:
+        assert all(math.prod(a["shape"]) < smallest_split for a in c["arrays"]), c

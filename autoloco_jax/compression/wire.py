@@ -32,6 +32,14 @@ aggregates; error feedback; an absent worker; 2 and 4 devices; streaming
 fragments); ``experiments/fingerprint.py`` checks the committed configs. With
 one device nothing crosses a wire and the decode-then-mean sync runs.
 
+When a worker spans several devices (``config.mesh``), each leaf is cut into
+one segment per device (``shards.py``) and each device runs the above on its
+own segments: it encodes them, all-gathers their buffers with the same
+devices of the other workers, decodes and averages them; only the averaged
+leaf returns to the parameters' layout. No device encodes or decodes a whole
+leaf, and the result is the one-device-per-worker result (a segment never
+splits a block or a chunk).
+
 The bytes each worker adds to the all-gathers are ``codec.encoded_bytes(n)``
 per leaf up to each packed stream's rounding to whole bytes
 (``wire_format.wire_bytes``); the presence weights add 4 bytes per worker.
@@ -55,7 +63,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from autoloco_jax.compression import exchange as exchange_lib, wire_format
+from autoloco_jax.compression import exchange as exchange_lib, shards, wire_format
 from autoloco_jax.runtime import replicas
 
 
@@ -158,6 +166,20 @@ def ordered_mean(block_means: list[Callable[[], list]], pred: jax.Array) -> list
   return [s / len(block_means) for s in sums]
 
 
+def _encoded_mean(
+    compression: exchange_lib.Compression, acc_K: list, present_K: jax.Array
+) -> tuple[list, list]:
+  """``(Δ̄, sent_K)`` of the messages ``acc_K`` (leaves, leading axis ``b``):
+  encoded, all-gathered, decoded and averaged (the module docstring)."""
+  buffers_K, sent_K = encode_block(compression.codec, acc_K)
+  shapes = [tuple(x.shape[1:]) for x in acc_K]
+  blocks = gather_decoded(compression.codec, buffers_K, shapes)
+  with jax.named_scope("wire_presence"):
+    w_DxB = lax.all_gather(present_K, replicas.REPLICA, to="invarying")
+  mean = lambda b: ordered_weighted_mean(w_DxB, b)
+  return exchange_lib.average(compression, blocks, mean), sent_K
+
+
 def exchange(
     compression: exchange_lib.Compression,
     delta_K: Any,
@@ -189,13 +211,10 @@ def exchange(
       [d_leaves[i] for i in sent_ids],
       None if e_leaves is None else [e_leaves[i] for i in sent_ids],
   )
-  buffers_K, sent_K = encode_block(compression.codec, acc_K)
-  shapes = [tuple(x.shape[1:]) for x in acc_K]
-  blocks = gather_decoded(compression.codec, buffers_K, shapes)
-  with jax.named_scope("wire_presence"):
-    w_DxB = lax.all_gather(present_K, replicas.REPLICA, to="invarying")
-  mean = lambda b: ordered_weighted_mean(w_DxB, b)
-  averaged = exchange_lib.average(compression, blocks, mean)
+  segs = shards.Segments.of(compression.codec, [tuple(x.shape[1:]) for x in acc_K])
+  averaged, sent_K = segs.on_devices(
+      lambda a_K, w_K: _encoded_mean(compression, a_K, w_K), acc_K, present_K, out_leads=(0, 1)
+  )
   for i, value in zip(sent_ids, averaged):
     delta[i] = value
   if e_leaves is not None:

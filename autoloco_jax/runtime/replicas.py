@@ -262,10 +262,11 @@ def sq_norm(tree: Any) -> jax.Array:
 
 
 def sq_norm_K(tree_K: Any) -> jax.Array:
-  """Per-worker squared norms ``[K]`` of a per-worker pytree."""
+  """Per-worker squared norms ``[K]`` of a per-worker pytree (summed over a
+  leaf's own axes, not over its flattened form: a leaf split over a model
+  axis is then not gathered to be flattened)."""
   return sum(
-      jnp.sum(jnp.square(x).reshape(x.shape[0], -1), axis=1)
-      for x in jax.tree.leaves(tree_K)
+      jnp.sum(jnp.square(x), axis=tuple(range(1, x.ndim))) for x in jax.tree.leaves(tree_K)
   )
 
 

@@ -77,7 +77,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from autoloco_jax.algorithms.gossip import topology
-from autoloco_jax.compression import exchange, wire, wire_format
+from autoloco_jax.compression import exchange, shards, wire, wire_format
 from autoloco_jax.runtime import replicas
 
 
@@ -145,10 +145,23 @@ def _wire_laplacian(
   operations of ``topology.laplacian`` on the decoded payloads, in its order,
   each decoded value a buffer where the decoded exchange has one (a
   ``ppermute``'d row, an all-reduce's sum; ``wire.as_buffers``)."""
-  codec = compression.codec
   x_leaves, treedef = jax.tree.flatten(x_K)
   e_leaves = None if residual_K is None else jax.tree.leaves(residual_K)
   acc_K = wire.error_fed(compression, x_leaves, e_leaves)
+  # A worker that spans devices: each device exchanges its own segments.
+  segs = shards.Segments.of(compression.codec, [tuple(x.shape[1:]) for x in acc_K])
+  lap, sent_K = segs.on_devices(
+      lambda a_K, r: _segment_laplacian(topo, compression.codec, a_K, r),
+      acc_K, round_index, out_leads=(1, 1),
+  )
+  if e_leaves is not None:
+    residual_K = jax.tree.unflatten(treedef, [a - s for a, s in zip(acc_K, sent_K)])
+  return jax.tree.unflatten(treedef, lap), residual_K
+
+
+def _segment_laplacian(topo, codec, acc_K: list, round_index: Any) -> tuple[list, list]:
+  """``(Λ \\hat x, sent_K)`` of the messages ``acc_K`` (leaves, leading axis
+  ``b``), their payloads on the wire (:func:`_wire_laplacian`)."""
   buffers_K, sent_K = wire.encode_block(codec, acc_K)
   shapes = [tuple(x.shape[1:]) for x in acc_K]
   true = jnp.asarray(round_index) >= 0  # no constant: see wire.as_buffers
@@ -158,27 +171,23 @@ def _wire_laplacian(
         lambda b=b: [jnp.mean(x, axis=0) for x in decode(b)] for b in wire.gather(buffers_K)
     ]
     mean = wire.ordered_mean(block_means, true)
-    lap = [topo.num_workers * (y - m[None]) for y, m in zip(sent_K, mean)]
+    return [topo.num_workers * (y - m[None]) for y, m in zip(sent_K, mean)], sent_K
+  decode_one = lambda bufs: wire_format.from_wire(codec, bufs, shapes)
+
+  def nsum(table, bufs_K):
+    parts = [
+        _neighbor_rows(sent_K, bufs_K, row, topo.num_workers, decode_one, true)
+        for row in table
+    ]
+    return [sum(xs[1:], xs[0]) for xs in zip(*parts)]
+
+  if topo.pool_size == 1:
+    s_K = nsum(topo.pool_NxDxK[0], buffers_K)
   else:
-    decode_one = lambda bufs: wire_format.from_wire(codec, bufs, shapes)
-
-    def nsum(table, bufs_K):
-      parts = [
-          _neighbor_rows(sent_K, bufs_K, row, topo.num_workers, decode_one, true)
-          for row in table
-      ]
-      return [sum(xs[1:], xs[0]) for xs in zip(*parts)]
-
-    if topo.pool_size == 1:
-      s_K = nsum(topo.pool_NxDxK[0], buffers_K)
-    else:
-      index = topology.pool_index(topo.seed, round_index, topo.pool_size)
-      branches = [functools.partial(nsum, t) for t in topo.pool_NxDxK]
-      s_K = lax.switch(index, branches, buffers_K)
-    lap = [topo.degree * y - s for y, s in zip(sent_K, s_K)]
-  if e_leaves is not None:
-    residual_K = jax.tree.unflatten(treedef, [a - s for a, s in zip(acc_K, sent_K)])
-  return jax.tree.unflatten(treedef, lap), residual_K
+    index = topology.pool_index(topo.seed, round_index, topo.pool_size)
+    branches = [functools.partial(nsum, t) for t in topo.pool_NxDxK]
+    s_K = lax.switch(index, branches, buffers_K)
+  return [topo.degree * y - s for y, s in zip(sent_K, s_K)], sent_K
 
 
 def _neighbor_rows(sent_K, bufs_K, perm_K, num_workers, decode_one, true) -> list:

@@ -460,8 +460,5 @@ def spread(tree_K: Any) -> jax.Array:
   deployment would not do (the simulation has them at hand).
   """
   mean = replicas.worker_mean_unrolled(tree_K)
-  sq_K = sum(
-      jnp.sum(jnp.square(x - m[None]).reshape(x.shape[0], -1), axis=1)
-      for x, m in zip(jax.tree.leaves(tree_K), jax.tree.leaves(mean))
-  )
+  sq_K = replicas.sq_norm_K(jax.tree.map(lambda x, m: x - m[None], tree_K, mean))
   return replicas.worker_mean(jnp.sqrt(sq_K))
