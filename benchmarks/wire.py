@@ -18,7 +18,11 @@ beside the simulated clock's payload for the same round
 ``codecs.tree_encoded_bytes``, times a gossip round's messages); the two agree
 up to each packed stream's rounding to whole bytes (``wire_format.py``), and
 for gossip when no neighbour shares a device (``K`` devices). With one device
-XLA keeps no collective: run it with several (``XLA_FLAGS`` above).
+XLA keeps no collective: run it with several (``XLA_FLAGS`` above). With
+``--config.mesh.fsdp=F`` a worker spans ``F`` devices, each sending its own
+segment of every leaf (``compression/shards.py``): the compiled payload is
+then a worker's ``F`` devices together, the clock's bytes plus the segments'
+padding (``shards.wire_bytes``, printed as "a whole model's message").
 
 Prints a table per sync branch (a streaming sync has one per event) and, with
 ``--out``, writes the JSON.
@@ -83,9 +87,8 @@ def collectives(hlo_text: str, replica_of: dict[int, int] | None = None) -> list
   ``branch`` (the ``lax.switch`` branch it is in, from its metadata, or 0)
   and ``payload``: its metadata names ``wire_payload`` and, given
   ``replica_of`` (device id -> its index on the replica axis), its devices
-  differ in replica index (with ``config.mesh.fsdp > 1`` XLA also gathers a
-  worker's buffer across its own fsdp devices, which is no wire between
-  workers)."""
+  differ in replica index (a collective between a worker's own devices, with
+  ``config.mesh.fsdp > 1``, is no wire between workers)."""
   out = []
   for line in hlo_text.splitlines():
     m = _LINE.search(line)
