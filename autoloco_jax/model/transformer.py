@@ -42,7 +42,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
+
+from autoloco_jax.model import lookups
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 #: ``model.attention``: ``auto`` (``einsum`` on CPU; ``cudnn`` on GPU in bfloat16,
@@ -447,7 +448,7 @@ class Transformer(nn.Module):
   def __call__(self, tokens_BxL: jax.Array) -> jax.Array:
     cfg = self.cfg
     b, l = tokens_BxL.shape
-    embed = nn.Embed(
+    embed = lookups.Embed(
         num_embeddings=cfg.vocab_size,
         features=cfg.d_model,
         dtype=cfg.jnp_dtype,
@@ -529,9 +530,7 @@ def token_losses(apply: Callable, params, tokens_BxL1: jax.Array) -> jax.Array:
   ``tokens[:, 1:]`` from ``[:, :-1]`` (length L+1, so the model sees exactly L
   positions). The evaluation weights and sums them."""
   logits_BxLxV = apply(params, tokens_BxL1[:, :-1])
-  return optax.softmax_cross_entropy_with_integer_labels(
-      logits_BxLxV, tokens_BxL1[:, 1:]
-  )
+  return lookups.cross_entropy(logits_BxLxV, tokens_BxL1[:, 1:])
 
 
 def loss_fn(apply: Callable, params, tokens_BxL1: jax.Array) -> jax.Array:

@@ -78,14 +78,6 @@ def validate(config: Any) -> None:
         f"{config.data.batch_size} (equal micro-batches)"
     )
   fsdp = config.get("mesh", {}).get("fsdp", 1)
-  tensor = config.get("mesh", {}).get("tensor", 1)
-  if fsdp > 1 and tensor > 1:
-    raise ValueError(
-        f"config.mesh.fsdp={fsdp} with config.mesh.tensor={tensor}: a worker spans "
-        f"one model axis at a time. With both, XLA's SPMD partitioner (jaxlib "
-        f"0.10.2) fails a check partitioning a gather under the manual replica "
-        f"axis (docs/mesh.md); use fsdp or tensor"
-    )
   if config.data.batch_size % (fsdp * m):
     raise ValueError(
         f"config.mesh.fsdp={fsdp} x config.inner.microbatches={m} must divide "

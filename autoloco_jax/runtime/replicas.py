@@ -201,8 +201,36 @@ def map_workers(fn: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> Call
   the compiler shards.
   """
   return jax.shard_map(
-      fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, axis_names={REPLICA}
+      fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, axis_names={REPLICA},
+      check_vma=not _one_row_of_many(mesh),
   )
+
+
+def _one_row_of_many(mesh: Any) -> bool:
+  """A replica axis of one row and model axes of several devices: there JAX
+  (0.10.2) lowers ``shard_map``'s body without a manual region (all manual
+  axes are of size 1) but still emits each ``psum`` as an all-reduce, which
+  XLA's SPMD partitioner then rejects ("Cross-partition allreduce must be in
+  (partial) manual partitioning mode"). So on such a mesh :func:`psum` and
+  :func:`pmean` are the identity they are on one row, and ``shard_map`` does
+  not check the replication that an identity cannot declare."""
+  return dict(mesh.shape).get(REPLICA, 1) == 1 and mesh.size > 1
+
+
+def psum(x: Any) -> Any:
+  """``lax.psum`` over ``replica`` (the identity on one row of a mesh with
+  model axes: :func:`_one_row_of_many`)."""
+  if _one_row_of_many(jax.sharding.get_abstract_mesh()):
+    return x
+  return lax.psum(x, REPLICA)
+
+
+def pmean(x: Any) -> Any:
+  """``lax.pmean`` over ``replica`` (the identity on one row of a mesh with
+  model axes: :func:`_one_row_of_many`)."""
+  if _one_row_of_many(jax.sharding.get_abstract_mesh()):
+    return x
+  return lax.pmean(x, REPLICA)
 
 
 def worker_mean(tree_K: Any) -> Any:
@@ -214,7 +242,7 @@ def worker_mean(tree_K: Any) -> Any:
   ``replica`` mesh axis (blocks are equal-sized, so a mean of means is exact up
   to float rounding). This is the one all-reduce of the DiLoCo family.
   """
-  return jax.tree.map(lambda x: lax.pmean(jnp.mean(x, axis=0), REPLICA), tree_K)
+  return jax.tree.map(lambda x: pmean(jnp.mean(x, axis=0)), tree_K)
 
 
 def worker_mean_unrolled(tree_K: Any) -> Any:
@@ -234,7 +262,7 @@ def worker_mean_unrolled(tree_K: Any) -> Any:
     total = x[0]
     for i in range(1, x.shape[0]):
       total = total + x[i]
-    return lax.pmean(total / x.shape[0], REPLICA)
+    return pmean(total / x.shape[0])
 
   return jax.tree.map(mean, tree_K)
 
@@ -247,11 +275,11 @@ def worker_weighted_mean(tree_K: Any, weights_K: jax.Array) -> Any:
   With 0/1 weights this is the mean over the workers present in a round
   (DiLoCo's robustness to workers leaving). The caller keeps ``Σ w > 0``.
   """
-  total = lax.psum(jnp.sum(weights_K), REPLICA)
+  total = psum(jnp.sum(weights_K))
 
   def mean(x_K):
     w = weights_K.reshape((-1,) + (1,) * (x_K.ndim - 1)).astype(x_K.dtype)
-    return lax.psum(jnp.sum(w * x_K, axis=0), REPLICA) / total.astype(x_K.dtype)
+    return psum(jnp.sum(w * x_K, axis=0)) / total.astype(x_K.dtype)
 
   return jax.tree.map(mean, tree_K)
 

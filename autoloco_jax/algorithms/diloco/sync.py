@@ -115,7 +115,7 @@ def pseudo_gradients_K(params: Any, params_K: Any) -> Any:
 
 def workers_present(present_K: jax.Array) -> jax.Array:
   """How many workers' rounds count, over the whole mesh (a float32 scalar)."""
-  return jax.lax.psum(jnp.sum(present_K), replicas.REPLICA)
+  return replicas.psum(jnp.sum(present_K))
 
 
 def outer_step(
