@@ -127,7 +127,8 @@ def table(result: dict) -> str:
   lines = [
       f"| config | algorithm | rounds: max relative difference | final eval (whole split) | "
       f"final eval loss, fsdp 1 / fsdp {result['fsdp']}"
-      f"{' × tensor %d' % result['tensor'] if result.get('tensor', 1) > 1 else ''} |",
+      f"{' × tensor %d' % result['tensor'] if result.get('tensor', 1) > 1 else ''}"
+      f"{' (one replica row)' if result.get('replicas') == 1 else ''} |",
       "| --- | --- | ---: | ---: | ---: |",
   ]
   for row in result["rows"]:

@@ -211,6 +211,15 @@ def test_the_mesh_page_shows_the_committed_results():
     equivalence = json.load(f)
   assert mesh_equivalence.table(equivalence) in page
   assert {row["name"] for row in equivalence["rows"]} == set(mesh_equivalence.CONFIGS)
+  for name, layout in (("fsdp2_tensor2", (2, 2, 2)), ("one_row", (4, 1, 1))):
+    with open(os.path.join(ROOT, f"docs/mesh/equivalence_{name}.json")) as f:
+      result = json.load(f)
+    assert (result["fsdp"], result["tensor"], result["replicas"]) == layout
+    assert mesh_equivalence.table(result) in page
+    assert {row["name"] for row in result["rows"]} == set(mesh_equivalence.CONFIGS)
+    for row in result["rows"]:
+      d = row["max_relative_difference"]
+      assert d["rounds"] < RTOL and d["final_eval"] < RTOL, (name, row["name"], d)
 
 
 @pytest.mark.slow

@@ -290,12 +290,21 @@ def sq_norm(tree: Any) -> jax.Array:
 
 
 def sq_norm_K(tree_K: Any) -> jax.Array:
-  """Per-worker squared norms ``[K]`` of a per-worker pytree (summed over a
-  leaf's own axes, not over its flattened form: a leaf split over a model
-  axis is then not gathered to be flattened)."""
-  return sum(
-      jnp.sum(jnp.square(x), axis=tuple(range(1, x.ndim))) for x in jax.tree.leaves(tree_K)
-  )
+  """Per-worker squared norms ``[K]`` of a per-worker pytree."""
+  return sum(leaf_sq_norm_K(x) for x in jax.tree.leaves(tree_K))
+
+
+def leaf_sq_norm_K(x_K: jax.Array) -> jax.Array:
+  """``Σ x²`` of each worker's row of one leaf, ``[K]``: over the flattened row,
+  or, on a mesh with model axes, over the row's own axes, so that a leaf split
+  over a model axis is not gathered to be flattened (the same sum; the
+  flattened form keeps the programs of a mesh without model axes as they
+  were)."""
+  mesh = jax.sharding.get_abstract_mesh()
+  sizes = dict(mesh.shape) if mesh.axis_names else {}
+  if sizes.get(FSDP, 1) * sizes.get(TENSOR, 1) > 1:
+    return jnp.sum(jnp.square(x_K), axis=tuple(range(1, x_K.ndim)))
+  return jnp.sum(jnp.square(x_K).reshape(x_K.shape[0], -1), axis=1)
 
 
 def broadcast_block(tree: Any, like_K: Any) -> Any:

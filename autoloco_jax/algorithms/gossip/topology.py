@@ -460,5 +460,8 @@ def spread(tree_K: Any) -> jax.Array:
   deployment would not do (the simulation has them at hand).
   """
   mean = replicas.worker_mean_unrolled(tree_K)
-  sq_K = replicas.sq_norm_K(jax.tree.map(lambda x, m: x - m[None], tree_K, mean))
+  sq_K = sum(
+      replicas.leaf_sq_norm_K(x - m[None])
+      for x, m in zip(jax.tree.leaves(tree_K), jax.tree.leaves(mean))
+  )
   return replicas.worker_mean(jnp.sqrt(sq_K))
