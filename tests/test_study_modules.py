@@ -222,9 +222,10 @@ def test_phased_studies_choose_on_tuning_seeds_and_report_on_fresh_ones(phases):
   """Every phase that chooses (regime, coarse, tune, design, mixing, the
   compression tunes and ablation) runs on tuning seeds only; no report phase
   shares a seed with them, and each has at least two (the old compression
-  study's quick report: one). The recipe's ``ablate`` chooses nothing: it
-  measures the best row's parts on the report's fresh seeds."""
-  reports = ("report", "constant", "longer", "ablate")
+  study's quick report: one). The recipe's ``ablate`` and ``transfer`` choose
+  nothing: they measure the best row's parts, and the best row on a second
+  corpus, on fresh seeds."""
+  reports = ("report", "constant", "longer", "ablate", "transfer")
   tuning, fresh = set(), set()
   for name, (study, _) in phases.items():
     (fresh if name.split("_")[-1] in reports else tuning).update(study.seeds)
@@ -690,6 +691,19 @@ def test_recipe_tunes_each_rows_schedule_and_reads_it_against_the_schedule_front
     ablated = ablate_study.runs[label]
     assert ablated.to_dict() != config.to_dict()
   assert {c["candidate"] for c in ablate_["comparisons"]} == parts
+  # Transfer: the best label and its row on the second corpus's cell (the quick
+  # cell is base/Shakespeare already, so here the very runs of the report),
+  # against that cell's schedule frontier, on as many of its fresh seeds.
+  transfer_study, transfer_ = phases["recipe_transfer"]
+  assert transfer_study.frontier == sched_study.frontier
+  assert set(transfer_study.seeds) <= set(sched_study.seeds)
+  assert len(transfer_study.seeds) == len(report_study.seeds)
+  moved = transfer_study.syncs_saved
+  assert moved[-1] == winner and len(moved) == (1 if winner in recipe.QUICK_ROWS else 2)
+  for label in moved:
+    assert sweep.run_dir("", transfer_study.runs[label]) == sweep.run_dir("", report_study.runs[label])
+  assert {(l, "frontier") for l in moved} <= set(transfer_study.comparisons)
+  assert set(transfer_["syncs_saved"]) == set(moved)
 
 
 # --- the decentralized claims' cells ---------------------------------------------

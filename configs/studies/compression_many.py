@@ -178,10 +178,12 @@ def _tag(label: str) -> str:
   return label.replace(".", "p")
 
 
-def row_config(opts: dict, row: str, point: dict | None = None):
+def row_config(opts: dict, row: str, point: dict | None = None, cell=None):
   """The run of ``row`` at ``H_ref`` with its grid ``point`` (the row's
-  defaults where ``None``)."""
-  cell, quick = _evidence(opts), opts["quick"]
+  defaults where ``None``), built on the evidence report ``cell`` (default:
+  this study's, many/Python; the recipe study moves its best row to
+  base/Shakespeare)."""
+  cell, quick = cell or _evidence(opts), opts["quick"]
   href = base.h_ref(quick)
   pair = evidence.tuned_pairs(cell)[href]
   p = {**DEFAULT_POINT, **(point or {})}

@@ -47,7 +47,11 @@ Phases (every choice on the tuning seeds 0-2; the report on fresh seeds):
   its constant (what the schedule adds), ``best_adaptive`` against the best;
 * ``ablate``: the best label on the same fresh seeds with one part removed at a
   time, its schedule, its compression, its staggering (:func:`ablations`),
-  each against it.
+  each against it;
+* ``transfer``: the best label and its row at constant ``β`` moved to
+  base/Shakespeare (:func:`transferred`: the row's many/Python point, that
+  cell's ``β*``, the label's schedule shape around it), against that cell's
+  schedule-tuned frontier on its fresh seeds.
 
 The tolerance of the report is the schedule report's (the many/Python cell's,
 fixed before its report: ``docs/studies/evidence_v2/many_python``). The claims
@@ -62,7 +66,7 @@ from configs.studies import base, compression_many, evidence, schedule
 
 NAME = "recipe_{phase}"
 TITLE = "The best recipe ({phase}): rows against the schedule-tuned frontier, many/Python"
-PHASES = ("coarse", "tune", "report", "ablate")
+PHASES = ("coarse", "tune", "report", "ablate", "transfer")
 TOLERANCE = evidence.TOLERANCE
 DOCS_DIR = "docs/studies/recipe"
 QUICK_DIR = "runs/studies/recipe-quick"
@@ -238,4 +242,52 @@ def ablate(s, cell) -> None:
   s.comparisons = tuple((label, best_label) for label in parts)
 
 
-PHASE_RUNS = dict(coarse=coarse, tune=tune, report=report, ablate=ablate)
+def _second(cell, study):
+  """``study``'s report cell of the second corpus, base/Shakespeare (quick:
+  the quick cell, which is base/Shakespeare too)."""
+  return cell.of(study, phase="report", regime="base", corpus="shakespeare")
+
+
+def transferred(cell, row: str, label: str) -> dict:
+  """``row`` (at its tuned point of many/Python) built on base/Shakespeare at
+  that cell's tuned ``β`` at ``H_ref``, and, if ``label`` is one of its
+  schedules, that schedule's shape around that ``β`` (``label -> config``)."""
+  cm = _compression(cell)
+  point = compression_many.report_point(compression_many.tuned_points(cm), row)
+  c = compression_many.row_config(cm, row, point, cell=_second(cell, evidence))
+  out = {row: c}
+  if label != row:
+    name = label[len(row) + 1 :].split("_")[0]
+    rounds = c.total_steps // c.interval.h
+    ((suffix, overrides),) = schedule.schedule_points(c.diloco.beta, rounds, (name,)).items()
+    v = c.copy_and_resolve_references()
+    for field, value in overrides.items():
+      base.common.set_field(v, field.replace("__", "."), value)
+    out[f"{row}_{suffix}"] = v
+  return out
+
+
+def transfer(s, cell) -> None:
+  """The tuning seeds' best label and its row at constant ``β`` on the second
+  corpus (base/Shakespeare: :func:`transferred`), against that cell's
+  schedule-tuned frontier (the schedule study's runs, shared by hash), on its
+  schedule report's fresh seeds, as many as this study's report has: does
+  the answer hold on a second corpus?"""
+  sched = _second(cell, schedule)
+  committed = sched.read("report")
+  row, label = winner(cell.read("tune")["stats"], cell)
+  s.seeds = tuple(committed["seeds"])[: len(cell.read("report")["seeds"])]
+  s.tolerance = float(committed["power"]["tolerance"])
+  schedule.add_tuned_frontier(s, sched, evidence.tuned_pairs(sched.of(evidence)))
+  configs = transferred(cell, row, label)
+  for name, config in configs.items():
+    base.add_run(s, name, config)
+  s.syncs_saved = tuple(configs)
+  s.cost_plots = ("bytes_per_worker", "peak_bandwidth")
+  best = list(configs)[-1]
+  s.comparisons = tuple((l, "frontier") for l in configs) + (
+      ((best, row),) if best != row else ()
+  )
+
+
+PHASE_RUNS = dict(coarse=coarse, tune=tune, report=report, ablate=ablate, transfer=transfer)
