@@ -70,7 +70,8 @@ def granule(codec: codecs.Codec) -> int:
 
 def segment_size(n: int, g: int, count: int) -> int:
   """``n_s = g ⌈⌈n/g⌉ / S⌉`` (the module docstring)."""
-  return g * -(-(-(-n // g)) // count)
+  granules = -(-n // g)
+  return g * -(-granules // count)
 
 
 def padding_values(shapes: list[tuple], g: int, count: int) -> int:
@@ -143,7 +144,7 @@ class Segments:
     a reshape between the two moves nothing (a leaf split on another
     dimension, ``embed`` second, reaches it by an all-to-all, not by
     gathering the leaf)."""
-    if not self.axes or self.shapes[i][0] % self.count:
+    if not self.axes or not self.shapes[i] or self.shapes[i][0] % self.count:
       return x
     spec = P(*(None,) * lead, self.axes, *(None,) * (len(self.shapes[i]) - 1))
     return jax.lax.with_sharding_constraint(x, spec)
