@@ -25,7 +25,8 @@ then a worker's ``F`` devices together, the clock's bytes plus the segments'
 padding (``shards.wire_bytes``, printed as "a whole model's message").
 
 Prints a table per sync branch (a streaming sync has one per event) and, with
-``--out``, writes the JSON.
+``--out``, writes the JSON (:func:`condensed`: the payload's collectives, the
+others' bytes summed by operation).
 """
 
 from __future__ import annotations
@@ -216,13 +217,29 @@ def _table(result: dict) -> str:
   return "\n".join(lines)
 
 
+def condensed(result: dict) -> dict:
+  """``result`` with each branch's payload collectives listed and the others
+  summed by operation (``other_bytes``: bytes on one device), what ``--out``
+  writes (a 1B sync has over a thousand collectives between a worker's own
+  devices)."""
+  branches = []
+  for b in result["branches"]:
+    other: dict[str, int] = {}
+    for c in b["collectives"]:
+      if not c["payload"]:
+        other[c["op"]] = other.get(c["op"], 0) + c["bytes"]
+    payload = [c for c in b["collectives"] if c["payload"]]
+    branches.append(dict(b, collectives=payload, other_bytes=other))
+  return dict(result, branches=branches)
+
+
 def main(argv):
   del argv
   result = measure(_CONFIG.value)
   print(_table(result))
   if _OUT.value:
     with open(_OUT.value, "w") as f:
-      f.write(json.dumps(result, indent=2) + "\n")
+      f.write(json.dumps(condensed(result), indent=2) + "\n")
 
 
 if __name__ == "__main__":

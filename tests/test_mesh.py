@@ -211,6 +211,12 @@ def test_the_mesh_page_shows_the_committed_results():
     equivalence = json.load(f)
   assert mesh_equivalence.table(equivalence) in page
   assert {row["name"] for row in equivalence["rows"]} == set(mesh_equivalence.CONFIGS)
+  with open(os.path.join(ROOT, "docs/mesh/wire_1b_sparseloco.json")) as f:
+    wire_1b = json.load(f)
+  (branch,) = wire_1b["branches"]
+  assert wire_1b["worker_devices"] == 16 and wire_1b["devices"] == 64
+  assert branch["wire_bytes_per_worker"] == wire_1b["segment_bytes"] == 28_599_104
+  assert f"{wire_1b['segment_bytes']:,} bytes per worker" in page
   for name, layout in (("fsdp2_tensor2", (2, 2, 2)), ("one_row", (4, 1, 1))):
     with open(os.path.join(ROOT, f"docs/mesh/equivalence_{name}.json")) as f:
       result = json.load(f)
