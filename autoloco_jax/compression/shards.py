@@ -49,19 +49,6 @@ from autoloco_jax.compression import codecs, wire_format
 from autoloco_jax.runtime import replicas
 
 
-def model_axes() -> tuple[str, ...]:
-  """The model axes of the mesh being traced that the compiler places
-  (not yet mapped by hand) and have more than one device (``()`` outside a
-  mesh, inside :meth:`Segments.on_devices`, or when a worker is one device)."""
-  mesh = jax.sharding.get_abstract_mesh()
-  if not mesh.axis_names:
-    return ()
-  sizes, auto = dict(mesh.shape), set(mesh.auto_axes)
-  return tuple(
-      a for a in (replicas.FSDP, replicas.TENSOR) if a in auto and sizes.get(a, 1) > 1
-  )
-
-
 def granule(codec: codecs.Codec) -> int:
   """``g``: values per independently encoded unit (a block or a chunk)."""
   params = dict(codec.params)
@@ -112,9 +99,9 @@ class Segments:
 
   @classmethod
   def of(cls, codec: codecs.Codec, shapes: list[tuple]) -> "Segments":
-    """Segments for the mesh being traced (:func:`model_axes`)."""
+    """Segments for the mesh being traced (``replicas.traced_model_axes``)."""
     shapes = tuple(tuple(s) for s in shapes)
-    axes = model_axes()
+    axes = replicas.traced_model_axes()
     if not axes:
       return cls(shapes)
     mesh = jax.sharding.get_abstract_mesh()

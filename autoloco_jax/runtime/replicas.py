@@ -117,6 +117,17 @@ def model_size(mesh: Mesh) -> int:
   return mesh.size // replica_rows(mesh)
 
 
+def traced_model_axes() -> tuple[str, ...]:
+  """The model axes of the mesh being traced that the compiler places (not
+  mapped by hand) and that have more than one device: ``()`` outside a mesh,
+  when a worker is one device, or inside a ``shard_map`` over them."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if not mesh.axis_names:
+    return ()
+  sizes, auto = dict(mesh.shape), set(mesh.auto_axes)
+  return tuple(a for a in (FSDP, TENSOR) if a in auto and sizes.get(a, 1) > 1)
+
+
 def tokens_spec(mesh: Mesh) -> P:
   """Partition spec of staged batches ``tokens_KxCxBxL1``: workers over
   ``replica``, each worker's ``B`` sequences over ``fsdp``."""
@@ -300,9 +311,7 @@ def leaf_sq_norm_K(x_K: jax.Array) -> jax.Array:
   over a model axis is not gathered to be flattened (the same sum; the
   flattened form keeps the programs of a mesh without model axes as they
   were)."""
-  mesh = jax.sharding.get_abstract_mesh()
-  sizes = dict(mesh.shape) if mesh.axis_names else {}
-  if sizes.get(FSDP, 1) * sizes.get(TENSOR, 1) > 1:
+  if traced_model_axes():
     return jnp.sum(jnp.square(x_K), axis=tuple(range(1, x_K.ndim)))
   return jnp.sum(jnp.square(x_K).reshape(x_K.shape[0], -1), axis=1)
 
